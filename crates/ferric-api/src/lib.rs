@@ -1,0 +1,1 @@
+//! Ferric's HTTP API.

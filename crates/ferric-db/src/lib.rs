@@ -1,0 +1,1 @@
+//! Ferric's storage layer: one interface over SQLite and PostgreSQL.

@@ -1,0 +1,9 @@
+//! Ferric's domain model: the provision state machine as data, API microversions and the
+//! resource types (nodes, ports, …) shared by every other crate.
+//!
+//! Architecture Invariant: this crate does no IO and depends on no database, HTTP or BMC
+//! library. Everything in it can be exercised by plain unit tests.
+
+pub mod state;
+
+pub use state::ProvisionState;

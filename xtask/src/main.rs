@@ -1,0 +1,2 @@
+//! `cargo xtask`: the one entry point for chores.
+fn main() {}
