@@ -6,4 +6,8 @@
 
 pub mod state;
 
+pub use machine::{Event, Verb, check_verb, next_state};
+pub use microversion::Microversion;
 pub use state::ProvisionState;
+pub mod machine;
+pub mod microversion;
