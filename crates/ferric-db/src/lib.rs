@@ -1,1 +1,33 @@
 //! Ferric's storage layer: one interface over SQLite and PostgreSQL.
+//!
+//! Open a [`Store`] from a URL and call its resource-first methods: `node_create`,
+//! `node_list`, `port_get`, `node_lease_acquire`, `conductor_heartbeat`, … Records are the plain
+//! types of [`ferric_model::resources`]; errors are [`Error`].
+//!
+//! Architecture Invariants: every method is one SQL statement (or a read followed by one write
+//! that is guarded against races), so no transaction is ever held open across anything but SQL;
+//! both backends run the same SQL text (see `store.rs` and `sql.rs` for how); the schema is
+//! versioned migrations per backend, checked against a fresh schema file by the test suite.
+
+#[macro_use]
+mod paging;
+
+mod chassis;
+mod conductors;
+mod error;
+mod history;
+mod leases;
+mod nodes;
+mod portgroups;
+mod ports;
+mod sql;
+mod store;
+
+pub use chassis::ChassisSortKey;
+pub use conductors::ConductorFilter;
+pub use error::{Error, Kind};
+pub use nodes::{NodeFilter, NodeSortKey};
+pub use paging::{Page, SortDir, SortKey, UnknownSortKey};
+pub use portgroups::{PortgroupFilter, PortgroupSortKey};
+pub use ports::{PortFilter, PortSortKey};
+pub use store::{Store, StoreOptions};

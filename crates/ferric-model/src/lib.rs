@@ -11,3 +11,4 @@ pub use microversion::Microversion;
 pub use state::ProvisionState;
 pub mod machine;
 pub mod microversion;
+pub mod resources;

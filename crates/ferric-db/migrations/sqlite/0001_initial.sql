@@ -1,0 +1,173 @@
+-- Ferric's first schema on SQLite: nodes, ports, portgroups, chassis, conductors, node leases
+-- and node history. TEXTs, JSON and timestamps (RFC 3339, UTC) are TEXT; booleans 0/1.
+
+CREATE TABLE chassis (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    version     INTEGER NOT NULL,
+    uuid        TEXT NOT NULL UNIQUE,
+    description TEXT,
+    extra       TEXT NOT NULL DEFAULT '{}',
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT
+);
+
+CREATE TABLE nodes (
+    id                     INTEGER PRIMARY KEY AUTOINCREMENT,
+    version                INTEGER NOT NULL,
+    uuid                   TEXT NOT NULL UNIQUE,
+    name                   TEXT UNIQUE,
+    description            TEXT,
+    driver                 TEXT NOT NULL,
+    driver_info            TEXT NOT NULL DEFAULT '{}',
+    driver_internal_info   TEXT NOT NULL DEFAULT '{}',
+    properties             TEXT NOT NULL DEFAULT '{}',
+    instance_info          TEXT NOT NULL DEFAULT '{}',
+    extra                  TEXT NOT NULL DEFAULT '{}',
+    instance_uuid          TEXT UNIQUE,
+    instance_name          TEXT,
+    chassis_uuid           TEXT REFERENCES chassis (uuid),
+    parent_node            TEXT,
+    allocation_uuid        TEXT,
+    provision_state        TEXT NOT NULL,
+    target_provision_state TEXT,
+    provision_updated_at   TEXT,
+    power_state            TEXT,
+    target_power_state     TEXT,
+    last_error             TEXT,
+    console_enabled        BOOLEAN NOT NULL DEFAULT 0,
+    fault                  TEXT,
+    health                 TEXT,
+    maintenance            BOOLEAN NOT NULL DEFAULT 0,
+    maintenance_reason     TEXT,
+    protected              BOOLEAN NOT NULL DEFAULT 0,
+    protected_reason       TEXT,
+    retired                BOOLEAN NOT NULL DEFAULT 0,
+    retired_reason         TEXT,
+    disable_power_off      BOOLEAN NOT NULL DEFAULT 0,
+    automated_clean        BOOLEAN,
+    inspection_started_at  TEXT,
+    inspection_finished_at TEXT,
+    clean_step             TEXT NOT NULL DEFAULT '{}',
+    deploy_step            TEXT NOT NULL DEFAULT '{}',
+    service_step           TEXT NOT NULL DEFAULT '{}',
+    raid_config            TEXT NOT NULL DEFAULT '{}',
+    target_raid_config     TEXT NOT NULL DEFAULT '{}',
+    network_data           TEXT NOT NULL DEFAULT '{}',
+    boot_mode              TEXT,
+    secure_boot            BOOLEAN,
+    bios_interface         TEXT,
+    boot_interface         TEXT,
+    console_interface      TEXT,
+    deploy_interface       TEXT,
+    firmware_interface     TEXT,
+    inspect_interface      TEXT,
+    management_interface   TEXT,
+    network_interface      TEXT,
+    power_interface        TEXT,
+    raid_interface         TEXT,
+    rescue_interface       TEXT,
+    storage_interface      TEXT,
+    vendor_interface       TEXT,
+    resource_class         TEXT,
+    conductor_group        TEXT NOT NULL DEFAULT '',
+    shard                  TEXT,
+    owner                  TEXT,
+    lessee                 TEXT,
+    traits                 TEXT NOT NULL DEFAULT '[]',
+    created_at             TEXT NOT NULL,
+    updated_at             TEXT
+);
+
+-- The list filters, and the conductor's "which nodes have waited too long in state X" scan.
+CREATE INDEX nodes_provision_state_idx ON nodes (provision_state, provision_updated_at);
+CREATE INDEX nodes_driver_idx ON nodes (driver);
+CREATE INDEX nodes_conductor_group_idx ON nodes (conductor_group);
+CREATE INDEX nodes_resource_class_idx ON nodes (resource_class);
+CREATE INDEX nodes_owner_idx ON nodes (owner);
+CREATE INDEX nodes_lessee_idx ON nodes (lessee);
+CREATE INDEX nodes_chassis_uuid_idx ON nodes (chassis_uuid);
+CREATE INDEX nodes_shard_idx ON nodes (shard);
+CREATE INDEX nodes_parent_node_idx ON nodes (parent_node);
+CREATE INDEX nodes_created_at_idx ON nodes (created_at);
+
+CREATE TABLE portgroups (
+    id                         INTEGER PRIMARY KEY AUTOINCREMENT,
+    version                    INTEGER NOT NULL,
+    uuid                       TEXT NOT NULL UNIQUE,
+    name                       TEXT UNIQUE,
+    address                    TEXT UNIQUE,
+    node_uuid                  TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    extra                      TEXT NOT NULL DEFAULT '{}',
+    internal_info              TEXT NOT NULL DEFAULT '{}',
+    standalone_ports_supported BOOLEAN NOT NULL DEFAULT 1,
+    mode                       TEXT,
+    properties                 TEXT NOT NULL DEFAULT '{}',
+    physical_network           TEXT,
+    category                   TEXT,
+    dynamic_portgroup          BOOLEAN NOT NULL DEFAULT 0,
+    created_at                 TEXT NOT NULL,
+    updated_at                 TEXT
+);
+
+CREATE INDEX portgroups_node_uuid_idx ON portgroups (node_uuid);
+
+CREATE TABLE ports (
+    id                              INTEGER PRIMARY KEY AUTOINCREMENT,
+    version                         INTEGER NOT NULL,
+    uuid                            TEXT NOT NULL UNIQUE,
+    address                         TEXT NOT NULL UNIQUE,
+    node_uuid                       TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    portgroup_uuid                  TEXT REFERENCES portgroups (uuid),
+    name                            TEXT UNIQUE,
+    description                     TEXT,
+    extra                           TEXT NOT NULL DEFAULT '{}',
+    internal_info                   TEXT NOT NULL DEFAULT '{}',
+    local_link_connection           TEXT NOT NULL DEFAULT '{}',
+    pxe_enabled                     BOOLEAN NOT NULL DEFAULT 1,
+    physical_network                TEXT,
+    is_smartnic                     BOOLEAN NOT NULL DEFAULT 0,
+    vendor                          TEXT,
+    category                        TEXT,
+    available_for_dynamic_portgroup BOOLEAN NOT NULL DEFAULT 0,
+    created_at                      TEXT NOT NULL,
+    updated_at                      TEXT
+);
+
+CREATE INDEX ports_node_uuid_idx ON ports (node_uuid);
+CREATE INDEX ports_portgroup_uuid_idx ON ports (portgroup_uuid);
+
+CREATE TABLE conductors (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    hostname        TEXT NOT NULL UNIQUE,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    drivers         TEXT NOT NULL DEFAULT '[]',
+    online          BOOLEAN NOT NULL DEFAULT 1,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL
+);
+
+-- At most one lease per node; the row exists only while someone holds (or held and did not
+-- release) the node.
+CREATE TABLE node_leases (
+    node_uuid   TEXT PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    holder      TEXT NOT NULL,
+    acquired_at TEXT NOT NULL,
+    expires_at  TEXT NOT NULL
+);
+
+CREATE INDEX node_leases_expires_at_idx ON node_leases (expires_at);
+CREATE INDEX node_leases_holder_idx ON node_leases (holder);
+
+CREATE TABLE node_history (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    uuid       TEXT NOT NULL UNIQUE,
+    node_uuid  TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    severity   TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    event      TEXT NOT NULL,
+    conductor  TEXT,
+    user_name  TEXT
+);
+
+CREATE INDEX node_history_node_uuid_idx ON node_history (node_uuid, id);

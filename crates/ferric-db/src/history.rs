@@ -1,0 +1,92 @@
+//! Node history: the events the API shows at `/v1/nodes/{node}/history`, pruned to a bounded
+//! number per node.
+
+use ferric_model::resources::NodeHistoryEntry;
+use uuid::Uuid;
+
+use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
+use crate::sql::{Arg, DbRow};
+use crate::store::Store;
+
+const HISTORY_COLUMNS: &str =
+    "uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name";
+
+fn entry_from_row(row: &dyn DbRow) -> Result<NodeHistoryEntry, sqlx::Error> {
+    Ok(NodeHistoryEntry {
+        uuid: row.uuid("uuid")?,
+        node: row.uuid("node_uuid")?,
+        created_at: row.time("created_at")?,
+        severity: row.text("severity")?,
+        event_type: row.text("event_type")?,
+        event: row.text("event")?,
+        conductor: row.opt_text("conductor")?,
+        user: row.opt_text("user_name")?,
+    })
+}
+
+impl Store {
+    /// Records an event for `entry.node`, keeping the entry's own `created_at`.
+    pub async fn node_history_add(
+        &self,
+        entry: &NodeHistoryEntry,
+    ) -> Result<NodeHistoryEntry, Error> {
+        let sql = format!(
+            "INSERT INTO node_history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             RETURNING {HISTORY_COLUMNS}"
+        );
+        let args = [
+            Arg::Uuid(entry.uuid),
+            Arg::Uuid(entry.node),
+            Arg::Time(entry.created_at),
+            Arg::Text(&entry.severity),
+            Arg::Text(&entry.event_type),
+            Arg::Text(&entry.event),
+            (&entry.conductor).into(),
+            (&entry.user).into(),
+        ];
+        self.fetch_optional(&sql, &args, entry_from_row)
+            .await
+            .map_err(|error| {
+                if is_foreign_key_violation(&error) {
+                    return Error::NotFound {
+                        kind: Kind::Node,
+                        ident: entry.node.to_string(),
+                    };
+                }
+                let fields = [("uuid", entry.uuid.to_string())];
+                match unique_violation(&error, "node_history", &fields) {
+                    Some((field, value)) => Error::Duplicate {
+                        kind: Kind::NodeHistory,
+                        field,
+                        value,
+                    },
+                    None => Error::Backend {
+                        operation: "node_history_add",
+                        source: error,
+                    },
+                }
+            })?
+            .ok_or_else(|| Error::NotFound {
+                kind: Kind::NodeHistory,
+                ident: entry.uuid.to_string(),
+            })
+    }
+
+    /// `node`'s history, oldest first.
+    pub async fn node_history_list(&self, node: Uuid) -> Result<Vec<NodeHistoryEntry>, Error> {
+        let sql =
+            format!("SELECT {HISTORY_COLUMNS} FROM node_history WHERE node_uuid = $1 ORDER BY id");
+        self.fetch_all(&sql, &[Arg::Uuid(node)], entry_from_row)
+            .await
+            .map_err(backend("node_history_list"))
+    }
+
+    /// Keeps only the newest `keep` entries of `node`'s history; returns how many went.
+    pub async fn node_history_prune(&self, node: Uuid, keep: u32) -> Result<u64, Error> {
+        let sql = "DELETE FROM node_history WHERE node_uuid = $1 AND id NOT IN \
+                   (SELECT id FROM node_history WHERE node_uuid = $1 ORDER BY id DESC LIMIT $2)";
+        self.execute(sql, &[Arg::Uuid(node), Arg::Int(i64::from(keep))])
+            .await
+            .map_err(backend("node_history_prune"))
+    }
+}

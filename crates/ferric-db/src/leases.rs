@@ -1,0 +1,180 @@
+//! Node leases: the exclusive, expiring lock a conductor holds on a node while it works on it
+//! (`reference/ironic.md` §6.1, with an expiry instead of a bare `reservation` column).
+//!
+//! Theory of operation: a lease is a row in `node_leases`, at most one per node. Acquiring is a
+//! single upsert whose `ON CONFLICT … DO UPDATE … WHERE` only overwrites a lease that has
+//! expired or is already ours; if the `WHERE` refuses, the statement returns no row and the
+//! caller learns who holds the node. Both PostgreSQL (row lock on the conflicting row) and
+//! SQLite (one writer at a time) make that compare-and-set atomic, with no transaction held
+//! open. The holder renews before `expires_at`; if it dies it stops renewing, the lease lapses,
+//! and any other conductor may take the node over. Renew and release only touch a lease the
+//! caller still holds.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use ferric_model::resources::NodeLease;
+use uuid::Uuid;
+
+use crate::error::{Error, Kind, backend, is_foreign_key_violation};
+use crate::sql::{Arg, DbRow};
+use crate::store::Store;
+
+const LEASE_COLUMNS: &str = "node_uuid, holder, acquired_at, expires_at";
+
+fn lease_from_row(row: &dyn DbRow) -> Result<NodeLease, sqlx::Error> {
+    Ok(NodeLease {
+        node: row.uuid("node_uuid")?,
+        holder: row.text("holder")?,
+        acquired_at: row.time("acquired_at")?,
+        expires_at: row.time("expires_at")?,
+    })
+}
+
+/// `now + ttl`, saturating at the far future for absurd TTLs.
+fn expiry(now: DateTime<Utc>, ttl: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(ttl)
+        .ok()
+        .and_then(|ttl| now.checked_add_signed(ttl))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+impl Store {
+    /// Takes the lease on `node` for `holder` until `now + ttl`: succeeds if the node has no
+    /// lease, its lease has expired, or `holder` already holds it (then it is extended and
+    /// keeps its `acquired_at`). Otherwise [`Error::LeaseHeld`] names the holder.
+    pub async fn node_lease_acquire(
+        &self,
+        node: Uuid,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<NodeLease, Error> {
+        let sql = format!(
+            "INSERT INTO node_leases ({LEASE_COLUMNS}) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (node_uuid) DO UPDATE SET holder = excluded.holder, \
+             expires_at = excluded.expires_at, \
+             acquired_at = CASE WHEN node_leases.holder = excluded.holder \
+             THEN node_leases.acquired_at ELSE excluded.acquired_at END \
+             WHERE node_leases.holder = excluded.holder \
+             OR node_leases.expires_at <= excluded.acquired_at \
+             RETURNING {LEASE_COLUMNS}"
+        );
+        // A lease released between our refused attempt and our look at the holder is free:
+        // try once more rather than report a holder that no longer exists.
+        for _ in 0..2 {
+            let now = self.now();
+            let args = [
+                Arg::Uuid(node),
+                Arg::Text(holder),
+                Arg::Time(now),
+                Arg::Time(expiry(now, ttl)),
+            ];
+            let acquired = self
+                .fetch_optional(&sql, &args, lease_from_row)
+                .await
+                .map_err(|error| {
+                    if is_foreign_key_violation(&error) {
+                        Error::NotFound {
+                            kind: Kind::Node,
+                            ident: node.to_string(),
+                        }
+                    } else {
+                        Error::Backend {
+                            operation: "node_lease_acquire",
+                            source: error,
+                        }
+                    }
+                })?;
+            if let Some(lease) = acquired {
+                return Ok(lease);
+            }
+            if let Some(lease) = self.node_lease_get(node).await? {
+                return Err(Error::LeaseHeld {
+                    node,
+                    holder: lease.holder,
+                    expires_at: lease.expires_at,
+                });
+            }
+        }
+        Err(Error::LeaseHeld {
+            node,
+            holder: "another holder".to_owned(),
+            expires_at: self.now(),
+        })
+    }
+
+    /// Extends `holder`'s lease on `node` to `now + ttl`. [`Error::LeaseNotHeld`] if the lease
+    /// is gone or someone else took it over: the caller must stop working on the node.
+    ///
+    /// A lapsed lease that nobody took over is renewed: the holder did not lose anything.
+    pub async fn node_lease_renew(
+        &self,
+        node: Uuid,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<NodeLease, Error> {
+        let sql = format!(
+            "UPDATE node_leases SET expires_at = $3 WHERE node_uuid = $1 AND holder = $2 \
+             RETURNING {LEASE_COLUMNS}"
+        );
+        let args = [
+            Arg::Uuid(node),
+            Arg::Text(holder),
+            Arg::Time(expiry(self.now(), ttl)),
+        ];
+        self.fetch_optional(&sql, &args, lease_from_row)
+            .await
+            .map_err(backend("node_lease_renew"))?
+            .ok_or_else(|| Error::LeaseNotHeld {
+                node,
+                holder: holder.to_owned(),
+            })
+    }
+
+    /// Gives up `holder`'s lease on `node`. [`Error::LeaseNotHeld`] if `holder` does not hold
+    /// it; someone else's lease is never removed.
+    pub async fn node_lease_release(&self, node: Uuid, holder: &str) -> Result<(), Error> {
+        let sql = "DELETE FROM node_leases WHERE node_uuid = $1 AND holder = $2";
+        let released = self
+            .execute(sql, &[Arg::Uuid(node), Arg::Text(holder)])
+            .await
+            .map_err(backend("node_lease_release"))?;
+        if released == 0 {
+            return Err(Error::LeaseNotHeld {
+                node,
+                holder: holder.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Gives up every lease `holder` has: a conductor starting up clears what its previous
+    /// life left behind. Returns how many were released.
+    pub async fn node_lease_release_all(&self, holder: &str) -> Result<u64, Error> {
+        self.execute(
+            "DELETE FROM node_leases WHERE holder = $1",
+            &[Arg::Text(holder)],
+        )
+        .await
+        .map_err(backend("node_lease_release_all"))
+    }
+
+    /// The lease on `node`, expired or not, if there is a row for it. (The API's `reservation`
+    /// field is its holder while it has not expired.)
+    pub async fn node_lease_get(&self, node: Uuid) -> Result<Option<NodeLease>, Error> {
+        let sql = format!("SELECT {LEASE_COLUMNS} FROM node_leases WHERE node_uuid = $1");
+        self.fetch_optional(&sql, &[Arg::Uuid(node)], lease_from_row)
+            .await
+            .map_err(backend("node_lease_get"))
+    }
+
+    /// Leases that have expired by now, oldest first: nodes whose holder stopped renewing.
+    pub async fn node_lease_list_expired(&self) -> Result<Vec<NodeLease>, Error> {
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM node_leases WHERE expires_at <= $1 ORDER BY expires_at"
+        );
+        self.fetch_all(&sql, &[Arg::Time(self.now())], lease_from_row)
+            .await
+            .map_err(backend("node_lease_list_expired"))
+    }
+}

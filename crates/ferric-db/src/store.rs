@@ -1,0 +1,229 @@
+//! [`Store`]: the handle every other crate holds, opened from a URL, with the connection pool
+//! for whichever backend the URL names.
+//!
+//! Theory of operation: a `Store` is an enum over the two sqlx pools. Resource modules
+//! (`nodes.rs`, `ports.rs`, …) never look inside it; they pass SQL text and [`Arg`]s to the three
+//! helpers at the bottom of this file ([`Store::fetch_optional`], [`Store::fetch_all`],
+//! [`Store::execute`]), which are the only place the `on_pool!` macro expands the same code once
+//! per backend. So there is one copy of every query, and a backend difference lives here or in
+//! the migrations, not scattered through the resource code.
+//!
+//! Every operation is a single statement in autocommit mode: nothing holds a transaction open
+//! across anything, let alone across a BMC or network call. Races between writers are settled by
+//! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use crate::error::{Error, backend, redact};
+use crate::sql::{Arg, BindArgs, DbRow, db_time};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Maps one row to a record; written once per resource against [`DbRow`].
+pub(crate) type RowMapper<T> = fn(&dyn DbRow) -> Result<T, sqlx::Error>;
+
+/// Connection settings; the defaults suit both the all-in-one server and a conductor.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// Pool size. Default: 4 on SQLite (WAL lets readers run beside the one writer; more
+    /// connections would only queue on the write lock), 10 on PostgreSQL.
+    pub max_connections: Option<u32>,
+    /// How long a caller waits for a free connection before the operation fails.
+    pub acquire_timeout: Duration,
+    /// SQLite only: how long a writer waits for another writer to finish.
+    pub busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: None,
+            acquire_timeout: Duration::from_secs(10),
+            busy_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Ferric's storage. Cheap to clone: clones share one connection pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+#[derive(Debug, Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Expands `$body` once per backend with `$pool` bound to that backend's pool. The body is
+/// type-checked separately for each, so it may use anything both drivers implement.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite($pool) => $body,
+            Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+impl Store {
+    /// Opens the database `url` names and brings its schema up to date.
+    ///
+    /// - `postgres://user@host:port/db` (or `postgresql://`) → PostgreSQL;
+    /// - `sqlite://path?mode=rwc`, `sqlite:path`, `sqlite::memory:` → SQLite;
+    /// - anything else is a path to a SQLite file, created if missing.
+    ///
+    /// SQLite files are opened in WAL mode with foreign keys on and a busy timeout, so readers
+    /// never block the writer and concurrent writers wait instead of failing.
+    pub async fn open(url: &str) -> Result<Self, Error> {
+        Self::open_with(url, &StoreOptions::default()).await
+    }
+
+    /// [`Store::open`] with explicit connection settings.
+    pub async fn open_with(url: &str, options: &StoreOptions) -> Result<Self, Error> {
+        let open_error = |source| Error::Open {
+            location: redact(url),
+            source,
+        };
+        let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let connect = PgConnectOptions::from_str(url).map_err(open_error)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(options.max_connections.unwrap_or(10))
+                .acquire_timeout(options.acquire_timeout)
+                .connect_with(connect)
+                .await
+                .map_err(open_error)?;
+            POSTGRES_MIGRATIONS
+                .run(&pool)
+                .await
+                .map_err(|source| Error::Migrate {
+                    backend: "postgres",
+                    source,
+                })?;
+            Self {
+                pool: Pool::Postgres(pool),
+            }
+        } else {
+            let (connect, in_memory) = if url.starts_with("sqlite:") {
+                let connect = SqliteConnectOptions::from_str(url).map_err(open_error)?;
+                (
+                    connect,
+                    url.contains(":memory:") || url.contains("mode=memory"),
+                )
+            } else {
+                (
+                    SqliteConnectOptions::new()
+                        .filename(url)
+                        .create_if_missing(true),
+                    false,
+                )
+            };
+            let connect = connect
+                .journal_mode(SqliteJournalMode::Wal)
+                .foreign_keys(true)
+                .busy_timeout(options.busy_timeout);
+            // An in-memory database lives as long as its one connection: keep exactly one.
+            let max_connections = if in_memory {
+                1
+            } else {
+                options.max_connections.unwrap_or(4)
+            };
+            let mut pool_options = SqlitePoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(options.acquire_timeout);
+            if in_memory {
+                pool_options = pool_options
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None);
+            }
+            let pool = pool_options
+                .connect_with(connect)
+                .await
+                .map_err(open_error)?;
+            SQLITE_MIGRATIONS
+                .run(&pool)
+                .await
+                .map_err(|source| Error::Migrate {
+                    backend: "sqlite",
+                    source,
+                })?;
+            Self {
+                pool: Pool::Sqlite(pool),
+            }
+        };
+        tracing::debug!(backend = store.backend_name(), location = %redact(url), "database open");
+        Ok(store)
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        match self.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Checks that the database answers (for health checks).
+    pub async fn ping(&self) -> Result<(), Error> {
+        self.execute("SELECT 1", &[])
+            .await
+            .map(drop)
+            .map_err(backend("ping"))
+    }
+
+    /// Closes every connection; waits for those in use to be returned.
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await);
+    }
+
+    /// The store's clock: now, at the precision the database keeps.
+    ///
+    /// TODO-correctness: lease expiry compares times written by different hosts' clocks, so
+    /// conductors need synchronised clocks (NTP); skew eats into the lease TTL.
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        db_time(Utc::now())
+    }
+
+    /// Runs `sql` and maps the first row, if any.
+    pub(crate) async fn fetch_optional<T>(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        map: RowMapper<T>,
+    ) -> Result<Option<T>, sqlx::Error> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(sql).bind_args(args).fetch_optional(pool).await?;
+            row.map(|row| map(&row)).transpose()
+        })
+    }
+
+    /// Runs `sql` and maps every row.
+    pub(crate) async fn fetch_all<T>(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        map: RowMapper<T>,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
+            rows.iter().map(|row| map(row)).collect()
+        })
+    }
+
+    /// Runs `sql` and returns how many rows it changed.
+    pub(crate) async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
+        on_pool!(self, pool => {
+            Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
+        })
+    }
+}

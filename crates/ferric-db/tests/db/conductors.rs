@@ -1,0 +1,84 @@
+//! Conductors: register (and re-register), heartbeat, list alive ones, go offline.
+
+use chrono::{Duration, Utc};
+use ferric_db::{ConductorFilter, Error, Kind, Store};
+
+use crate::harness::backend_tests;
+
+backend_tests!(register_heartbeat_list_unregister);
+
+async fn register_heartbeat_list_unregister(store: Store) {
+    let drivers = vec!["ipmi".to_owned(), "redfish".to_owned()];
+    let c1 = store.conductor_register("c1", "", &drivers).await.unwrap();
+    assert!(c1.online);
+    assert_eq!(c1.drivers, drivers);
+    assert_eq!(c1.created_at, c1.updated_at);
+    store
+        .conductor_register("c2", "rack4", &["fake-hardware".to_owned()])
+        .await
+        .unwrap();
+
+    let beat = store.conductor_heartbeat("c1").await.unwrap();
+    assert!(beat.updated_at >= c1.updated_at);
+    assert_eq!(beat.created_at, c1.created_at);
+
+    // Re-registering after a restart updates in place.
+    let again = store
+        .conductor_register("c1", "rack5", &drivers[..1])
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.conductor_group.as_str(), again.drivers.len()),
+        ("rack5", 1)
+    );
+    assert_eq!(again.created_at, c1.created_at);
+
+    let all = store
+        .conductor_list(&ConductorFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|c| c.hostname.as_str()).collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    let in_rack = ConductorFilter {
+        conductor_group: Some("rack4".into()),
+        ..Default::default()
+    };
+    assert_eq!(store.conductor_list(&in_rack).await.unwrap().len(), 1);
+
+    store.conductor_unregister("c2").await.unwrap();
+    let alive = ConductorFilter {
+        alive_since: Some(Utc::now() - Duration::seconds(60)),
+        ..Default::default()
+    };
+    let alive = store.conductor_list(&alive).await.unwrap();
+    assert_eq!(
+        alive
+            .iter()
+            .map(|c| c.hostname.as_str())
+            .collect::<Vec<_>>(),
+        ["c1"]
+    );
+    let future = ConductorFilter {
+        alive_since: Some(Utc::now() + Duration::seconds(60)),
+        ..Default::default()
+    };
+    assert!(store.conductor_list(&future).await.unwrap().is_empty());
+
+    let missing = store.conductor_heartbeat("ghost").await.unwrap_err();
+    assert!(matches!(
+        missing,
+        Error::NotFound {
+            kind: Kind::Conductor,
+            ..
+        }
+    ));
+    assert_eq!(
+        store
+            .conductor_delete_stale(Utc::now() + Duration::seconds(1))
+            .await
+            .unwrap(),
+        2
+    );
+}

@@ -1,0 +1,20 @@
+//! Resource records shared by storage, API and conductor: nodes, ports, portgroups, chassis,
+//! conductors, leases and history.
+//!
+//! These are plain data: what the database stores and hands back. They hold no behaviour beyond
+//! sane defaults, so the API can map them to its wire views and the conductor can change them
+//! without either depending on the storage crate's internals. Every JSON-ish field is a
+//! [`JsonObject`] (never `null`), which is how the Bare Metal API shows them (`{}` when empty).
+
+mod conductor;
+mod ident;
+mod node;
+mod port;
+
+pub use conductor::{Conductor, NodeHistoryEntry, NodeLease};
+pub use ident::Ident;
+pub use node::{Node, PowerState, UnknownPowerState};
+pub use port::{Chassis, Port, Portgroup};
+
+/// A JSON object, as stored in `driver_info`, `properties`, `extra` and friends.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
