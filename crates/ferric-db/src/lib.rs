@@ -27,7 +27,7 @@ pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;
 pub use error::{Error, Kind};
 pub use nodes::{NodeFilter, NodeSortKey};
-pub use paging::{Page, SortDir, SortKey, UnknownSortKey};
+pub use paging::{Page, SortDir, SortKey, UnknownSortDir, UnknownSortKey};
 pub use portgroups::{PortgroupFilter, PortgroupSortKey};
 pub use ports::{PortFilter, PortSortKey};
 pub use store::{Store, StoreOptions};

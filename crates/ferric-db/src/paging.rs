@@ -21,18 +21,24 @@ pub enum SortDir {
 }
 
 impl std::str::FromStr for SortDir {
-    type Err = UnknownSortKey;
+    type Err = UnknownSortDir;
 
+    /// Parses the API's `sort_dir`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
             "asc" => Ok(Self::Asc),
             "desc" => Ok(Self::Desc),
-            other => Err(UnknownSortKey(other.to_owned())),
+            other => Err(UnknownSortDir(other.to_owned())),
         }
     }
 }
 
-/// A `sort_key` or `sort_dir` the listing does not support.
+/// A `sort_dir` other than `asc` or `desc`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a sort direction (expected 'asc' or 'desc')")]
+pub struct UnknownSortDir(pub String);
+
+/// A `sort_key` the listing does not support (unknown, or a JSON field).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("'{0}' cannot be used to sort this collection")]
 pub struct UnknownSortKey(pub String);
