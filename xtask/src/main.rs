@@ -1,2 +1,105 @@
-//! `cargo xtask`: the one entry point for chores.
-fn main() {}
+//! `cargo xtask`: the one entry point for chores, so that a developer and CI run the same
+//! steps. `cargo xtask test` is the project's test command; `cargo xtask ci` is what `.ci/run`
+//! does after installing dependencies.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [-- extra test-runner arguments]
+
+commands:
+  test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
+          running, and run every test of the workspace on SQLite and PostgreSQL
+  lint    cargo fmt --check and cargo clippy --all-targets -D warnings
+  ci      lint, then test (what .ci/run does)
+  docs    regenerate the generated documents (docs/state-machine.md, …)
+";
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let extra: Vec<String> = args.skip_while(|arg| arg == "--").collect();
+    match command.as_str() {
+        "test" => test(&extra),
+        "lint" => lint(),
+        "ci" => {
+            lint()?;
+            test(&extra)
+        }
+        "docs" => docs(),
+        "" | "help" | "-h" | "--help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Runs a command in the workspace root and fails with its name if it fails.
+fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
+    eprintln!("xtask: {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(workspace_root())
+        .status()
+        .with_context(|| format!("cannot start {program}"))?;
+    if !status.success() {
+        bail!("{program} {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn lint() -> anyhow::Result<()> {
+    run("cargo", &["fmt", "--all", "--check"], &[])?;
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )
+}
+
+fn test(extra: &[String]) -> anyhow::Result<()> {
+    run("bash", &["scripts/install-deps.sh"], &[])?;
+    let postgres_url = std::env::var("FERRIC_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let mut args = vec![
+        "nextest",
+        "run",
+        "--workspace",
+        "--locked",
+        "--no-fail-fast",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    run(
+        "cargo",
+        &args,
+        &[("FERRIC_TEST_POSTGRES_URL", &postgres_url)],
+    )
+}
+
+fn docs() -> anyhow::Result<()> {
+    run(
+        "cargo",
+        &["test", "--workspace", "--locked", "--", "generated_doc"],
+        &[("FERRIC_UPDATE_DOCS", "1")],
+    )
+}

@@ -1,1 +1,40 @@
-//! Ferric's HTTP API.
+//! Ferric's HTTP API: the Ironic-compatible Bare Metal API v1 (version discovery,
+//! microversion negotiation, Ironic's error bodies) and the health endpoint.
+//!
+//! Theory of operation: every request passes through [`version::negotiate_version`], which decides the
+//! effective microversion (or answers 406) and stamps the version headers on the response;
+//! then [`error::ironic_error_bodies`] makes sure any 4xx/5xx — ours or axum's own (404, 405,
+//! 415) — carries Ironic's double-encoded `error_message` body that clients parse.
+//!
+//! Architecture Invariant: handlers never change a node's provision state; they validate,
+//! record intent and hand over to the conductor.
+
+pub mod error;
+mod health;
+mod root;
+pub mod version;
+
+use axum::Router;
+use axum::routing::get;
+use ferric_db::Store;
+
+pub use error::ApiError;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Store,
+}
+
+/// The whole HTTP surface, ready to serve.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/", get(root::root_get))
+        .route("/v1", get(root::v1_get))
+        .route("/v1/", get(root::v1_get))
+        .route("/health", get(health::health_get))
+        .fallback(error::not_found)
+        .with_state(state)
+        .layer(axum::middleware::from_fn(error::ironic_error_bodies))
+        .layer(axum::middleware::from_fn(version::negotiate_version))
+}

@@ -177,7 +177,7 @@ pub(crate) fn is_foreign_key_violation(error: &sqlx::Error) -> bool {
 }
 
 /// `url` without a password, for messages and logs.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

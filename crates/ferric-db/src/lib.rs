@@ -25,7 +25,7 @@ mod store;
 
 pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;
-pub use error::{Error, Kind};
+pub use error::{Error, Kind, redact};
 pub use nodes::{NodeFilter, NodeSortKey};
 pub use paging::{Page, SortDir, SortKey, UnknownSortDir, UnknownSortKey};
 pub use portgroups::{PortgroupFilter, PortgroupSortKey};

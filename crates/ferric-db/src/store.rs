@@ -114,7 +114,12 @@ impl Store {
             }
         } else {
             let (connect, in_memory) = if url.starts_with("sqlite:") {
-                let connect = SqliteConnectOptions::from_str(url).map_err(open_error)?;
+                let mut connect = SqliteConnectOptions::from_str(url).map_err(open_error)?;
+                // Like a bare path, a URL without an explicit `mode=` creates a missing file:
+                // `sqlite://ferric.db` is the server's default and must work on first start.
+                if !url.contains("mode=") {
+                    connect = connect.create_if_missing(true);
+                }
                 (
                     connect,
                     url.contains(":memory:") || url.contains("mode=memory"),

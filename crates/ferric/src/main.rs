@@ -1,2 +1,68 @@
-//! `ferric`: the server, and later the CLI, ramdisk builder and lab.
-fn main() {}
+//! `ferric`: one binary for every role of the service. `main` only parses flags, loads the
+//! settings and hands over to the subcommand; the work lives in the library crates.
+
+mod config;
+mod logging;
+mod server;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Ferric provisions bare-metal servers through their BMCs and network boot.
+///
+/// It speaks OpenStack Ironic's Bare Metal API v1, so the `baremetal` CLI, openstacksdk and
+/// Metal3 can drive it. Run `ferric server` to start everything in one process on an embedded
+/// SQLite database (./ferric.db).
+#[derive(Debug, Parser)]
+#[command(name = "ferric", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the Ferric server: the Bare Metal API (and, as they land, the conductor, the
+    /// inspection service and the boot file server) in one process.
+    ///
+    /// Settings come from, lowest priority first: built-in defaults, the TOML file given with
+    /// --config (or FERRIC_CONFIG), FERRIC_* environment variables, then these flags.
+    /// Example: `ferric server --database-url postgres://ferric@db/ferric --api-listen 0.0.0.0:6385`.
+    Server(ServerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServerArgs {
+    /// TOML file with settings (keys as in `ferric server --help`, e.g. `database_url = "…"`).
+    #[arg(long, env = "FERRIC_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    #[command(flatten)]
+    overrides: config::SettingsOverrides,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server(args) => {
+            let settings = match config::Settings::load(args.config.as_deref(), &args.overrides) {
+                Ok(settings) => settings,
+                Err(error) => {
+                    eprintln!("ferric: {error:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            logging::init(&settings);
+            match server::run(settings) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!("{error:#}");
+                    eprintln!("ferric: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

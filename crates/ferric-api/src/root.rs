@@ -1,0 +1,78 @@
+//! Version discovery: `GET /` and `GET /v1` (`reference/ironic.md` §2.1). keystoneauth and
+//! openstacksdk read `version` (the maximum) and `min_version` from these documents.
+
+use axum::Json;
+use axum::http::HeaderMap;
+use axum::http::header::HOST;
+use serde_json::{Value, json};
+
+use crate::version::{ApiVersion, MAX_VERSION, MIN_VERSION};
+
+/// The base URL clients used to reach us, from the `Host` header.
+// TODO-correctness: a `public_url` setting for deployments behind a TLS-terminating proxy.
+fn public_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(HOST)
+        .and_then(|host| host.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+fn version_object(base: &str) -> Value {
+    json!({
+        "id": "v1",
+        "links": [{ "href": format!("{base}/v1/"), "rel": "self" }],
+        "status": "CURRENT",
+        "min_version": MIN_VERSION.to_string(),
+        "version": MAX_VERSION.to_string(),
+    })
+}
+
+pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
+    let base = public_url(&headers);
+    let version = version_object(&base);
+    Json(json!({
+        "name": "OpenStack Ironic API",
+        "description": "Ferric: bare-metal provisioning, compatible with OpenStack Ironic's \
+                        Bare Metal API v1.",
+        "default_version": version,
+        "versions": [version],
+    }))
+}
+
+/// The `self` + `bookmark` link pair of a top-level resource.
+fn resource_links(base: &str, resource: &str) -> Value {
+    json!([
+        { "href": format!("{base}/v1/{resource}/"), "rel": "self" },
+        { "href": format!("{base}/{resource}/"), "rel": "bookmark" },
+    ])
+}
+
+/// Top-level resources and the microversion from which each is advertised.
+const RESOURCES: [(&str, u16); 4] = [("chassis", 1), ("nodes", 1), ("ports", 1), ("drivers", 1)];
+
+pub(crate) async fn v1_get(requested: ApiVersion, headers: HeaderMap) -> Json<Value> {
+    let base = public_url(&headers);
+    let mut document = json!({
+        "id": "v1",
+        "links": [
+            { "href": format!("{base}/v1/"), "rel": "self" },
+            {
+                "href": "https://docs.openstack.org/api-ref/baremetal/",
+                "rel": "describedby",
+                "type": "text/html",
+            },
+        ],
+        "media_types": {
+            "base": "application/json",
+            "type": "application/vnd.openstack.ironic.v1+json",
+        },
+        "version": version_object(&base),
+    });
+    for (resource, since_minor) in RESOURCES {
+        if requested.0.minor() >= since_minor {
+            document[resource] = resource_links(&base, resource);
+        }
+    }
+    Json(document)
+}

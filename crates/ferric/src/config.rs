@@ -1,0 +1,185 @@
+//! Server settings: built-in defaults, overridden by a TOML file, then by `FERRIC_*`
+//! environment variables, then by command-line flags. Every setting has the same name in all
+//! three places (`database_url` ↔ `FERRIC_DATABASE_URL` ↔ `--database-url`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::Context;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// The effective settings of a `ferric server` process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Settings {
+    /// Where Ferric keeps its state: a SQLite file path or `sqlite://` URL (created if missing),
+    /// or a `postgres://` URL for deployments with several processes.
+    pub(crate) database_url: String,
+    /// Address the Bare Metal API listens on.
+    pub(crate) api_listen: SocketAddr,
+    /// Log line format: `text` or `json`.
+    pub(crate) log_format: LogFormat,
+    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `info,ferric_db=debug`.
+    pub(crate) log_level: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            database_url: "sqlite://ferric.db".to_owned(),
+            api_listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
+            log_format: LogFormat::Text,
+            log_level: "info".to_owned(),
+        }
+    }
+}
+
+/// Command-line flags; each one, when given, wins over the file and the environment.
+#[derive(Debug, Default, clap::Args, Serialize)]
+pub(crate) struct SettingsOverrides {
+    /// Database: a SQLite file path or URL (default `sqlite://ferric.db`), or a postgres:// URL.
+    #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url: Option<String>,
+
+    /// Address and port for the Bare Metal API (default 127.0.0.1:6385).
+    #[arg(long, value_name = "ADDR:PORT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_listen: Option<SocketAddr>,
+
+    /// Log format (default text).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_format: Option<LogFormat>,
+
+    /// Log filter, e.g. `debug` or `info,ferric_db=debug` (default info).
+    #[arg(long, value_name = "FILTER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_level: Option<String>,
+}
+
+impl Settings {
+    /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
+    /// the environment.
+    pub(crate) const KEYS: [&'static str; 4] =
+        ["database_url", "api_listen", "log_format", "log_level"];
+
+    /// Layers defaults, the optional TOML file, `FERRIC_*` variables and the flags.
+    pub(crate) fn load(
+        config_file: Option<&Path>,
+        overrides: &SettingsOverrides,
+    ) -> anyhow::Result<Settings> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(path) = config_file {
+            if !path.is_file() {
+                anyhow::bail!("configuration file {} does not exist", path.display());
+            }
+            figment = figment.merge(Toml::file(path));
+        }
+        figment
+            // Only the known keys: other FERRIC_* variables (FERRIC_URL for the CLI, test
+            // settings, …) belong to other parts of the program.
+            .merge(Env::prefixed("FERRIC_").only(&Settings::KEYS))
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .context("invalid settings")
+    }
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::result_large_err,
+    reason = "figment::Jail's closures return figment's own error"
+)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "ferric.toml",
+                "database_url = \"postgres://db/ferric\"\napi_listen = \"0.0.0.0:7000\"\n",
+            )?;
+            jail.set_env("FERRIC_API_LISTEN", "127.0.0.1:7001");
+            let overrides = SettingsOverrides {
+                log_format: Some(LogFormat::Json),
+                ..SettingsOverrides::default()
+            };
+            let settings = Settings::load(Some(Path::new("ferric.toml")), &overrides)
+                .map_err(|error| error.to_string())?;
+            assert_eq!(settings.database_url, "postgres://db/ferric");
+            assert_eq!(
+                settings.api_listen,
+                SocketAddr::from(([127, 0, 0, 1], 7001))
+            );
+            assert_eq!(settings.log_format, LogFormat::Json);
+            assert_eq!(settings.log_level, "info");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn keys_name_every_setting() {
+        let serialized = serde_json::to_value(Settings::default()).unwrap();
+        let mut keys: Vec<&str> = serialized
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        let mut expected = Settings::KEYS.to_vec();
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn defaults_without_any_source() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("FERRIC_URL", "http://not-a-server-setting");
+            let settings = Settings::load(None, &SettingsOverrides::default())
+                .map_err(|error| error.to_string())?;
+            assert_eq!(settings, Settings::default());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("typo.toml", "databse_url = \"x\"\n")?;
+            let error = Settings::load(Some(Path::new("typo.toml")), &SettingsOverrides::default())
+                .expect_err("unknown key must fail");
+            assert!(format!("{error:#}").contains("databse_url"), "{error:#}");
+
+            jail.set_env("FERRIC_LOG_FORMAT", "xml");
+            let error = Settings::load(None, &SettingsOverrides::default())
+                .expect_err("bad log format must fail");
+            assert!(format!("{error:#}").contains("xml"), "{error:#}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error() {
+        let error = Settings::load(
+            Some(Path::new("/nonexistent/ferric.toml")),
+            &SettingsOverrides::default(),
+        )
+        .expect_err("missing file must fail");
+        assert!(error.to_string().contains("does not exist"));
+    }
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs and starts what Ferric's tests need, on a Debian machine where we are root.
+# Idempotent and quiet: when everything is already there it prints nothing and takes a second.
+set -euo pipefail
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+
+apt_install() {
+  log "installing Debian packages: $*"
+  if [ -z "${FERRIC_APT_UPDATED:-}" ]; then
+    apt-get update -qq >/dev/null
+    export FERRIC_APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- PostgreSQL: the second storage backend, tested on every run -------------------------
+fresh_postgres=""
+if ! command -v pg_ctlcluster >/dev/null 2>&1 || ! command -v pg_isready >/dev/null 2>&1; then
+  apt_install postgresql postgresql-client
+  fresh_postgres=1
+fi
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  for version in $(ls /etc/postgresql 2>/dev/null); do
+    if [ -n "$fresh_postgres" ]; then
+      # A cluster we just installed: let local test clients in without a password, as on the
+      # project's machines. Never done to a cluster we found already configured.
+      hba="/etc/postgresql/$version/main/pg_hba.conf"
+      grep -q '^host all all 127.0.0.1/32 trust' "$hba" ||
+        sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
+    fi
+    log "starting PostgreSQL $version"
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start >/dev/null 2>&1 || true
+  done
+  for _ in $(seq 1 30); do
+    pg_isready -q -h 127.0.0.1 -p 5432 && break
+    sleep 1
+  done
+  pg_isready -q -h 127.0.0.1 -p 5432 || { log "PostgreSQL did not come up on 127.0.0.1:5432"; exit 1; }
+fi
+
+# --- the test runner ---------------------------------------------------------------------
+if ! cargo nextest --version >/dev/null 2>&1; then
+  log "installing cargo-nextest"
+  cargo install --locked --quiet cargo-nextest
+fi
