@@ -1,0 +1,186 @@
+//! The lab's shape: addresses, node identities derived from their index, and the files in the
+//! state directory (`lab.json` is the record every command reads).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::machine::MachineInfo;
+
+pub const DEFAULT_NAMESPACE: &str = "ferric-lab";
+pub const BRIDGE: &str = "ferric-br0";
+pub const BRIDGE_ADDRESS: &str = "10.231.0.1";
+pub const BRIDGE_PREFIX: u8 = 24;
+/// A ULA on the bridge lets dnsmasq send router advertisements: without one iPXE waits ~13 s
+/// for IPv6 autoconfiguration before it does DHCPv4 (lab-facts).
+pub const BRIDGE_ULA: &str = "fd0f:e771:1ab0::1/64";
+pub const DHCP_RANGE: (&str, &str) = ("10.231.0.100", "10.231.0.199");
+pub const DEFAULT_BOOT_URL: &str = "http://10.231.0.1:8080/boot.ipxe";
+/// BMC `i` listens on the bridge address at this port + i.
+pub const BMC_PORT_BASE: u16 = 8000;
+pub const MAX_NODES: u32 = 32;
+pub const BMC_USERNAME: &str = "admin";
+pub const DISK_SIZE: &str = "4G";
+
+/// Everything `lab up` decided, written to `lab.json`; later commands only read it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabState {
+    pub namespace: String,
+    pub bridge: String,
+    pub bridge_address: String,
+    pub boot_url: String,
+    pub nodes: Vec<NodeState>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeState {
+    #[serde(flatten)]
+    pub info: MachineInfo,
+    pub tap: String,
+    pub bmc_port: u16,
+    pub redfish_address: String,
+    pub redfish_system_id: String,
+    pub redfish_username: String,
+    pub redfish_password: String,
+}
+
+impl NodeState {
+    /// Node `index`'s identity: stable across `lab up` runs so enrolled nodes keep matching.
+    pub fn new(index: u32, memory_mib: u32, password: String) -> Self {
+        let name = format!("node-{index}");
+        let bmc_port = BMC_PORT_BASE + u16::try_from(index).unwrap_or(0);
+        Self {
+            info: MachineInfo {
+                uuid: format!("f3e7a1b0-1ab0-4000-8000-{index:012x}"),
+                serial: format!("FERRIC-LAB-{index:04}"),
+                // 52:54:00 is QEMU's locally administered prefix; fe:1a marks this lab.
+                mac: format!("52:54:00:fe:1a:{index:02x}"),
+                memory_mib,
+                cpus: 1,
+                name: name.clone(),
+            },
+            tap: format!("ferric-tap{index}"),
+            bmc_port,
+            redfish_address: format!("http://{BRIDGE_ADDRESS}:{bmc_port}"),
+            redfish_system_id: format!("/redfish/v1/Systems/{name}"),
+            redfish_username: BMC_USERNAME.to_owned(),
+            redfish_password: password,
+        }
+    }
+
+    /// The node in the input format of `baremetal create` (Ironic's bulk enrollment file).
+    pub fn enrollment(&self) -> Value {
+        json!({
+            "name": self.info.name,
+            "driver": "redfish",
+            "driver_info": {
+                "redfish_address": self.redfish_address,
+                "redfish_system_id": self.redfish_system_id,
+                "redfish_username": self.redfish_username,
+                "redfish_password": self.redfish_password,
+            },
+            "properties": {
+                "cpus": self.info.cpus,
+                "memory_mb": self.info.memory_mib,
+                "local_gb": 4,
+                "cpu_arch": "x86_64",
+            },
+            "ports": [{"address": self.info.mac}],
+        })
+    }
+}
+
+/// Paths inside the state directory.
+#[derive(Debug, Clone)]
+pub struct LabPaths {
+    pub dir: PathBuf,
+}
+
+impl LabPaths {
+    pub fn new(dir: &Path) -> std::io::Result<Self> {
+        let dir = if dir.is_absolute() {
+            dir.to_owned()
+        } else {
+            std::env::current_dir()?.join(dir)
+        };
+        Ok(Self { dir })
+    }
+
+    pub fn state_file(&self) -> PathBuf {
+        self.dir.join("lab.json")
+    }
+    pub fn bmc_pid(&self) -> PathBuf {
+        self.dir.join("bmc.pid")
+    }
+    pub fn bmc_log(&self) -> PathBuf {
+        self.dir.join("bmc.log")
+    }
+    pub fn dnsmasq_pid(&self) -> PathBuf {
+        self.dir.join("dnsmasq.pid")
+    }
+    pub fn dnsmasq_log(&self) -> PathBuf {
+        self.dir.join("dnsmasq.log")
+    }
+    pub fn dnsmasq_leases(&self) -> PathBuf {
+        self.dir.join("dnsmasq.leases")
+    }
+    pub fn dhcp_hosts(&self) -> PathBuf {
+        self.dir.join("dhcp-hosts")
+    }
+    pub fn sercon(&self) -> PathBuf {
+        self.dir.join("sercon-port")
+    }
+    pub fn node_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+    pub fn disk(&self, name: &str) -> PathBuf {
+        self.node_dir(name).join("disk.img")
+    }
+    pub fn console(&self, name: &str) -> PathBuf {
+        self.node_dir(name).join("console.log")
+    }
+    pub fn qmp_socket(&self, name: &str) -> PathBuf {
+        self.node_dir(name).join("qmp.sock")
+    }
+    pub fn qemu_pid(&self, name: &str) -> PathBuf {
+        self.node_dir(name).join("qemu.pid")
+    }
+    pub fn qemu_log(&self, name: &str) -> PathBuf {
+        self.node_dir(name).join("qemu.log")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_stable_and_distinct() {
+        let first = NodeState::new(0, 512, "pw".into());
+        let again = NodeState::new(0, 512, "other".into());
+        let second = NodeState::new(1, 512, "pw".into());
+        assert_eq!(first.info.mac, again.info.mac);
+        assert_eq!(first.info.uuid, again.info.uuid);
+        assert_ne!(first.info.mac, second.info.mac);
+        assert_eq!(second.info.mac, "52:54:00:fe:1a:01");
+        assert_eq!(second.redfish_address, "http://10.231.0.1:8001");
+        assert!(
+            second.tap.len() <= 15,
+            "Linux interface names are at most 15 bytes"
+        );
+    }
+
+    #[test]
+    fn enrollment_uses_ironic_driver_info_names() {
+        let node = NodeState::new(2, 448, "pw".into());
+        let enrollment = node.enrollment();
+        assert_eq!(enrollment["driver"], "redfish");
+        assert_eq!(
+            enrollment["driver_info"]["redfish_system_id"],
+            "/redfish/v1/Systems/node-2"
+        );
+        assert_eq!(enrollment["driver_info"]["redfish_password"], "pw");
+        assert_eq!(enrollment["ports"][0]["address"], "52:54:00:fe:1a:02");
+    }
+}

@@ -1,0 +1,227 @@
+//! The machine-control core every BMC front-end shares: power and boot operations in the
+//! vocabulary of a BMC, not of one protocol.
+//!
+//! Redfish (`redfish.rs`) maps its resources onto [`MachineControl`]; the IPMI front-end will map
+//! chassis control and "set system boot options" onto the same calls, so the two protocols can
+//! never disagree about a machine. The QEMU implementation lives in `qemu.rs`, and a fake for
+//! tests in [`fake`].
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+
+/// What a BMC knows about its machine without asking it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineInfo {
+    pub name: String,
+    pub uuid: String,
+    pub serial: String,
+    pub mac: String,
+    pub memory_mib: u32,
+    pub cpus: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerState {
+    On,
+    Off,
+    /// A graceful shutdown was requested and the machine has not stopped yet.
+    PoweringOff,
+}
+
+/// Power operations, named after Redfish's ResetType because it is the richest vocabulary;
+/// IPMI chassis control maps onto a subset (up → On, down → ForceOff, soft → GracefulShutdown,
+/// hard reset → ForceRestart, cycle → PowerCycle, diag → Nmi).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerAction {
+    On,
+    ForceOff,
+    GracefulShutdown,
+    GracefulRestart,
+    ForceRestart,
+    PowerCycle,
+    Nmi,
+}
+
+impl PowerAction {
+    pub const ALL: [PowerAction; 7] = [
+        PowerAction::On,
+        PowerAction::ForceOff,
+        PowerAction::GracefulShutdown,
+        PowerAction::GracefulRestart,
+        PowerAction::ForceRestart,
+        PowerAction::PowerCycle,
+        PowerAction::Nmi,
+    ];
+
+    pub fn redfish_name(self) -> &'static str {
+        match self {
+            PowerAction::On => "On",
+            PowerAction::ForceOff => "ForceOff",
+            PowerAction::GracefulShutdown => "GracefulShutdown",
+            PowerAction::GracefulRestart => "GracefulRestart",
+            PowerAction::ForceRestart => "ForceRestart",
+            PowerAction::PowerCycle => "PowerCycle",
+            PowerAction::Nmi => "Nmi",
+        }
+    }
+
+    pub fn from_redfish_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|action| action.redfish_name() == name)
+    }
+}
+
+/// The boot device for the next boot(s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BootTarget {
+    None,
+    Pxe,
+    Hdd,
+    Cd,
+    BiosSetup,
+}
+
+/// Whether the boot target applies to the next boot only, to every boot, or not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BootOverride {
+    Disabled,
+    Once,
+    Continuous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BootMode {
+    Legacy,
+    #[serde(rename = "UEFI")]
+    Uefi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootSettings {
+    pub target: BootTarget,
+    pub enabled: BootOverride,
+    pub mode: BootMode,
+}
+
+impl Default for BootSettings {
+    fn default() -> Self {
+        Self {
+            target: BootTarget::None,
+            enabled: BootOverride::Disabled,
+            mode: BootMode::Legacy,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error("machine {machine}: {message}")]
+    Unsupported { machine: String, message: String },
+    #[error("machine {machine}: cannot {operation}")]
+    Qmp {
+        machine: String,
+        operation: &'static str,
+        #[source]
+        source: Box<crate::qmp::QmpError>,
+    },
+    #[error("machine {machine}: cannot {operation}")]
+    Process {
+        machine: String,
+        operation: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("machine {machine}: QEMU exited while starting; its log {log} says: {tail}")]
+    StartFailed {
+        machine: String,
+        log: String,
+        tail: String,
+    },
+}
+
+/// Power and boot control of one machine, shared by every BMC protocol front-end.
+///
+/// Futures are `Send` so axum (and later an IPMI UDP loop) can run them on any worker.
+pub trait MachineControl: Send + Sync + 'static {
+    fn info(&self) -> &MachineInfo;
+    fn power_state(&self) -> impl Future<Output = Result<PowerState, MachineError>> + Send;
+    fn power(&self, action: PowerAction) -> impl Future<Output = Result<(), MachineError>> + Send;
+    fn boot(&self) -> BootSettings;
+    /// Stores boot settings; they take effect at the next power-on or restart.
+    fn set_boot(&self, boot: BootSettings)
+    -> impl Future<Output = Result<(), MachineError>> + Send;
+}
+
+/// An in-memory machine with the same contract, for front-end tests.
+pub mod fake {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Debug)]
+    pub struct FakeMachine {
+        info: MachineInfo,
+        state: Mutex<(PowerState, BootSettings, Vec<PowerAction>)>,
+    }
+
+    impl FakeMachine {
+        pub fn new(info: MachineInfo) -> Self {
+            Self {
+                info,
+                state: Mutex::new((PowerState::Off, BootSettings::default(), Vec::new())),
+            }
+        }
+
+        /// The power actions received so far, oldest first.
+        pub fn actions(&self) -> Vec<PowerAction> {
+            self.lock().2.clone()
+        }
+
+        fn lock(&self) -> std::sync::MutexGuard<'_, (PowerState, BootSettings, Vec<PowerAction>)> {
+            // A poisoned lock only means another test thread panicked; the data is still usable.
+            self.state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+
+    impl MachineControl for FakeMachine {
+        fn info(&self) -> &MachineInfo {
+            &self.info
+        }
+
+        async fn power_state(&self) -> Result<PowerState, MachineError> {
+            Ok(self.lock().0)
+        }
+
+        async fn power(&self, action: PowerAction) -> Result<(), MachineError> {
+            let mut state = self.lock();
+            state.2.push(action);
+            match action {
+                PowerAction::On
+                | PowerAction::ForceRestart
+                | PowerAction::GracefulRestart
+                | PowerAction::PowerCycle => {
+                    state.0 = PowerState::On;
+                    if state.1.enabled == BootOverride::Once {
+                        state.1.enabled = BootOverride::Disabled;
+                    }
+                }
+                PowerAction::ForceOff | PowerAction::GracefulShutdown => state.0 = PowerState::Off,
+                PowerAction::Nmi => {}
+            }
+            Ok(())
+        }
+
+        fn boot(&self) -> BootSettings {
+            self.lock().1
+        }
+
+        async fn set_boot(&self, boot: BootSettings) -> Result<(), MachineError> {
+            self.lock().1 = boot;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! The Redfish front-end of a virtual BMC: DMTF resources over HTTP for one machine.
+//!
+//! Each BMC serves exactly one ComputerSystem and one Manager, as a server's own BMC does. All
+//! machine work goes through [`MachineControl`], so the IPMI front-end (TODO-ipmi: chassis
+//! control, boot options and "get device id" over RMCP+ on UDP 623, sharing the same `Machine`)
+//! needs no change here. Authentication: HTTP basic auth with the generated credentials, or a
+//! session token from `POST /redfish/v1/SessionService/Sessions` in `X-Auth-Token`.
+
+mod error;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Map, Value, json};
+
+pub use error::RedfishError;
+
+use crate::machine::{
+    BootMode, BootOverride, BootSettings, BootTarget, MachineControl, PowerAction, PowerState,
+};
+use crate::secret;
+
+const TARGETS: [(BootTarget, &str); 5] = [
+    (BootTarget::None, "None"),
+    (BootTarget::Pxe, "Pxe"),
+    (BootTarget::Hdd, "Hdd"),
+    (BootTarget::Cd, "Cd"),
+    (BootTarget::BiosSetup, "BiosSetup"),
+];
+const OVERRIDES: [(BootOverride, &str); 3] = [
+    (BootOverride::Once, "Once"),
+    (BootOverride::Continuous, "Continuous"),
+    (BootOverride::Disabled, "Disabled"),
+];
+const MODES: [(BootMode, &str); 2] = [(BootMode::Uefi, "UEFI"), (BootMode::Legacy, "Legacy")];
+
+/// The Manager's id; the system's id is the machine's name.
+pub const MANAGER_ID: &str = "BMC";
+
+/// One virtual BMC's Redfish service.
+pub struct RedfishBmc<M> {
+    machine: Arc<M>,
+    username: String,
+    password: String,
+    basic_header: String,
+    /// token → session id
+    sessions: Mutex<HashMap<String, String>>,
+    next_session: Mutex<u64>,
+}
+
+impl<M: MachineControl> RedfishBmc<M> {
+    pub fn new(machine: Arc<M>, username: &str, password: &str) -> Self {
+        let basic_header = format!(
+            "Basic {}",
+            secret::base64_encode(format!("{username}:{password}").as_bytes())
+        );
+        Self {
+            machine,
+            username: username.to_owned(),
+            password: password.to_owned(),
+            basic_header,
+            sessions: Mutex::new(HashMap::new()),
+            next_session: Mutex::new(0),
+        }
+    }
+
+    fn system_id(&self) -> &str {
+        &self.machine.info().name
+    }
+
+    fn system_uri(&self) -> String {
+        format!("/redfish/v1/Systems/{}", self.system_id())
+    }
+
+    fn check_system(&self, id: &str, uri: &str) -> Result<(), RedfishError> {
+        if id == self.system_id() {
+            Ok(())
+        } else {
+            Err(RedfishError::NotFound {
+                uri: uri.to_owned(),
+            })
+        }
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let header_str = |name| {
+            headers
+                .get(name)
+                .and_then(|value: &HeaderValue| value.to_str().ok())
+        };
+        if header_str(header::AUTHORIZATION.as_str()) == Some(self.basic_header.as_str()) {
+            return true;
+        }
+        match header_str("x-auth-token") {
+            Some(token) => self.lock_sessions().contains_key(token),
+            None => false,
+        }
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The HTTP routes of one BMC.
+pub fn router<M: MachineControl>(bmc: Arc<RedfishBmc<M>>) -> Router {
+    let protected = Router::new()
+        .route("/redfish/v1/SessionService", get(session_service))
+        .route(
+            "/redfish/v1/SessionService/Sessions/{id}",
+            get(session_get).delete(session_delete),
+        )
+        .route("/redfish/v1/Systems", get(systems))
+        .route(
+            "/redfish/v1/Systems/{id}",
+            get(system_get).patch(system_patch),
+        )
+        .route(
+            "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset",
+            post(system_reset),
+        )
+        .route("/redfish/v1/Systems/{id}/EthernetInterfaces", get(nics))
+        .route(
+            "/redfish/v1/Systems/{id}/EthernetInterfaces/{nic}",
+            get(nic_get),
+        )
+        .route("/redfish/v1/Managers", get(managers))
+        .route("/redfish/v1/Managers/{id}", get(manager_get))
+        .route_layer(middleware::from_fn_with_state(
+            bmc.clone(),
+            require_auth::<M>,
+        ));
+    // The service root, its version document and session login are open, as DSP0266 requires.
+    Router::new()
+        .route(
+            "/redfish",
+            get(|| async { Json(json!({"v1": "/redfish/v1/"})) }),
+        )
+        .route("/redfish/v1", get(service_root))
+        .route("/redfish/v1/", get(service_root))
+        .route(
+            "/redfish/v1/SessionService/Sessions",
+            get(sessions)
+                .post(session_create)
+                .route_layer(middleware::from_fn_with_state(
+                    bmc.clone(),
+                    require_auth_except_post::<M>,
+                )),
+        )
+        .merge(protected)
+        .fallback(|request: Request| async move {
+            RedfishError::NotFound {
+                uri: request.uri().path().to_owned(),
+            }
+        })
+        .with_state(bmc)
+}
+
+async fn require_auth<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if bmc.authorized(request.headers()) {
+        next.run(request).await
+    } else {
+        RedfishError::Unauthorized.into_response()
+    }
+}
+
+async fn require_auth_except_post<M: MachineControl>(
+    state: State<Arc<RedfishBmc<M>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == http::Method::POST {
+        next.run(request).await
+    } else {
+        require_auth(state, request, next).await
+    }
+}
+
+fn odata(id: &str, odata_type: &str) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("@odata.id".into(), json!(id));
+    map.insert("@odata.type".into(), json!(odata_type));
+    map
+}
+
+fn with(mut map: Map<String, Value>, extra: Value) -> Json<Value> {
+    if let Value::Object(extra) = extra {
+        map.extend(extra);
+    }
+    Json(Value::Object(map))
+}
+
+fn collection(id: &str, odata_type: &str, name: &str, members: &[String]) -> Json<Value> {
+    let members: Vec<Value> = members
+        .iter()
+        .map(|uri| json!({"@odata.id": uri}))
+        .collect();
+    with(
+        odata(id, odata_type),
+        json!({"Name": name, "Members@odata.count": members.len(), "Members": members}),
+    )
+}
+
+async fn service_root<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) -> Json<Value> {
+    with(
+        odata("/redfish/v1/", "#ServiceRoot.v1_5_0.ServiceRoot"),
+        json!({
+            "Id": "RootService",
+            "Name": format!("Ferric lab BMC of {}", bmc.system_id()),
+            "RedfishVersion": "1.6.0",
+            "Vendor": "Ferric",
+            "Systems": {"@odata.id": "/redfish/v1/Systems"},
+            "Managers": {"@odata.id": "/redfish/v1/Managers"},
+            "SessionService": {"@odata.id": "/redfish/v1/SessionService"},
+            "Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}},
+        }),
+    )
+}
+
+async fn session_service() -> Json<Value> {
+    with(
+        odata(
+            "/redfish/v1/SessionService",
+            "#SessionService.v1_1_6.SessionService",
+        ),
+        json!({
+            "Id": "SessionService",
+            "Name": "Session Service",
+            "ServiceEnabled": true,
+            "SessionTimeout": 3600,
+            "Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"},
+        }),
+    )
+}
+
+fn session_uri(id: &str) -> String {
+    format!("/redfish/v1/SessionService/Sessions/{id}")
+}
+
+fn session_body(id: &str, username: &str) -> Json<Value> {
+    with(
+        odata(&session_uri(id), "#Session.v1_1_0.Session"),
+        json!({"Id": id, "Name": format!("Session {id}"), "UserName": username}),
+    )
+}
+
+async fn sessions<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) -> Json<Value> {
+    let mut ids: Vec<String> = bmc.lock_sessions().values().cloned().collect();
+    ids.sort();
+    let uris: Vec<String> = ids.iter().map(|id| session_uri(id)).collect();
+    collection(
+        "/redfish/v1/SessionService/Sessions",
+        "#SessionCollection.SessionCollection",
+        "Session Collection",
+        &uris,
+    )
+}
+
+async fn session_create<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    body: axum::body::Bytes,
+) -> Result<Response, RedfishError> {
+    let body = parse_object(&body)?;
+    let field = |name: &str| -> Result<String, RedfishError> {
+        body.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| RedfishError::ParameterMissing {
+                parameter: name.to_owned(),
+            })
+    };
+    let (username, password) = (field("UserName")?, field("Password")?);
+    if username != bmc.username || password != bmc.password {
+        return Err(RedfishError::Unauthorized);
+    }
+    let token = secret::random_hex(16).map_err(|source| {
+        RedfishError::Machine(crate::machine::MachineError::Process {
+            machine: bmc.system_id().to_owned(),
+            operation: "generate a session token",
+            source,
+        })
+    })?;
+    let id = {
+        let mut next = bmc
+            .next_session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *next += 1;
+        next.to_string()
+    };
+    bmc.lock_sessions().insert(token.clone(), id.clone());
+    let mut response = (StatusCode::CREATED, session_body(&id, &username)).into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&token) {
+        headers.insert("x-auth-token", value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&session_uri(&id)) {
+        headers.insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+async fn session_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    if bmc.lock_sessions().values().any(|session| *session == id) {
+        Ok(session_body(&id, &bmc.username))
+    } else {
+        Err(RedfishError::NotFound {
+            uri: session_uri(&id),
+        })
+    }
+}
+
+async fn session_delete<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, RedfishError> {
+    let mut sessions = bmc.lock_sessions();
+    let before = sessions.len();
+    sessions.retain(|_, session| *session != id);
+    if sessions.len() < before {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(RedfishError::NotFound {
+            uri: session_uri(&id),
+        })
+    }
+}
+
+async fn systems<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) -> Json<Value> {
+    collection(
+        "/redfish/v1/Systems",
+        "#ComputerSystemCollection.ComputerSystemCollection",
+        "Computer System Collection",
+        &[bmc.system_uri()],
+    )
+}
+
+fn names<T: Copy>(table: &[(T, &'static str)]) -> Vec<&'static str> {
+    table.iter().map(|(_, name)| *name).collect()
+}
+
+fn name_of<T: Copy + PartialEq>(table: &[(T, &'static str)], value: T) -> &'static str {
+    table
+        .iter()
+        .find(|(candidate, _)| *candidate == value)
+        .map_or("None", |(_, name)| *name)
+}
+
+async fn system_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = bmc.system_uri();
+    bmc.check_system(&id, &format!("/redfish/v1/Systems/{id}"))?;
+    let info = bmc.machine.info();
+    let power = match bmc
+        .machine
+        .power_state()
+        .await
+        .map_err(RedfishError::Machine)?
+    {
+        PowerState::On => "On",
+        PowerState::Off => "Off",
+        PowerState::PoweringOff => "PoweringOff",
+    };
+    let boot = bmc.machine.boot();
+    let resets: Vec<&str> = PowerAction::ALL
+        .iter()
+        .map(|action| action.redfish_name())
+        .collect();
+    Ok(with(
+        odata(&uri, "#ComputerSystem.v1_10_0.ComputerSystem"),
+        json!({
+            "Id": info.name,
+            "Name": info.name,
+            "SystemType": "Virtual",
+            "Manufacturer": "Ferric",
+            "Model": "Ferric Lab Machine",
+            "SerialNumber": info.serial,
+            "UUID": info.uuid,
+            "PowerState": power,
+            "Status": {"State": "Enabled", "Health": "OK"},
+            "Boot": {
+                "BootSourceOverrideTarget": name_of(&TARGETS, boot.target),
+                "BootSourceOverrideTarget@Redfish.AllowableValues": names(&TARGETS),
+                "BootSourceOverrideEnabled": name_of(&OVERRIDES, boot.enabled),
+                "BootSourceOverrideEnabled@Redfish.AllowableValues": names(&OVERRIDES),
+                "BootSourceOverrideMode": name_of(&MODES, boot.mode),
+                "BootSourceOverrideMode@Redfish.AllowableValues": names(&MODES),
+            },
+            "ProcessorSummary": {
+                "Count": info.cpus,
+                "Model": "QEMU TCG x86-64",
+                "Status": {"State": "Enabled", "Health": "OK"},
+            },
+            "MemorySummary": {
+                "TotalSystemMemoryGiB": f64::from(info.memory_mib) / 1024.0,
+                "Status": {"State": "Enabled", "Health": "OK"},
+            },
+            "EthernetInterfaces": {"@odata.id": format!("{uri}/EthernetInterfaces")},
+            "Links": {"ManagedBy": [{"@odata.id": format!("/redfish/v1/Managers/{MANAGER_ID}")}]},
+            "Actions": {
+                "#ComputerSystem.Reset": {
+                    "target": format!("{uri}/Actions/ComputerSystem.Reset"),
+                    "ResetType@Redfish.AllowableValues": resets,
+                },
+            },
+        }),
+    ))
+}
+
+fn parse_object(body: &[u8]) -> Result<Map<String, Value>, RedfishError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(RedfishError::MalformedJson {
+            detail: "expected a JSON object".into(),
+        }),
+        Err(error) => Err(RedfishError::MalformedJson {
+            detail: error.to_string(),
+        }),
+    }
+}
+
+fn parse_enum<T: Copy>(
+    table: &[(T, &'static str)],
+    property: &str,
+    value: &Value,
+) -> Result<T, RedfishError> {
+    let text = value.as_str();
+    table
+        .iter()
+        .find(|(_, name)| Some(*name) == text)
+        .map(|(item, _)| *item)
+        .ok_or_else(|| RedfishError::ValueNotInList {
+            property: property.to_owned(),
+            value: value.to_string(),
+        })
+}
+
+/// Applies a PATCH body's `Boot` object to the current settings; only `Boot` is writable.
+pub(crate) fn patched_boot(
+    current: BootSettings,
+    body: &Map<String, Value>,
+) -> Result<BootSettings, RedfishError> {
+    let mut boot = current;
+    for (property, value) in body {
+        if property != "Boot" {
+            return Err(RedfishError::PropertyUnknown {
+                property: property.clone(),
+            });
+        }
+        let Value::Object(fields) = value else {
+            return Err(RedfishError::MalformedJson {
+                detail: "Boot must be an object".into(),
+            });
+        };
+        for (field, value) in fields {
+            let property = format!("Boot/{field}");
+            match field.as_str() {
+                "BootSourceOverrideTarget" => boot.target = parse_enum(&TARGETS, &property, value)?,
+                "BootSourceOverrideEnabled" => {
+                    boot.enabled = parse_enum(&OVERRIDES, &property, value)?
+                }
+                "BootSourceOverrideMode" => boot.mode = parse_enum(&MODES, &property, value)?,
+                _ => return Err(RedfishError::PropertyUnknown { property }),
+            }
+        }
+    }
+    Ok(boot)
+}
+
+async fn system_patch<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, RedfishError> {
+    bmc.check_system(&id, &format!("/redfish/v1/Systems/{id}"))?;
+    let boot = patched_boot(bmc.machine.boot(), &parse_object(&body)?)?;
+    bmc.machine
+        .set_boot(boot)
+        .await
+        .map_err(RedfishError::Machine)?;
+    tracing::info!(system = %id, ?boot, "boot settings changed");
+    system_get(State(bmc), Path(id)).await
+}
+
+async fn system_reset<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<StatusCode, RedfishError> {
+    bmc.check_system(
+        &id,
+        &format!("/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset"),
+    )?;
+    let body = parse_object(&body)?;
+    let reset_type = body
+        .get("ResetType")
+        .ok_or_else(|| RedfishError::ParameterMissing {
+            parameter: "ResetType".into(),
+        })?;
+    let action = reset_type
+        .as_str()
+        .and_then(PowerAction::from_redfish_name)
+        .ok_or_else(|| RedfishError::ValueNotInList {
+            property: "ResetType".into(),
+            value: reset_type.to_string(),
+        })?;
+    bmc.machine
+        .power(action)
+        .await
+        .map_err(RedfishError::Machine)?;
+    tracing::info!(system = %id, reset = action.redfish_name(), "reset done");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+const NIC_ID: &str = "NIC.1";
+
+async fn nics<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/EthernetInterfaces");
+    bmc.check_system(&id, &uri)?;
+    Ok(collection(
+        &uri,
+        "#EthernetInterfaceCollection.EthernetInterfaceCollection",
+        "Ethernet Interface Collection",
+        &[format!("{uri}/{NIC_ID}")],
+    ))
+}
+
+async fn nic_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path((id, nic)): Path<(String, String)>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/EthernetInterfaces/{nic}");
+    bmc.check_system(&id, &uri)?;
+    if nic != NIC_ID {
+        return Err(RedfishError::NotFound { uri });
+    }
+    let mac = &bmc.machine.info().mac;
+    Ok(with(
+        odata(&uri, "#EthernetInterface.v1_4_0.EthernetInterface"),
+        json!({
+            "Id": NIC_ID,
+            "Name": "virtio-net NIC",
+            "MACAddress": mac,
+            "PermanentMACAddress": mac,
+            "LinkStatus": "LinkUp",
+            "Status": {"State": "Enabled", "Health": "OK"},
+        }),
+    ))
+}
+
+async fn managers() -> Json<Value> {
+    collection(
+        "/redfish/v1/Managers",
+        "#ManagerCollection.ManagerCollection",
+        "Manager Collection",
+        &[format!("/redfish/v1/Managers/{MANAGER_ID}")],
+    )
+}
+
+async fn manager_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Managers/{id}");
+    if id != MANAGER_ID {
+        return Err(RedfishError::NotFound { uri });
+    }
+    Ok(with(
+        odata(&uri, "#Manager.v1_5_0.Manager"),
+        json!({
+            "Id": MANAGER_ID,
+            "Name": "Ferric virtual BMC",
+            "ManagerType": "BMC",
+            "FirmwareVersion": env!("CARGO_PKG_VERSION"),
+            "Status": {"State": "Enabled", "Health": "OK"},
+            "Links": {"ManagerForServers": [{"@odata.id": bmc.system_uri()}]},
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,282 @@
+//! Redfish handlers against a fake machine: shapes, auth, sessions, errors.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+use crate::machine::MachineInfo;
+use crate::machine::fake::FakeMachine;
+
+const SYSTEM: &str = "/redfish/v1/Systems/node-0";
+
+fn setup() -> (Router, Arc<FakeMachine>) {
+    let machine = Arc::new(FakeMachine::new(MachineInfo {
+        name: "node-0".into(),
+        uuid: "c0ffee00-0000-4000-8000-000000000000".into(),
+        serial: "FERRIC-LAB-0".into(),
+        mac: "52:54:00:fe:00:00".into(),
+        memory_mib: 512,
+        cpus: 1,
+    }));
+    let bmc = Arc::new(RedfishBmc::new(machine.clone(), "admin", "secret"));
+    (router(bmc), machine)
+}
+
+fn basic() -> String {
+    format!("Basic {}", crate::secret::base64_encode(b"admin:secret"))
+}
+
+async fn call(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", basic())
+        .header("content-type", "application/json")
+        .body(body.map_or_else(Body::empty, |body| Body::from(body.to_string())))
+        .unwrap();
+    send(router, request).await
+}
+
+async fn send(router: &Router, request: Request<Body>) -> (StatusCode, Value) {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (status, value)
+}
+
+#[tokio::test]
+async fn service_root_is_open_and_links_everything() {
+    let (router, _) = setup();
+    let request = Request::get("/redfish/v1/").body(Body::empty()).unwrap();
+    let (status, root) = send(&router, request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(root["@odata.type"], "#ServiceRoot.v1_5_0.ServiceRoot");
+    assert_eq!(root["Systems"]["@odata.id"], "/redfish/v1/Systems");
+    assert_eq!(root["Managers"]["@odata.id"], "/redfish/v1/Managers");
+}
+
+#[tokio::test]
+async fn resources_need_credentials() {
+    let (router, _) = setup();
+    let request = Request::get("/redfish/v1/Systems")
+        .body(Body::empty())
+        .unwrap();
+    let (status, body) = send(&router, request).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        body["error"]["@Message.ExtendedInfo"][0]["MessageId"],
+        "Base.1.8.NoValidSession"
+    );
+    let wrong = Request::get("/redfish/v1/Systems")
+        .header(
+            "authorization",
+            format!("Basic {}", crate::secret::base64_encode(b"admin:nope")),
+        )
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&router, wrong).await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn system_has_the_dmtf_shape() {
+    let (router, _) = setup();
+    let (status, systems) = call(&router, "GET", "/redfish/v1/Systems", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(systems["Members@odata.count"], 1);
+    assert_eq!(systems["Members"][0]["@odata.id"], SYSTEM);
+
+    let (status, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(system["@odata.id"], SYSTEM);
+    assert_eq!(
+        system["@odata.type"],
+        "#ComputerSystem.v1_10_0.ComputerSystem"
+    );
+    assert_eq!(system["PowerState"], "Off");
+    assert_eq!(system["UUID"], "c0ffee00-0000-4000-8000-000000000000");
+    assert_eq!(system["Boot"]["BootSourceOverrideEnabled"], "Disabled");
+    assert_eq!(
+        system["Boot"]["BootSourceOverrideTarget@Redfish.AllowableValues"],
+        json!(["None", "Pxe", "Hdd", "Cd", "BiosSetup"])
+    );
+    assert_eq!(system["ProcessorSummary"]["Count"], 1);
+    assert_eq!(system["MemorySummary"]["TotalSystemMemoryGiB"], 0.5);
+    assert_eq!(
+        system["Actions"]["#ComputerSystem.Reset"]["target"],
+        format!("{SYSTEM}/Actions/ComputerSystem.Reset")
+    );
+
+    let (_, nic) = call(
+        &router,
+        "GET",
+        &format!("{SYSTEM}/EthernetInterfaces/NIC.1"),
+        None,
+    )
+    .await;
+    assert_eq!(nic["MACAddress"], "52:54:00:fe:00:00");
+    let (_, manager) = call(&router, "GET", "/redfish/v1/Managers/BMC", None).await;
+    assert_eq!(manager["ManagerType"], "BMC");
+    assert_eq!(
+        manager["Links"]["ManagerForServers"][0]["@odata.id"],
+        SYSTEM
+    );
+}
+
+#[tokio::test]
+async fn patch_boot_and_reset_reach_the_machine() {
+    let (router, machine) = setup();
+    let patch =
+        json!({"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}});
+    let (status, system) = call(&router, "PATCH", SYSTEM, Some(patch)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Pxe");
+    assert_eq!(system["Boot"]["BootSourceOverrideEnabled"], "Once");
+
+    let reset = format!("{SYSTEM}/Actions/ComputerSystem.Reset");
+    let (status, _) = call(&router, "POST", &reset, Some(json!({"ResetType": "On"}))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(system["PowerState"], "On");
+    assert_eq!(
+        system["Boot"]["BootSourceOverrideEnabled"], "Disabled",
+        "Once is consumed"
+    );
+
+    for reset_type in [
+        "ForceOff",
+        "GracefulShutdown",
+        "GracefulRestart",
+        "ForceRestart",
+        "PowerCycle",
+        "Nmi",
+    ] {
+        let (status, _) = call(
+            &router,
+            "POST",
+            &reset,
+            Some(json!({"ResetType": reset_type})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{reset_type}");
+    }
+    assert_eq!(machine.actions().len(), 7);
+}
+
+#[tokio::test]
+async fn bad_input_gets_redfish_errors() {
+    let (router, _) = setup();
+    let reset = format!("{SYSTEM}/Actions/ComputerSystem.Reset");
+    let cases = [
+        (
+            "POST",
+            reset.as_str(),
+            json!({"ResetType": "Explode"}),
+            "PropertyValueNotInList",
+        ),
+        ("POST", reset.as_str(), json!({}), "ActionParameterMissing"),
+        (
+            "PATCH",
+            SYSTEM,
+            json!({"Boot": {"BootSourceOverrideTarget": "Floppy"}}),
+            "PropertyValueNotInList",
+        ),
+        (
+            "PATCH",
+            SYSTEM,
+            json!({"Boot": {"BootNext": "x"}}),
+            "PropertyUnknown",
+        ),
+        ("PATCH", SYSTEM, json!({"AssetTag": "x"}), "PropertyUnknown"),
+        (
+            "PATCH",
+            SYSTEM,
+            json!(["not", "an", "object"]),
+            "MalformedJSON",
+        ),
+    ];
+    for (method, uri, body, message_id) in cases {
+        let (status, error) = call(&router, method, uri, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(error["error"]["code"], "Base.1.8.GeneralError");
+        assert_eq!(
+            error["error"]["@Message.ExtendedInfo"][0]["MessageId"],
+            format!("Base.1.8.{message_id}"),
+            "{body}"
+        );
+    }
+    let (status, error) = call(&router, "GET", "/redfish/v1/Systems/other", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        error["error"]["@Message.ExtendedInfo"][0]["MessageId"],
+        "Base.1.8.ResourceMissingAtURI"
+    );
+}
+
+#[tokio::test]
+async fn sessions_issue_tokens_that_authenticate() {
+    let (router, _) = setup();
+    let login = Request::post("/redfish/v1/SessionService/Sessions")
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"UserName": "admin", "Password": "secret"}).to_string(),
+        ))
+        .unwrap();
+    let response = router.clone().oneshot(login).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let token = response.headers()["x-auth-token"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, "/redfish/v1/SessionService/Sessions/1");
+
+    let with_token = |method: &str, uri: &str| {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("x-auth-token", &token)
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(
+        send(&router, with_token("GET", SYSTEM)).await.0,
+        StatusCode::OK
+    );
+    let (_, listed) = send(
+        &router,
+        with_token("GET", "/redfish/v1/SessionService/Sessions"),
+    )
+    .await;
+    assert_eq!(listed["Members"][0]["@odata.id"], location);
+    assert_eq!(
+        send(&router, with_token("DELETE", &location)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        send(&router, with_token("GET", SYSTEM)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    let bad_login = Request::post("/redfish/v1/SessionService/Sessions")
+        .body(Body::from(
+            json!({"UserName": "admin", "Password": "wrong"}).to_string(),
+        ))
+        .unwrap();
+    assert_eq!(send(&router, bad_login).await.0, StatusCode::UNAUTHORIZED);
+}

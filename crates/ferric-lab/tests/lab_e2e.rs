@@ -1,0 +1,179 @@
+//! End-to-end: a real lab with one QEMU machine, driven over Redfish until iPXE does DHCP.
+//!
+//! Runs only with `--features lab-e2e` (root, qemu-system-x86, ipxe-qemu, dnsmasq):
+//! `cargo test -p ferric-lab --features lab-e2e --test lab_e2e`. It is a `harness = false`
+//! binary because the lab re-invokes its own executable (`lab serve-bmc` in the background, and
+//! `e2e-redfish` inside the namespace, where the BMCs listen), so `main` dispatches on argv.
+//! The state directory is kept, with consoles and logs, when the test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use clap::Parser;
+use ferric_lab::layout::LabState;
+use ferric_lab::{LabArgs, LabCommand, SelfCommand};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "ferric-lab-e2e";
+/// Generous: under TCG and a busy 2-core host a boot can take several times the measured 2.4 s.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Parser)]
+enum Invocation {
+    #[command(subcommand)]
+    Lab(LabCommand),
+    /// The Redfish half of the scenario, run inside the namespace.
+    E2eRedfish { dir: PathBuf },
+}
+
+fn this() -> anyhow::Result<SelfCommand> {
+    SelfCommand::current()
+}
+
+fn lab_args(dir: &Path) -> LabArgs {
+    LabArgs {
+        dir: dir.to_owned(),
+        namespace: NAMESPACE.into(),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let result = match args.get(1).map(String::as_str) {
+        Some("lab") | Some("e2e-redfish") => match Invocation::parse() {
+            Invocation::Lab(command) => {
+                this().and_then(|this| ferric_lab::run_with(command, &this))
+            }
+            Invocation::E2eRedfish { dir } => redfish_scenario(&dir),
+        },
+        _ => scenario(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("lab_e2e: FAILED: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn scenario() -> anyhow::Result<()> {
+    let dir = PathBuf::from(format!("/tmp/ferric-lab-e2e-{}", std::process::id()));
+    let this = this()?;
+    let started = Instant::now();
+    let up = ferric_lab::run_with(
+        LabCommand::Up {
+            nodes: 1,
+            memory: 384,
+            boot_url: ferric_lab::layout::DEFAULT_BOOT_URL.into(),
+            lab: lab_args(&dir),
+        },
+        &this,
+    );
+    eprintln!("lab_e2e: lab up: {:.2} s", started.elapsed().as_secs_f64());
+    let inner = up.and_then(|()| {
+        let status = Command::new("ip")
+            .args(["netns", "exec", NAMESPACE])
+            .args(&this.0[..1])
+            .arg("e2e-redfish")
+            .arg(&dir)
+            .status()
+            .context("cannot run the Redfish steps inside the namespace")?;
+        ensure!(status.success(), "the Redfish steps failed ({status})");
+        Ok(())
+    });
+    let down_started = Instant::now();
+    let down = ferric_lab::run_with(
+        LabCommand::Down {
+            lab: lab_args(&dir),
+        },
+        &this,
+    );
+    eprintln!(
+        "lab_e2e: lab down: {:.2} s",
+        down_started.elapsed().as_secs_f64()
+    );
+    let gone = !Path::new("/run/netns").join(NAMESPACE).exists();
+    match (inner, down) {
+        (Ok(()), Ok(())) if gone => {
+            let _ = std::fs::remove_dir_all(&dir);
+            eprintln!(
+                "lab_e2e: passed in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        (inner, down) => {
+            eprintln!("lab_e2e: consoles and logs kept in {}", dir.display());
+            inner?;
+            down?;
+            bail!("namespace {NAMESPACE} still exists after lab down")
+        }
+    }
+}
+
+/// Power Off → boot Pxe once → On → iPXE DHCP seen → ForceOff → Off, all over Redfish.
+fn redfish_scenario(dir: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(dir.join("lab.json"))?;
+    let lab: LabState = serde_json::from_str(&text)?;
+    let node = lab.nodes.first().context("the lab has no node")?;
+    let system = format!("{}{}", node.redfish_address, node.redfish_system_id);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+        let request = |method: reqwest::Method, url: &str| {
+            client
+                .request(method, url)
+                .basic_auth(&node.redfish_username, Some(&node.redfish_password))
+        };
+        let power = || async {
+            let body: Value = request(reqwest::Method::GET, &system).send().await?.json().await?;
+            anyhow::Ok(body["PowerState"].as_str().unwrap_or("?").to_owned())
+        };
+        ensure!(power().await? == "Off", "a new lab machine must be off");
+
+        let boot = json!({"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}});
+        let patched = request(reqwest::Method::PATCH, &system).json(&boot).send().await?;
+        ensure!(patched.status().is_success(), "PATCH Boot: {}", patched.status());
+
+        let reset = format!("{system}/Actions/ComputerSystem.Reset");
+        let on_started = Instant::now();
+        let on = request(reqwest::Method::POST, &reset).json(&json!({"ResetType": "On"})).send().await?;
+        ensure!(on.status().as_u16() == 204, "Reset On: {}", on.status());
+        eprintln!("lab_e2e: Reset On answered in {:.2} s", on_started.elapsed().as_secs_f64());
+        ensure!(power().await? == "On", "the machine must be on after Reset On");
+
+        let console = dir.join(&node.info.name).join("console.log");
+        let dhcp_log = dir.join("dnsmasq.log");
+        let discover = format!("DHCPDISCOVER(ferric-br0) {}", node.info.mac);
+        loop {
+            let console_text = String::from_utf8_lossy(&std::fs::read(&console).unwrap_or_default()).into_owned();
+            let dhcp_text = std::fs::read_to_string(&dhcp_log).unwrap_or_default();
+            let ipxe_configured = console_text.contains("iPXE") && console_text.contains("net0: 10.231.0.");
+            if ipxe_configured && dhcp_text.contains(&discover) {
+                break;
+            }
+            if on_started.elapsed() > BOOT_TIMEOUT {
+                bail!("no iPXE DHCP within {BOOT_TIMEOUT:?}; see {} and {}", console.display(), dhcp_log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        eprintln!("lab_e2e: power on → iPXE DHCP done: {:.2} s", on_started.elapsed().as_secs_f64());
+
+        let off_started = Instant::now();
+        let off = request(reqwest::Method::POST, &reset).json(&json!({"ResetType": "ForceOff"})).send().await?;
+        ensure!(off.status().as_u16() == 204, "Reset ForceOff: {}", off.status());
+        ensure!(power().await? == "Off", "the machine must be off after ForceOff");
+        eprintln!("lab_e2e: ForceOff → Off: {:.2} s", off_started.elapsed().as_secs_f64());
+        let system_body: Value = request(reqwest::Method::GET, &system).send().await?.json().await?;
+        ensure!(
+            system_body["Boot"]["BootSourceOverrideEnabled"] == "Disabled",
+            "the one-time boot override must be consumed"
+        );
+        Ok(())
+    })
+}
