@@ -45,3 +45,18 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   log "installing cargo-nextest"
   cargo install --locked --quiet cargo-nextest
 fi
+
+# --- the virtual lab (only with --lab): QEMU under TCG, iPXE ROMs, dnsmasq, qemu-img ----------
+# Needed by `ferric lab up` and the `lab-e2e` tests, not by the default test run. qemu-utils must
+# come from the same release as qemu-system-x86: a backported qemu-utils blocks the install
+# ("held broken packages"), so both are named together.
+if [ "${1:-}" = "--lab" ]; then
+  lab_missing=()
+  for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+      lab_missing+=("$package")
+  done
+  if [ "${#lab_missing[@]}" -gt 0 ]; then
+    apt_install "${lab_missing[@]}"
+  fi
+fi
