@@ -50,21 +50,24 @@ impl Default for Settings {
 #[derive(Debug, Default, clap::Args, Serialize)]
 pub(crate) struct SettingsOverrides {
     /// Database: a SQLite file path or URL (default `sqlite://ferric.db`), or a postgres:// URL.
+    /// [env: FERRIC_DATABASE_URL]
     #[arg(long, value_name = "URL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     database_url: Option<String>,
 
     /// Address and port for the Bare Metal API (default 127.0.0.1:6385).
+    /// [env: FERRIC_API_LISTEN]
     #[arg(long, value_name = "ADDR:PORT")]
     #[serde(skip_serializing_if = "Option::is_none")]
     api_listen: Option<SocketAddr>,
 
-    /// Log format (default text).
+    /// Log format (default text). [env: FERRIC_LOG_FORMAT]
     #[arg(long, value_enum, value_name = "FORMAT")]
     #[serde(skip_serializing_if = "Option::is_none")]
     log_format: Option<LogFormat>,
 
     /// Log filter, e.g. `debug` or `info,ferric_db=debug` (default info).
+    /// [env: FERRIC_LOG_LEVEL]
     #[arg(long, value_name = "FILTER")]
     #[serde(skip_serializing_if = "Option::is_none")]
     log_level: Option<String>,
