@@ -31,6 +31,11 @@ enum Command {
     /// --config (or FERRIC_CONFIG), FERRIC_* environment variables, then these flags.
     /// Example: `ferric server --database-url postgres://ferric@db/ferric --api-listen 0.0.0.0:6385`.
     Server(ServerArgs),
+
+    /// A virtual lab without hardware: QEMU machines that PXE-boot on a private network, each
+    /// behind a virtual BMC (Redfish). Needs root and `scripts/install-deps.sh --lab`.
+    #[command(subcommand)]
+    Lab(ferric_lab::LabCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +51,13 @@ struct ServerArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Lab(command) => match ferric_lab::run(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("ferric lab: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Server(args) => {
             let settings = match config::Settings::load(args.config.as_deref(), &args.overrides) {
                 Ok(settings) => settings,
