@@ -12,11 +12,13 @@
 pub mod error;
 mod health;
 mod root;
+pub mod v1;
 pub mod version;
 
 use axum::Router;
 use axum::routing::get;
 use ferric_db::Store;
+use v1::nodes;
 
 pub use error::ApiError;
 
@@ -33,6 +35,14 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1", get(root::v1_get))
         .route("/v1/", get(root::v1_get))
         .route("/health", get(health::health_get))
+        .route("/v1/nodes", get(nodes::node_list).post(nodes::node_create))
+        .route("/v1/nodes/detail", get(nodes::node_list_detail))
+        .route(
+            "/v1/nodes/{node_ident}",
+            get(nodes::node_get)
+                .patch(nodes::node_update)
+                .delete(nodes::node_delete),
+        )
         .fallback(error::not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))

@@ -1,0 +1,266 @@
+//! Field tables and the helpers shared by every resource: version gates, who may write a
+//! field, `?fields=` selection, typed reads of JSON input and secret masking.
+
+use ferric_model::Microversion;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::ApiError;
+
+/// Who may write a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Set by the server (or the conductor) only.
+    ReadOnly,
+    /// Accepted in a create body, never patched (`uuid`).
+    CreateOnly,
+    /// Accepted at create and patchable.
+    Writable,
+}
+
+/// One API field: its name, the minor version it appeared in, and who may write it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FieldSpec {
+    pub(crate) name: &'static str,
+    pub(crate) since: u16,
+    pub(crate) access: Access,
+}
+
+pub(crate) const fn field(name: &'static str, since: u16, access: Access) -> FieldSpec {
+    FieldSpec {
+        name,
+        since,
+        access,
+    }
+}
+
+/// The spec of `name`, if the resource has such a field at all.
+pub(crate) fn spec<'t>(table: &'t [FieldSpec], name: &str) -> Option<&'t FieldSpec> {
+    table.iter().find(|spec| spec.name == name)
+}
+
+/// Whether a client at `version` sees `name`.
+pub(crate) fn visible(table: &[FieldSpec], name: &str, version: Microversion) -> bool {
+    spec(table, name).is_some_and(|spec| version.minor() >= spec.since)
+}
+
+/// 406 for a field (or a filter/sort on it) newer than the request's version.
+pub(crate) fn require_version(
+    table: &[FieldSpec],
+    name: &str,
+    version: Microversion,
+) -> Result<(), ApiError> {
+    match spec(table, name) {
+        Some(spec) if version.minor() < spec.since => Err(ApiError::not_acceptable(format!(
+            "'{name}' needs API version 1.{} or later; this request asked for {version}.",
+            spec.since
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that a client at `version` may write `name` (at create when `creating`, else by
+/// PATCH): unknown or read-only → 400, newer than the version → 406.
+pub(crate) fn check_writable(
+    table: &[FieldSpec],
+    resource: &str,
+    name: &str,
+    version: Microversion,
+    creating: bool,
+) -> Result<(), ApiError> {
+    let Some(spec) = spec(table, name) else {
+        return Err(ApiError::bad_request(format!(
+            "'{name}' is not a {resource} field; remove it from the request."
+        )));
+    };
+    require_version(table, name, version)?;
+    match (spec.access, creating) {
+        (Access::Writable, _) | (Access::CreateOnly, true) => Ok(()),
+        _ => Err(ApiError::bad_request(format!(
+            "'{name}' is a read-only {resource} field; it cannot be set by the API."
+        ))),
+    }
+}
+
+/// Which fields a response carries.
+#[derive(Debug, Clone)]
+pub(crate) enum Selection {
+    /// Every field the version allows (show, detail, create and PATCH answers).
+    All,
+    /// Exactly these (`?fields=`, or a list's default fields). `links` is always added.
+    Only(Vec<String>),
+}
+
+/// Parses `?fields=a,b`: every name must be a field visible at `version`.
+pub(crate) fn parse_fields(
+    table: &[FieldSpec],
+    text: &str,
+    version: Microversion,
+) -> Result<Selection, ApiError> {
+    let names: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let invalid: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !visible(table, name, version))
+        .collect();
+    if !invalid.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Field(s) \"{}\" are not valid",
+            invalid.join(", ")
+        )));
+    }
+    Ok(Selection::Only(names))
+}
+
+/// Keeps the fields `selection` and `version` allow; `links` always stays.
+pub(crate) fn select(
+    table: &[FieldSpec],
+    full: Map<String, Value>,
+    selection: &Selection,
+    version: Microversion,
+) -> Map<String, Value> {
+    full.into_iter()
+        .filter(|(name, _)| {
+            visible(table, name, version)
+                && match selection {
+                    Selection::All => true,
+                    Selection::Only(names) => name == "links" || names.iter().any(|n| n == name),
+                }
+        })
+        .collect()
+}
+
+/// What a masked secret looks like.
+pub(crate) const MASK: &str = "******";
+
+/// The masking rule: a key names a secret when its lowercase form contains `password`,
+/// `secret`, `token` or `key` (e.g. `redfish_password`, `auth_token`, `ssh_key`,
+/// `encryption_key`). This is broader than Ironic's fixed list on purpose: showing a secret
+/// is worse than hiding a harmless value.
+pub(crate) fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["password", "secret", "token", "key"]
+        .iter()
+        .any(|word| key.contains(word))
+}
+
+/// Replaces the value of every secret key (at any depth) with [`MASK`].
+pub(crate) fn mask_secrets(object: &Map<String, Value>) -> Value {
+    Value::Object(
+        object
+            .iter()
+            .map(|(key, value)| {
+                let shown = if is_secret_key(key) {
+                    Value::String(MASK.to_owned())
+                } else {
+                    match value {
+                        Value::Object(inner) => mask_secrets(inner),
+                        other => other.clone(),
+                    }
+                };
+                (key.clone(), shown)
+            })
+            .collect(),
+    )
+}
+
+// Typed reads of input values, each with a message that says what to send instead.
+
+fn wrong_type(name: &str, expected: &str, value: &Value) -> ApiError {
+    ApiError::bad_request(format!(
+        "Invalid value for {name}: expected {expected}, got {value}."
+    ))
+}
+
+pub(crate) fn opt_string(
+    name: &str,
+    value: Value,
+    max_len: usize,
+) -> Result<Option<String>, ApiError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) if text.chars().count() <= max_len => Ok(Some(text)),
+        Value::String(_) => Err(ApiError::bad_request(format!(
+            "Invalid value for {name}: at most {max_len} characters are allowed."
+        ))),
+        other => Err(wrong_type(name, "a string or null", &other)),
+    }
+}
+
+pub(crate) fn string(name: &str, value: Value, max_len: usize) -> Result<String, ApiError> {
+    opt_string(name, value, max_len)?
+        .filter(|text| !text.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("{name} is required and cannot be empty.")))
+}
+
+pub(crate) fn boolean(name: &str, value: Value) -> Result<bool, ApiError> {
+    match value {
+        Value::Bool(flag) => Ok(flag),
+        other => Err(wrong_type(name, "true or false", &other)),
+    }
+}
+
+pub(crate) fn opt_boolean(name: &str, value: Value) -> Result<Option<bool>, ApiError> {
+    match value {
+        Value::Null => Ok(None),
+        other => boolean(name, other).map(Some),
+    }
+}
+
+pub(crate) fn object(name: &str, value: Value) -> Result<Map<String, Value>, ApiError> {
+    match value {
+        Value::Null => Ok(Map::new()),
+        Value::Object(object) => Ok(object),
+        other => Err(wrong_type(name, "a JSON object", &other)),
+    }
+}
+
+pub(crate) fn opt_uuid(name: &str, value: Value) -> Result<Option<Uuid>, ApiError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Uuid::parse_str(&text).map(Some).map_err(|_| {
+            ApiError::bad_request(format!("Invalid value for {name}: '{text}' is not a UUID."))
+        }),
+        other => Err(wrong_type(name, "a UUID string or null", &other)),
+    }
+}
+
+pub(crate) fn uuid_value(uuid: Option<Uuid>) -> Value {
+    uuid.map_or(Value::Null, |uuid| Value::String(uuid.to_string()))
+}
+
+pub(crate) fn opt_text_value(text: Option<&str>) -> Value {
+    text.map_or(Value::Null, |text| Value::String(text.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_masked_at_any_depth() {
+        let Value::Object(info) = json!({
+            "redfish_password": "p",
+            "redfish_address": "https://bmc",
+            "nested": {"auth_token": "t", "plain": 1},
+            "ssh_key": "k",
+        }) else {
+            unreachable!()
+        };
+        assert_eq!(
+            mask_secrets(&info),
+            json!({
+                "redfish_password": MASK,
+                "redfish_address": "https://bmc",
+                "nested": {"auth_token": MASK, "plain": 1},
+                "ssh_key": MASK,
+            })
+        );
+    }
+}

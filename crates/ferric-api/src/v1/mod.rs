@@ -1,0 +1,118 @@
+//! The Bare Metal API v1 resources: nodes and ports (`reference/ironic.md` §2.4, §2.6).
+//!
+//! Theory of operation: each resource has one field table ([`fields::FieldSpec`]) naming every
+//! API field, the microversion it appeared in and whether callers may write it. Responses,
+//! `?fields=`, create bodies, PATCH paths, filters and `sort_key` all consult that table, so a
+//! field's version gate lives in exactly one place. Records are turned into JSON field by
+//! field, newer fields are dropped for older clients, and secrets are masked last.
+//!
+//! Handlers never write `provision_state` except the initial state at create: state changes
+//! belong to the conductor.
+
+pub(crate) mod fields;
+pub(crate) mod node_fields;
+pub mod nodes;
+pub(crate) mod paging;
+pub(crate) mod patch;
+
+use axum::http::HeaderMap;
+use axum::http::header::HOST;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value, json};
+
+use crate::ApiError;
+
+/// The base URL clients used to reach us, from the `Host` header (as `root.rs` does).
+// TODO-correctness: a `public_url` setting for deployments behind a TLS-terminating proxy.
+pub(crate) fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(HOST)
+        .and_then(|host| host.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+/// The `self` + `bookmark` links of one resource (`nodes/<uuid>`, `nodes/<uuid>/ports`).
+pub(crate) fn links(base: &str, path: &str) -> Value {
+    json!([
+        { "href": format!("{base}/v1/{path}"), "rel": "self" },
+        { "href": format!("{base}/{path}"), "rel": "bookmark" },
+    ])
+}
+
+/// Ironic's timestamps: ISO 8601 with microseconds and an explicit `+00:00` offset.
+pub(crate) fn timestamp(time: DateTime<Utc>) -> Value {
+    Value::String(time.to_rfc3339_opts(SecondsFormat::Micros, false))
+}
+
+pub(crate) fn opt_timestamp(time: Option<DateTime<Utc>>) -> Value {
+    time.map_or(Value::Null, timestamp)
+}
+
+/// A request body that must be a JSON object.
+pub(crate) fn json_object_body(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|error| {
+        ApiError::bad_request(format!("The request body is not valid JSON: {error}"))
+    })?;
+    match value {
+        Value::Object(object) => Ok(object),
+        _ => Err(ApiError::bad_request(
+            "The request body must be a JSON object.",
+        )),
+    }
+}
+
+/// Maps a storage error to what the caller sees: missing → 404, duplicates and races → 409,
+/// a stale marker → 400, anything else → 500 (logged, not shown).
+pub(crate) fn db_error(error: ferric_db::Error) -> ApiError {
+    use ferric_db::{Error, Kind};
+    match error {
+        Error::NotFound { kind, ident } => {
+            ApiError::not_found(format!("{} {ident} could not be found.", capitalized(kind)))
+        }
+        Error::Duplicate {
+            kind: Kind::Port,
+            field: "address",
+            value,
+        } => ApiError::conflict(format!("A port with MAC address {value} already exists.")),
+        Error::Duplicate {
+            kind: Kind::Node,
+            field: "instance_uuid",
+            value,
+        } => ApiError::conflict(format!(
+            "Instance {value} is already associated with a node."
+        )),
+        Error::Duplicate { kind, field, value } => {
+            let field = if field == "uuid" { "UUID" } else { field };
+            ApiError::conflict(format!("A {kind} with {field} {value} already exists."))
+        }
+        Error::StaleRevision { kind, ident, .. } => ApiError::conflict(format!(
+            "{} {ident} was changed by another request while this one was processed; read it \
+             again and retry.",
+            capitalized(kind)
+        )),
+        error @ Error::MarkerNotFound { .. } => ApiError::bad_request(error.to_string()),
+        error if error.is_conflict() => ApiError::conflict(error.to_string()),
+        error => ApiError::internal(&error),
+    }
+}
+
+fn capitalized(kind: ferric_db::Kind) -> String {
+    let text = kind.as_str();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// `true`/`false` query values as Ironic accepts them (`strutils.bool_from_string`, strict).
+pub(crate) fn parse_bool_param(name: &str, value: &str) -> Result<bool, ApiError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "y" | "t" => Ok(true),
+        "false" | "0" | "no" | "off" | "n" | "f" => Ok(false),
+        _ => Err(ApiError::bad_request(format!(
+            "Invalid value for {name}: '{value}' is not a boolean (use true or false)."
+        ))),
+    }
+}

@@ -1,0 +1,493 @@
+//! `/v1/nodes`: create, list, detail, show, PATCH and delete (`reference/ironic.md` §2.4).
+//!
+//! Provision-state changes (`/states/provision`) are not here: they belong to the conductor.
+//! The only `provision_state` the API writes is a new node's initial state.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::header::LOCATION;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use ferric_db::{Kind, NodeFilter, NodeSortKey, Store};
+use ferric_model::microversion::{gate, initial_provision_state};
+use ferric_model::resources::{Ident, Node};
+use ferric_model::{Microversion, ProvisionState};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::fields::{Selection, check_writable, parse_fields, select};
+use super::node_fields::{
+    NODE_DEFAULT_LIST_FIELDS, NODE_FIELDS, NODE_JSON_FIELDS, check_node_consistency,
+    is_interface_field, node_field_value, node_full_json, node_set_field,
+};
+use super::paging::{next_link, parse_list_params};
+use super::patch::{OpKind, apply_nested, parse_patch};
+use super::{base_url, db_error, json_object_body, parse_bool_param};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+/// Ironic's `[conductor]allow_deleting_available_nodes` default.
+const ALLOW_DELETING_AVAILABLE_NODES: bool = true;
+
+/// The list filters that map onto [`NodeFilter`] and the minor version each appeared in
+/// (§2.4). Below it a filter is refused with 406.
+const NODE_FILTERS: &[(&str, u16)] = &[
+    ("associated", 1),
+    ("maintenance", 1),
+    ("instance_uuid", 1),
+    ("chassis_uuid", 1),
+    ("provision_state", 9),
+    ("driver", 16),
+    ("resource_class", 21),
+    ("fault", 42),
+    ("conductor_group", 46),
+    ("owner", 50),
+    // `project` arrived with `owner`; `description_contains` with `description`.
+    ("project", 50),
+    ("description_contains", 51),
+    ("retired", 61),
+    ("lessee", 65),
+    ("shard", 82),
+    ("sharded", 82),
+    ("parent_node", 83),
+    ("instance_name", 104),
+];
+
+/// Filters Ironic has that Ferric's storage cannot answer yet: refused clearly, not ignored.
+const UNSUPPORTED_NODE_FILTERS: &[&str] = &["conductor", "include_children"];
+
+const FAULTS: &[&str] = &[
+    "power failure",
+    "clean failure",
+    "rescue abort failure",
+    "service failure",
+];
+
+fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<NodeFilter, ApiError> {
+    let mut filter = NodeFilter::default();
+    for (name, value) in pairs {
+        let Some((_, since)) = NODE_FILTERS.iter().find(|(filter, _)| filter == name) else {
+            if UNSUPPORTED_NODE_FILTERS.contains(&name.as_str()) {
+                return Err(ApiError::bad_request(format!(
+                    "Filtering nodes by '{name}' is not supported by this server yet."
+                )));
+            }
+            return Err(ApiError::bad_request(format!(
+                "Unknown query parameter '{name}' for listing nodes."
+            )));
+        };
+        if version.minor() < *since {
+            return Err(ApiError::not_acceptable(format!(
+                "Filtering nodes by '{name}' needs API version 1.{since} or later; this \
+                 request asked for {version}."
+            )));
+        }
+        let uuid = |value: &str| {
+            Uuid::parse_str(value).map_err(|_| {
+                ApiError::bad_request(format!("Invalid {name} '{value}': expected a UUID."))
+            })
+        };
+        let text = Some(value.clone());
+        match name.as_str() {
+            "associated" => filter.associated = Some(parse_bool_param(name, value)?),
+            "maintenance" => filter.maintenance = Some(parse_bool_param(name, value)?),
+            "retired" => filter.retired = Some(parse_bool_param(name, value)?),
+            "sharded" => filter.sharded = Some(parse_bool_param(name, value)?),
+            "instance_uuid" => filter.instance_uuid = Some(uuid(value)?),
+            "chassis_uuid" => filter.chassis_uuid = Some(uuid(value)?),
+            "parent_node" => filter.parent_node = Some(uuid(value)?),
+            "provision_state" => {
+                filter.provision_state =
+                    Some(value.parse::<ProvisionState>().map_err(|error| {
+                        ApiError::bad_request(format!("Invalid provision_state: {error}"))
+                    })?);
+            }
+            "fault" => {
+                if !FAULTS.contains(&value.as_str()) {
+                    return Err(ApiError::bad_request(format!(
+                        "Invalid fault '{value}': use one of {}.",
+                        FAULTS.join(", ")
+                    )));
+                }
+                filter.fault = text;
+            }
+            "driver" => filter.driver = text,
+            "resource_class" => filter.resource_class = text,
+            "conductor_group" => filter.conductor_group = Some(value.to_ascii_lowercase()),
+            "owner" => filter.owner = text,
+            "lessee" => filter.lessee = text,
+            "project" => filter.project = text,
+            "description_contains" => filter.description_contains = text,
+            "instance_name" => filter.instance_name = text,
+            "shard" => filter.shard = Some(value.split(',').map(str::to_owned).collect()),
+            _ => {}
+        }
+    }
+    Ok(filter)
+}
+
+/// The conductor holding an unexpired lease on the node, if any (`reservation`).
+async fn lease_holder(store: &Store, node: Uuid) -> Result<Option<String>, ApiError> {
+    let lease = store.node_lease_get(node).await.map_err(db_error)?;
+    Ok(lease
+        .filter(|lease| lease.expires_at > Utc::now())
+        .map(|lease| lease.holder))
+}
+
+/// Whether `selection` (at `version`) includes the field `name`.
+fn selects(selection: &Selection, name: &str) -> bool {
+    match selection {
+        Selection::All => true,
+        Selection::Only(names) => names.iter().any(|n| n == name),
+    }
+}
+
+/// The node as a client at `version` sees it.
+async fn node_json(
+    store: &Store,
+    node: &Node,
+    version: Microversion,
+    selection: &Selection,
+    base: &str,
+) -> Result<Value, ApiError> {
+    // TODO-perf: one lease query per node; a joined query would serve large detail listings.
+    let reservation = if selects(selection, "reservation") {
+        lease_holder(store, node.uuid).await?
+    } else {
+        None
+    };
+    let mut full = node_full_json(node, version, reservation.as_deref(), base);
+    if matches!(selection, Selection::Only(_)) {
+        // Link lists are shown only when no field filter is given.
+        for link_list in ["ports", "states", "portgroups", "volume"] {
+            full.remove(link_list);
+        }
+    }
+    Ok(Value::Object(select(NODE_FIELDS, full, selection, version)))
+}
+
+fn default_list_selection() -> Selection {
+    Selection::Only(
+        NODE_DEFAULT_LIST_FIELDS
+            .iter()
+            .map(|&name| name.to_owned())
+            .collect(),
+    )
+}
+
+async fn list(
+    state: &ApiState,
+    version: Microversion,
+    headers: &HeaderMap,
+    query: &[(String, String)],
+    detail_path: bool,
+) -> Result<Json<Value>, ApiError> {
+    let params = parse_list_params::<NodeSortKey>(query, NODE_FIELDS, NODE_JSON_FIELDS, version)?;
+    if detail_path && params.selection.is_some() {
+        return Err(ApiError::bad_request(
+            "/v1/nodes/detail always shows every field; drop 'fields' and 'detail'.",
+        ));
+    }
+    let selection = if detail_path {
+        Selection::All
+    } else {
+        params.selection.unwrap_or_else(default_list_selection)
+    };
+    let filter = node_filter(&params.filters, version)?;
+    let nodes = state
+        .store
+        .node_list(&filter, &params.page)
+        .await
+        .map_err(db_error)?;
+    let base = base_url(headers);
+    let mut items = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        items.push(node_json(&state.store, node, version, &selection, &base).await?);
+    }
+    let path = if detail_path { "nodes/detail" } else { "nodes" };
+    let mut body = json!({ "nodes": items });
+    if let Some(next) = next_link(
+        &base,
+        path,
+        query,
+        params.limit,
+        nodes.len(),
+        nodes.last().map(|node| node.uuid),
+    ) {
+        body["next"] = Value::String(next);
+    }
+    Ok(Json(body))
+}
+
+/// `GET /v1/nodes`: default fields (or `?fields=`), filtered and paged.
+pub async fn node_list(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    list(&state, version, &headers, &query, false).await
+}
+
+/// `GET /v1/nodes/detail`: every field, filtered and paged.
+pub async fn node_list_detail(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    list(&state, version, &headers, &query, true).await
+}
+
+/// `GET /v1/nodes/{node_ident}` (`?fields=` from 1.8).
+pub async fn node_get(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let mut selection = Selection::All;
+    for (name, value) in &query {
+        if name != "fields" {
+            return Err(ApiError::bad_request(format!(
+                "Unknown query parameter '{name}' for showing a node."
+            )));
+        }
+        if version < Microversion::new(8) {
+            return Err(ApiError::not_acceptable(format!(
+                "'fields' needs API version 1.8 or later; this request asked for {version}."
+            )));
+        }
+        selection = parse_fields(NODE_FIELDS, value, version)?;
+    }
+    let node = state
+        .store
+        .node_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    let base = base_url(&headers);
+    Ok(Json(
+        node_json(&state.store, &node, version, &selection, &base).await?,
+    ))
+}
+
+/// `POST /v1/nodes`: 201 with the new node and its `Location`.
+pub async fn node_create(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body = json_object_body(&body)?;
+    // The schema is closed: every key must be a field this version may set at create.
+    for name in body.keys() {
+        check_writable(NODE_FIELDS, "node", name, version, true)?;
+    }
+    if !body.contains_key("driver") {
+        return Err(ApiError::bad_request(
+            "Mandatory field missing: 'driver' (the node's hardware type).",
+        ));
+    }
+    let mut node = Node::new(Uuid::new_v4(), "", initial_provision_state(version));
+    for (name, value) in body {
+        node_set_field(&mut node, &name, value)?;
+    }
+    check_node_consistency(&node)?;
+    let created = state
+        .store
+        .node_create(&node)
+        .await
+        .map_err(reference_error)?;
+    let base = base_url(&headers);
+    let location = format!("{base}/v1/nodes/{}", created.uuid);
+    let body = node_json(&state.store, &created, version, &Selection::All, &base).await?;
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(LOCATION, location);
+    }
+    Ok(response)
+}
+
+/// A chassis the caller named that does not exist is a bad request, not a missing node.
+fn reference_error(error: ferric_db::Error) -> ApiError {
+    match error {
+        ferric_db::Error::NotFound {
+            kind: Kind::Chassis,
+            ident,
+        } => ApiError::bad_request(format!("Chassis {ident} could not be found.")),
+        other => db_error(other),
+    }
+}
+
+/// 409 if a conductor holds the node (Ironic's NodeLocked).
+async fn check_not_locked(store: &Store, node: &Node) -> Result<(), ApiError> {
+    match lease_holder(store, node.uuid).await? {
+        Some(holder) => Err(ApiError::conflict(format!(
+            "Node {} is locked by host {holder}, please retry after the current operation is \
+             completed.",
+            node.uuid
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// States in which `*_interface` and `resource_class` may change outside maintenance.
+fn allows_interface_change(state: ProvisionState) -> bool {
+    matches!(
+        state,
+        ProvisionState::Enroll
+            | ProvisionState::Inspecting
+            | ProvisionState::InspectWait
+            | ProvisionState::Manageable
+            | ProvisionState::Available
+    )
+}
+
+/// `PATCH /v1/nodes/{node_ident}`: RFC 6902 add/replace/remove on the patchable fields, written
+/// only if nobody else wrote the node since it was read (409 otherwise).
+pub async fn node_update(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let ops = parse_patch(&body)?;
+    for op in &ops {
+        check_writable(NODE_FIELDS, "node", &op.field, version, false)?;
+    }
+    let node = state
+        .store
+        .node_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    check_not_locked(&state.store, &node).await?;
+
+    let only_unsets_instance = !ops.is_empty()
+        && ops
+            .iter()
+            .all(|op| op.field == "instance_uuid" && op.op == OpKind::Remove && op.rest.is_empty());
+    if !(node.maintenance && only_unsets_instance) {
+        let inspecting = node.provision_state == ProvisionState::Inspecting
+            && version >= gate::INSPECT_WAIT_STATE;
+        let busy = node.target_provision_state.is_some()
+            && !node
+                .provision_state
+                .allows_update_during_transition(version);
+        if inspecting || busy {
+            return Err(ApiError::conflict(format!(
+                "Node {} can not be updated while a state transition is in progress.",
+                node.uuid
+            )));
+        }
+    }
+
+    let mut updated = node.clone();
+    for op in &ops {
+        let value = if op.rest.is_empty() {
+            match op.op {
+                OpKind::Add | OpKind::Replace => op.value.clone().unwrap_or(Value::Null),
+                OpKind::Remove => Value::Null,
+            }
+        } else {
+            let current = node_field_value(&updated, &op.field, version).unwrap_or(Value::Null);
+            apply_nested(current, op)?
+        };
+        node_set_field(&mut updated, &op.field, value)?;
+    }
+    check_node_consistency(&updated)?;
+    check_conductor_side_rules(&node, &updated, version)?;
+
+    let saved = state
+        .store
+        .node_update(&updated, node.version)
+        .await
+        .map_err(reference_error)?;
+    let base = base_url(&headers);
+    Ok(Json(
+        node_json(&state.store, &saved, version, &Selection::All, &base).await?,
+    ))
+}
+
+/// The checks Ironic's conductor makes on an update (409 InvalidState / NodeAssociated).
+fn check_conductor_side_rules(
+    before: &Node,
+    after: &Node,
+    version: Microversion,
+) -> Result<(), ApiError> {
+    let changed = |name: &str| {
+        node_field_value(before, name, version) != node_field_value(after, name, version)
+    };
+    let maintenance = before.maintenance || after.maintenance;
+    if !maintenance
+        && !allows_interface_change(before.provision_state)
+        && let Some(spec) = NODE_FIELDS
+            .iter()
+            .find(|spec| is_interface_field(spec.name) && changed(spec.name))
+    {
+        return Err(ApiError::conflict(format!(
+            "Cannot change {} of node {} in state {}: interfaces and resource_class can only \
+             change in enroll, inspecting, inspect wait, manageable or available, or in \
+             maintenance.",
+            spec.name,
+            before.uuid,
+            before.provision_state.as_str()
+        )));
+    }
+    if let (Some(old), Some(new)) = (before.instance_uuid, after.instance_uuid)
+        && old != new
+    {
+        return Err(ApiError::conflict(format!(
+            "Node {} is associated with instance {old}.",
+            before.uuid
+        )));
+    }
+    Ok(())
+}
+
+/// `DELETE /v1/nodes/{node_ident}`: 204; 403 if protected; 409 while associated or in a state
+/// that does not allow deletion (maintenance bypasses both).
+pub async fn node_delete(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let node = state
+        .store
+        .node_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    check_not_locked(&state.store, &node).await?;
+    if node.protected {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "Node {} is protected and cannot be undeployed, rebuilt or deleted",
+                node.uuid
+            ),
+        ));
+    }
+    if !node.maintenance {
+        if let Some(instance) = node.instance_uuid {
+            return Err(ApiError::conflict(format!(
+                "Node {} is associated with instance {instance}.",
+                node.uuid
+            )));
+        }
+        if !node
+            .provision_state
+            .allows_delete(ALLOW_DELETING_AVAILABLE_NODES)
+        {
+            return Err(ApiError::conflict(format!(
+                "Can not delete node {} while it is in state \"{}\"; move it to manageable or \
+                 set maintenance first.",
+                node.uuid,
+                node.provision_state.as_str()
+            )));
+        }
+    }
+    state.store.node_delete(node.uuid).await.map_err(db_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
