@@ -18,7 +18,7 @@ pub mod version;
 use axum::Router;
 use axum::routing::get;
 use ferric_db::Store;
-use v1::nodes;
+use v1::{nodes, ports};
 
 pub use error::ApiError;
 
@@ -42,6 +42,15 @@ pub fn router(state: ApiState) -> Router {
             get(nodes::node_get)
                 .patch(nodes::node_update)
                 .delete(nodes::node_delete),
+        )
+        .route("/v1/nodes/{node_ident}/ports", get(ports::node_port_list))
+        .route("/v1/ports", get(ports::port_list).post(ports::port_create))
+        .route("/v1/ports/detail", get(ports::port_list_detail))
+        .route(
+            "/v1/ports/{port_ident}",
+            get(ports::port_get)
+                .patch(ports::port_update)
+                .delete(ports::port_delete),
         )
         .fallback(error::not_found)
         .with_state(state)

@@ -14,6 +14,8 @@ pub(crate) mod node_fields;
 pub mod nodes;
 pub(crate) mod paging;
 pub(crate) mod patch;
+pub(crate) mod port_fields;
+pub mod ports;
 
 use axum::http::HeaderMap;
 use axum::http::header::HOST;

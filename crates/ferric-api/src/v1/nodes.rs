@@ -129,7 +129,7 @@ fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<Node
 }
 
 /// The conductor holding an unexpired lease on the node, if any (`reservation`).
-async fn lease_holder(store: &Store, node: Uuid) -> Result<Option<String>, ApiError> {
+pub(crate) async fn lease_holder(store: &Store, node: Uuid) -> Result<Option<String>, ApiError> {
     let lease = store.node_lease_get(node).await.map_err(db_error)?;
     Ok(lease
         .filter(|lease| lease.expires_at > Utc::now())
