@@ -247,6 +247,26 @@ async fn create_validates_its_closed_schema() {
         .await;
     assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
 
+    let no_chassis = api
+        .send(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({
+                "driver": "fake-hardware",
+                "chassis_uuid": "9d4e3a40-0e4b-4c1a-8c38-1a1b2c3d4e5f",
+            })),
+        )
+        .await;
+    assert_eq!(no_chassis.status, StatusCode::BAD_REQUEST);
+    assert!(faultstring(&no_chassis.body).contains("Chassis"));
+    let no_parent = api
+        .create_at(
+            83,
+            json!({"driver": "fake-hardware", "parent_node": "9d4e3a40-0e4b-4c1a-8c38-1a1b2c3d4e5f"}),
+        )
+        .await;
+    assert_eq!(no_parent.status, StatusCode::BAD_REQUEST);
+
     // `name` is 1.5: too new for a 1.1 request.
     let too_new = api
         .send(

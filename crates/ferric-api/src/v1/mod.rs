@@ -118,3 +118,34 @@ pub(crate) fn parse_bool_param(name: &str, value: &str) -> Result<bool, ApiError
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::StatusCode;
+    use ferric_db::{Error, Kind};
+
+    #[test]
+    fn storage_errors_map_to_caller_statuses() {
+        let not_found = db_error(Error::NotFound {
+            kind: Kind::Node,
+            ident: "n1".to_owned(),
+        });
+        assert_eq!(not_found.status, StatusCode::NOT_FOUND);
+        assert_eq!(not_found.message, "Node n1 could not be found.");
+        let stale = db_error(Error::StaleRevision {
+            kind: Kind::Node,
+            ident: "n1".to_owned(),
+            expected: 1,
+            actual: 2,
+        });
+        assert_eq!(stale.status, StatusCode::CONFLICT);
+        let duplicate = db_error(Error::Duplicate {
+            kind: Kind::Node,
+            field: "name",
+            value: "n1".to_owned(),
+        });
+        assert_eq!(duplicate.status, StatusCode::CONFLICT);
+        assert_eq!(duplicate.message, "A node with name n1 already exists.");
+    }
+}

@@ -296,6 +296,7 @@ pub async fn node_create(
         node_set_field(&mut node, &name, value)?;
     }
     check_node_consistency(&node)?;
+    check_parent_exists(&state.store, None, &node).await?;
     let created = state
         .store
         .node_create(&node)
@@ -319,6 +320,33 @@ fn reference_error(error: ferric_db::Error) -> ApiError {
             ident,
         } => ApiError::bad_request(format!("Chassis {ident} could not be found.")),
         other => db_error(other),
+    }
+}
+
+/// A newly set `parent_node` must name an existing node other than itself (400 otherwise);
+/// storage has no foreign key for it.
+async fn check_parent_exists(
+    store: &Store,
+    before: Option<&Node>,
+    after: &Node,
+) -> Result<(), ApiError> {
+    let Some(parent) = after.parent_node else {
+        return Ok(());
+    };
+    if before.is_some_and(|before| before.parent_node == Some(parent)) {
+        return Ok(());
+    }
+    if parent == after.uuid {
+        return Err(ApiError::bad_request(
+            "A node cannot be its own parent_node.",
+        ));
+    }
+    match store.node_get(&Ident::Uuid(parent)).await {
+        Ok(_) => Ok(()),
+        Err(ferric_db::Error::NotFound { .. }) => Err(ApiError::bad_request(format!(
+            "parent_node {parent} could not be found."
+        ))),
+        Err(other) => Err(db_error(other)),
     }
 }
 
@@ -400,6 +428,7 @@ pub async fn node_update(
     }
     check_node_consistency(&updated)?;
     check_conductor_side_rules(&node, &updated, version)?;
+    check_parent_exists(&state.store, Some(&node), &updated).await?;
 
     let saved = state
         .store
