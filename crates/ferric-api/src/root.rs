@@ -3,20 +3,10 @@
 
 use axum::Json;
 use axum::http::HeaderMap;
-use axum::http::header::HOST;
 use serde_json::{Value, json};
 
+use crate::v1::{base_url, links};
 use crate::version::{ApiVersion, MAX_VERSION, MIN_VERSION};
-
-/// The base URL clients used to reach us, from the `Host` header.
-// TODO-correctness: a `public_url` setting for deployments behind a TLS-terminating proxy.
-fn public_url(headers: &HeaderMap) -> String {
-    let host = headers
-        .get(HOST)
-        .and_then(|host| host.to_str().ok())
-        .unwrap_or("localhost");
-    format!("http://{host}")
-}
 
 fn version_object(base: &str) -> Value {
     json!({
@@ -29,7 +19,7 @@ fn version_object(base: &str) -> Value {
 }
 
 pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
-    let base = public_url(&headers);
+    let base = base_url(&headers);
     let version = version_object(&base);
     Json(json!({
         "name": "OpenStack Ironic API",
@@ -40,19 +30,11 @@ pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
     }))
 }
 
-/// The `self` + `bookmark` link pair of a top-level resource.
-fn resource_links(base: &str, resource: &str) -> Value {
-    json!([
-        { "href": format!("{base}/v1/{resource}/"), "rel": "self" },
-        { "href": format!("{base}/{resource}/"), "rel": "bookmark" },
-    ])
-}
-
 /// Top-level resources and the microversion from which each is advertised.
 const RESOURCES: [(&str, u16); 4] = [("chassis", 1), ("nodes", 1), ("ports", 1), ("drivers", 1)];
 
 pub(crate) async fn v1_get(requested: ApiVersion, headers: HeaderMap) -> Json<Value> {
-    let base = public_url(&headers);
+    let base = base_url(&headers);
     let mut document = json!({
         "id": "v1",
         "links": [
@@ -71,7 +53,7 @@ pub(crate) async fn v1_get(requested: ApiVersion, headers: HeaderMap) -> Json<Va
     });
     for (resource, since_minor) in RESOURCES {
         if requested.0.minor() >= since_minor {
-            document[resource] = resource_links(&base, resource);
+            document[resource] = links(&base, &format!("{resource}/"));
         }
     }
     Json(document)

@@ -75,9 +75,11 @@ impl Server {
             .expect("run kill");
         assert!(status.success());
         let exit = self.child.wait().expect("wait for ferric");
+        // The reader thread ends at EOF, which the exit has caused: read to the end, or a
+        // line still in flight would be missed.
         let stopped = self
             .log
-            .try_iter()
+            .iter()
             .any(|line| line.contains("SIGTERM received"));
         assert!(stopped, "no shutdown log line");
         exit.success()

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::ApiError;
 
-/// The base URL clients used to reach us, from the `Host` header (as `root.rs` does).
+/// The base URL clients used to reach us, from the `Host` header.
 // TODO-correctness: a `public_url` setting for deployments behind a TLS-terminating proxy.
 pub(crate) fn base_url(headers: &HeaderMap) -> String {
     let host = headers
