@@ -6,77 +6,30 @@
     reason = "in tests a failed unwrap is a failed test"
 )]
 
-use axum::body::{Body, Bytes};
+mod common;
+
+use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Method, Request, StatusCode};
-use axum::response::{IntoResponse, Response};
-use ferric_api::ApiState;
+use axum::http::{Method, StatusCode};
+use axum::response::IntoResponse;
+use common::{Answer, answer, faultstring, host};
 use ferric_api::v1::ports;
 use ferric_api::version::ApiVersion;
-use ferric_db::Store;
 use ferric_model::Microversion;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Value,
-}
+struct Api(common::Api);
 
-async fn answer(response: Response) -> Answer {
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Answer {
-        status,
-        headers,
-        body,
+impl std::ops::Deref for Api {
+    type Target = common::Api;
+    fn deref(&self) -> &common::Api {
+        &self.0
     }
-}
-
-fn faultstring(body: &Value) -> String {
-    let inner: Value = serde_json::from_str(body["error_message"].as_str().unwrap()).unwrap();
-    inner["faultstring"].as_str().unwrap().to_owned()
-}
-
-fn host() -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert("host", "ferric.test".parse().unwrap());
-    headers
-}
-
-struct Api {
-    _dir: tempfile::TempDir,
-    state: ApiState,
 }
 
 impl Api {
     async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("api.db").to_str().unwrap())
-            .await
-            .unwrap();
-        Self {
-            _dir: dir,
-            state: ApiState { store },
-        }
-    }
-
-    async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "ferric.test")
-            .header("content-type", "application/json");
-        let body = body.map_or(Body::empty(), |body| Body::from(body.to_string()));
-        let response = ferric_api::router(self.state.clone())
-            .oneshot(request.body(body).unwrap())
-            .await
-            .unwrap();
-        answer(response).await
+        Self(common::Api::new().await)
     }
 
     async fn node(&self, name_hint: &str) -> String {

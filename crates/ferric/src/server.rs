@@ -22,6 +22,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let store = Store::open(&settings.database_url).await?;
     tracing::info!(database = %database, backend = store.backend_name(), "database ready");
 
+    let shutdown = shutdown_signal()?;
     let listener = TcpListener::bind(settings.api_listen)
         .await
         .with_context(|| {
@@ -41,7 +42,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             store: store.clone(),
         }),
     )
-    .with_graceful_shutdown(shutdown_signal())
+    .with_graceful_shutdown(shutdown)
     .await
     .context("the API server failed")?;
     store.close().await;
@@ -49,27 +50,18 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on the first SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::warn!(%error, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
+/// Installs the SIGINT and SIGTERM handlers now, and returns a future that resolves on the
+/// first of them. Installing before the API is announced matters: a signal that arrives
+/// between "listening" and the first poll of the server would otherwise kill the process
+/// with the default action instead of shutting it down cleanly.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("SIGINT received, shutting down"),
+            _ = terminate.recv() => tracing::info!("SIGTERM received, shutting down"),
         }
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut stream) => {
-                stream.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = interrupt => tracing::info!("SIGINT received, shutting down"),
-        () = terminate => tracing::info!("SIGTERM received, shutting down"),
-    }
+    })
 }

@@ -117,6 +117,31 @@ pub(crate) fn parse_fields(
     Ok(Selection::Only(names))
 }
 
+/// The selection of a `GET /v1/<resources>/{ident}`: every field, or `?fields=` (from 1.8);
+/// any other query parameter is refused.
+pub(crate) fn show_selection(
+    table: &[FieldSpec],
+    resource: &str,
+    query: &[(String, String)],
+    version: Microversion,
+) -> Result<Selection, ApiError> {
+    let mut selection = Selection::All;
+    for (name, value) in query {
+        if name != "fields" {
+            return Err(ApiError::bad_request(format!(
+                "Unknown query parameter '{name}' for showing a {resource}."
+            )));
+        }
+        if version < Microversion::new(8) {
+            return Err(ApiError::not_acceptable(format!(
+                "'fields' needs API version 1.8 or later; this request asked for {version}."
+            )));
+        }
+        selection = parse_fields(table, value, version)?;
+    }
+    Ok(selection)
+}
+
 /// Keeps the fields `selection` and `version` allow; `links` always stays.
 pub(crate) fn select(
     table: &[FieldSpec],

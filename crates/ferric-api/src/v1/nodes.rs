@@ -17,7 +17,7 @@ use ferric_model::{Microversion, ProvisionState};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::fields::{Selection, check_writable, parse_fields, select};
+use super::fields::{Selection, check_writable, select, show_selection};
 use super::node_fields::{
     NODE_DEFAULT_LIST_FIELDS, NODE_FIELDS, NODE_JSON_FIELDS, check_node_consistency,
     is_interface_field, node_field_value, node_full_json, node_set_field,
@@ -249,20 +249,7 @@ pub async fn node_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut selection = Selection::All;
-    for (name, value) in &query {
-        if name != "fields" {
-            return Err(ApiError::bad_request(format!(
-                "Unknown query parameter '{name}' for showing a node."
-            )));
-        }
-        if version < Microversion::new(8) {
-            return Err(ApiError::not_acceptable(format!(
-                "'fields' needs API version 1.8 or later; this request asked for {version}."
-            )));
-        }
-        selection = parse_fields(NODE_FIELDS, value, version)?;
-    }
+    let selection = show_selection(NODE_FIELDS, "node", &query, version)?;
     let node = state
         .store
         .node_get(&Ident::parse(&ident))

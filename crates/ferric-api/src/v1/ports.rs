@@ -13,7 +13,7 @@ use ferric_model::resources::{Ident, Node, Port};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::fields::{Selection, check_writable, parse_fields, select};
+use super::fields::{Selection, check_writable, select, show_selection};
 use super::nodes::lease_holder;
 use super::paging::{next_link, parse_list_params};
 use super::patch::{OpKind, apply_nested, parse_patch};
@@ -213,20 +213,7 @@ pub async fn port_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut selection = Selection::All;
-    for (name, value) in &query {
-        if name != "fields" {
-            return Err(ApiError::bad_request(format!(
-                "Unknown query parameter '{name}' for showing a port."
-            )));
-        }
-        if version < Microversion::new(8) {
-            return Err(ApiError::not_acceptable(format!(
-                "'fields' needs API version 1.8 or later; this request asked for {version}."
-            )));
-        }
-        selection = parse_fields(PORT_FIELDS, value, version)?;
-    }
+    let selection = show_selection(PORT_FIELDS, "port", &query, version)?;
     let port = state
         .store
         .port_get(&Ident::parse(&ident))

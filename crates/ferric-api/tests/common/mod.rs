@@ -1,0 +1,85 @@
+//! What the API test files share: a router on a real SQLite file in a tempdir, and helpers
+//! that read answers the way Ironic clients do.
+#![allow(
+    dead_code,
+    reason = "each test file uses its own subset of these helpers"
+)]
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::response::Response;
+use ferric_api::ApiState;
+use ferric_db::Store;
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// A response, read whole.
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+pub(crate) async fn answer(response: Response) -> Answer {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The message inside Ironic's double-encoded error body, as clients read it.
+pub(crate) fn faultstring(body: &Value) -> String {
+    let inner: Value = serde_json::from_str(body["error_message"].as_str().unwrap()).unwrap();
+    inner["faultstring"].as_str().unwrap().to_owned()
+}
+
+/// The headers of a request to `http://ferric.test`.
+pub(crate) fn host() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("host", "ferric.test".parse().unwrap());
+    headers
+}
+
+/// An API over a fresh SQLite file that lives as long as this value.
+pub(crate) struct Api {
+    _dir: tempfile::TempDir,
+    pub state: ApiState,
+}
+
+impl Api {
+    pub(crate) async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("api.db").to_str().unwrap())
+            .await
+            .unwrap();
+        Self {
+            _dir: dir,
+            state: ApiState { store },
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.state.store
+    }
+
+    /// A request through the whole router (version negotiation, error bodies), at 1.1.
+    pub(crate) async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "ferric.test")
+            .header("content-type", "application/json");
+        let body = body.map_or(Body::empty(), |body| Body::from(body.to_string()));
+        let response = ferric_api::router(self.state.clone())
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        answer(response).await
+    }
+}
