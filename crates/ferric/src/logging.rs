@@ -1,5 +1,7 @@
 //! Log set-up: `tracing` to stderr, as text or JSON lines, filtered by `log_level`.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, Settings};
@@ -14,7 +16,9 @@ pub(crate) fn init(settings: &Settings) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for people at a terminal, never into log files or journald.
+        .with_ansi(std::io::stderr().is_terminal());
     match settings.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
