@@ -14,7 +14,7 @@ use ferric_db::{Kind, NodeFilter, NodeSortKey, Store};
 use ferric_model::microversion::{gate, initial_provision_state};
 use ferric_model::resources::{Ident, Node};
 use ferric_model::{Microversion, ProvisionState};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::fields::{Selection, check_writable, select, show_selection};
@@ -22,7 +22,7 @@ use super::node_fields::{
     NODE_DEFAULT_LIST_FIELDS, NODE_FIELDS, NODE_JSON_FIELDS, check_node_consistency,
     is_interface_field, node_field_value, node_full_json, node_set_field,
 };
-use super::paging::{next_link, parse_list_params};
+use super::paging::{collection_body, parse_list_params};
 use super::patch::{OpKind, apply_nested, parse_patch};
 use super::{base_url, db_error, json_object_body, parse_bool_param};
 use crate::version::ApiVersion;
@@ -207,18 +207,16 @@ async fn list(
         items.push(node_json(&state.store, node, version, &selection, &base).await?);
     }
     let path = if detail_path { "nodes/detail" } else { "nodes" };
-    let mut body = json!({ "nodes": items });
-    if let Some(next) = next_link(
+    let last = nodes.last().map(|node| node.uuid);
+    Ok(Json(collection_body(
+        "nodes",
+        items,
         &base,
         path,
         query,
         params.limit,
-        nodes.len(),
-        nodes.last().map(|node| node.uuid),
-    ) {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+        last,
+    )))
 }
 
 /// `GET /v1/nodes`: default fields (or `?fields=`), filtered and paged.

@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use ferric_db::{Page, SortDir, UnknownSortKey};
 use ferric_model::Microversion;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::fields::{FieldSpec, Selection, parse_fields, require_version};
@@ -124,6 +125,24 @@ where
 
 /// The `next` link of a page: the same request continuing after `last`, present only when the
 /// page is full (a short page is the last one).
+/// A list answer: `{"<key>": [items…], "next": "<url>"}`, with `next` only on a full page.
+pub(crate) fn collection_body(
+    key: &str,
+    items: Vec<Value>,
+    base: &str,
+    path: &str,
+    query: &[(String, String)],
+    limit: u32,
+    last: Option<Uuid>,
+) -> Value {
+    let returned = items.len();
+    let mut body = json!({ key: items });
+    if let Some(next) = next_link(base, path, query, limit, returned, last) {
+        body["next"] = Value::String(next);
+    }
+    body
+}
+
 pub(crate) fn next_link(
     base: &str,
     path: &str,

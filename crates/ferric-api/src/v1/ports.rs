@@ -10,12 +10,12 @@ use axum::response::{IntoResponse, Response};
 use ferric_db::{Kind, PortFilter, PortSortKey, Store};
 use ferric_model::Microversion;
 use ferric_model::resources::{Ident, Node, Port};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::fields::{Selection, check_writable, select, show_selection};
 use super::nodes::lease_holder;
-use super::paging::{next_link, parse_list_params};
+use super::paging::{collection_body, parse_list_params};
 use super::patch::{OpKind, apply_nested, parse_patch};
 use super::port_fields::{
     PORT_DEFAULT_LIST_FIELDS, PORT_FIELDS, PORT_JSON_FIELDS, normalize_mac, port_field_value,
@@ -155,18 +155,16 @@ async fn list(
         (None, true) => "ports/detail".to_owned(),
         (None, false) => "ports".to_owned(),
     };
-    let mut body = json!({ "ports": items });
-    if let Some(next) = next_link(
+    let last = ports.last().map(|port| port.uuid);
+    Ok(Json(collection_body(
+        "ports",
+        items,
         &base,
         &path,
         query,
         params.limit,
-        ports.len(),
-        ports.last().map(|port| port.uuid),
-    ) {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+        last,
+    )))
 }
 
 /// `GET /v1/ports`: default fields (`uuid`, `address`) or `?fields=`, filtered and paged.
