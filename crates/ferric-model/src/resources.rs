@@ -8,11 +8,13 @@
 
 mod conductor;
 mod ident;
+mod interface;
 mod node;
 mod port;
 
 pub use conductor::{Conductor, NodeHistoryEntry, NodeLease};
 pub use ident::Ident;
+pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
 pub use port::{Chassis, Port, Portgroup};
 

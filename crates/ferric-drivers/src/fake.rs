@@ -1,0 +1,263 @@
+//! The `fake` implementation of every interface, for tests, demos and benchmarks: nothing is
+//! touched, every operation succeeds at once, and the node remembers what it was told (power
+//! state, boot device).
+//!
+//! Tests and the crash-safety workload steer it through `driver_info` (values may be JSON or
+//! the strings the `baremetal` CLI sends):
+//! - `fake_delay`: seconds (fractional allowed, at most 60) every operation takes;
+//! - `fake_fail`: comma-separated operations that fail with a clear message — `validate`,
+//!   `power`, `management`, `deploy`, `clean`, `service`, `inspect`, `rescue`, `unrescue`,
+//!   `tear_down`;
+//! - `fake_wait`: comma-separated operations that do not finish by themselves but leave the
+//!   node waiting for a callback — `deploy`, `clean`, `service`, `inspect`, `rescue`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferric_model::resources::{InterfaceKind, Node, PowerState};
+use serde_json::{Value, json};
+
+use crate::DriverError;
+use crate::interfaces::{
+    BootDevice, BootDeviceSetting, DeployInterface, InspectInterface, ManagementInterface, Outcome,
+    PowerAction, PowerInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+};
+
+/// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
+const MAX_DELAY: Duration = Duration::from_secs(60);
+
+/// Where the fake management interface keeps the boot device it was told.
+const BOOT_DEVICE_KEY: &str = "fake_boot_device";
+
+fn listed(node: &Node, key: &str, operation: &str) -> bool {
+    node.driver_info
+        .get(key)
+        .and_then(Value::as_str)
+        .is_some_and(|list| list.split(',').any(|item| item.trim() == operation))
+}
+
+fn delay(node: &Node) -> Option<Duration> {
+    let seconds = match node.driver_info.get("fake_delay")? {
+        Value::Number(number) => number.as_f64()?,
+        Value::String(text) => text.trim().parse().ok()?,
+        _ => return None,
+    };
+    (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds).min(MAX_DELAY))
+}
+
+/// Runs the fake `operation`: waits `fake_delay`, then fails if `fake_fail` names it.
+async fn operate(node: &Node, operation: &str) -> Result<(), DriverError> {
+    if let Some(delay) = delay(node) {
+        tokio::time::sleep(delay).await;
+    }
+    if listed(node, "fake_fail", operation) {
+        return Err(DriverError::Failed(format!(
+            "Fake failure of '{operation}' injected by driver_info fake_fail."
+        )));
+    }
+    Ok(())
+}
+
+/// [`operate`], then [`Outcome::Wait`] if `fake_wait` names the operation.
+async fn operate_async(node: &Node, operation: &str) -> Result<Outcome, DriverError> {
+    operate(node, operation).await?;
+    Ok(if listed(node, "fake_wait", operation) {
+        Outcome::Wait
+    } else {
+        Outcome::Done
+    })
+}
+
+/// The fake interface; one value serves every kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fake;
+
+#[async_trait]
+impl Validate for Fake {
+    async fn validate(&self, node: &Node) -> Result<(), DriverError> {
+        if listed(node, "fake_fail", "validate") {
+            return Err(DriverError::InvalidParameter(
+                "Fake validation failure injected by driver_info fake_fail.".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl PowerInterface for Fake {
+    async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError> {
+        operate(node, "power").await?;
+        Ok(node.power_state.unwrap_or(PowerState::Off))
+    }
+
+    async fn set_power(
+        &self,
+        node: &Node,
+        _action: PowerAction,
+        _timeout: Option<Duration>,
+    ) -> Result<(), DriverError> {
+        operate(node, "power").await
+    }
+
+    fn supported_power_actions(&self) -> &'static [PowerAction] {
+        &PowerAction::ALL
+    }
+}
+
+#[async_trait]
+impl ManagementInterface for Fake {
+    fn supported_boot_devices(&self, _node: &Node) -> Vec<BootDevice> {
+        vec![
+            BootDevice::Pxe,
+            BootDevice::Disk,
+            BootDevice::Cdrom,
+            BootDevice::Bios,
+            BootDevice::Safe,
+        ]
+    }
+
+    async fn get_boot_device(&self, node: &Node) -> Result<BootDeviceSetting, DriverError> {
+        operate(node, "management").await?;
+        let stored = node.driver_internal_info.get(BOOT_DEVICE_KEY);
+        Ok(BootDeviceSetting {
+            device: stored
+                .and_then(|stored| stored.get("boot_device"))
+                .and_then(Value::as_str)
+                .and_then(|name| name.parse().ok())
+                .or(Some(BootDevice::Pxe)),
+            persistent: stored
+                .and_then(|stored| stored.get("persistent"))
+                .and_then(Value::as_bool)
+                .or(Some(false)),
+        })
+    }
+
+    async fn set_boot_device(
+        &self,
+        node: &mut Node,
+        device: BootDevice,
+        persistent: bool,
+    ) -> Result<(), DriverError> {
+        operate(node, "management").await?;
+        node.driver_internal_info.insert(
+            BOOT_DEVICE_KEY.to_owned(),
+            json!({ "boot_device": device.as_str(), "persistent": persistent }),
+        );
+        Ok(())
+    }
+}
+
+const NO_ARGS: &[(&str, &str)] = &[];
+
+#[async_trait]
+impl DeployInterface for Fake {
+    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        let step = |step, priority| StepDef {
+            interface: InterfaceKind::Deploy,
+            step,
+            priority,
+            abortable: true,
+            argsinfo: NO_ARGS,
+        };
+        match kind {
+            StepKind::Deploy => vec![step("deploy", 100)],
+            StepKind::Clean => vec![step("erase_devices", 10), step("erase_devices_metadata", 0)],
+            StepKind::Service => vec![step("service", 0)],
+        }
+    }
+
+    async fn execute_step(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+        _step: &StepCall,
+    ) -> Result<Outcome, DriverError> {
+        operate_async(node, kind.as_str()).await
+    }
+
+    async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError> {
+        operate(node, "tear_down").await
+    }
+
+    async fn clean_up(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl InspectInterface for Fake {
+    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+        operate_async(node, "inspect").await
+    }
+
+    async fn abort(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RescueInterface for Fake {
+    async fn rescue(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+        operate_async(node, "rescue").await
+    }
+
+    async fn unrescue(&self, node: &mut Node) -> Result<(), DriverError> {
+        operate(node, "unrescue").await
+    }
+
+    async fn clean_up(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferric_model::ProvisionState;
+    use uuid::Uuid;
+
+    fn node(driver_info: Value) -> Node {
+        let mut node = Node::new(Uuid::nil(), "fake-hardware", ProvisionState::Enroll);
+        node.driver_info = driver_info.as_object().unwrap().clone();
+        node
+    }
+
+    #[tokio::test]
+    async fn plain_fake_succeeds_at_once() {
+        let mut node = node(json!({}));
+        assert_eq!(Fake.get_power_state(&node).await, Ok(PowerState::Off));
+        assert_eq!(Fake.inspect(&mut node).await, Ok(Outcome::Done));
+        Fake.set_boot_device(&mut node, BootDevice::Disk, true)
+            .await
+            .unwrap();
+        let setting = Fake.get_boot_device(&node).await.unwrap();
+        assert_eq!(setting.device, Some(BootDevice::Disk));
+        assert_eq!(setting.persistent, Some(true));
+    }
+
+    #[tokio::test]
+    async fn driver_info_injects_failures_and_waits() {
+        let mut node = node(json!({"fake_fail": "power, validate", "fake_wait": "inspect"}));
+        let error = Fake.get_power_state(&node).await.unwrap_err();
+        assert!(error.to_string().contains("'power'"), "{error}");
+        assert!(Validate::validate(&Fake, &node).await.is_err());
+        assert_eq!(Fake.inspect(&mut node).await, Ok(Outcome::Wait));
+        assert_eq!(Fake.rescue(&mut node).await, Ok(Outcome::Done));
+    }
+
+    #[test]
+    fn delay_accepts_numbers_and_strings_and_is_capped() {
+        assert_eq!(
+            delay(&node(json!({"fake_delay": 0.5}))),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            delay(&node(json!({"fake_delay": "2"}))),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(delay(&node(json!({"fake_delay": 1e9}))), Some(MAX_DELAY));
+        assert_eq!(delay(&node(json!({"fake_delay": "soon"}))), None);
+        assert_eq!(delay(&node(json!({"fake_delay": -1}))), None);
+    }
+}

@@ -1,0 +1,358 @@
+//! Hardware types and the interfaces they compose (`reference/ironic.md` §7): which
+//! implementations a `driver` supports per interface kind, which one a node gets by default,
+//! and building a node's [`Interfaces`] from its `<kind>_interface` fields.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ferric_model::resources::{InterfaceKind, Node};
+
+use crate::DriverError;
+use crate::fake::Fake;
+use crate::interfaces::{
+    BootDevice, BootDeviceSetting, DeployInterface, InspectInterface, ManagementInterface,
+    PowerInterface, RescueInterface, Validate,
+};
+use crate::noop::{Noop, Passive};
+
+/// A hardware type: a name and, per interface kind, the implementations it supports, the
+/// first being the default.
+#[derive(Debug)]
+pub struct HardwareType {
+    pub name: &'static str,
+    supported: [&'static [&'static str]; 13],
+}
+
+impl HardwareType {
+    /// The implementations of `kind` this type supports, default first.
+    pub fn supported(&self, kind: InterfaceKind) -> &'static [&'static str] {
+        self.supported[kind as usize]
+    }
+
+    /// The implementation a node of this type gets for `kind` when it names none.
+    pub fn default_interface(&self, kind: InterfaceKind) -> &'static str {
+        self.supported(kind).first().copied().unwrap_or("")
+    }
+}
+
+// Index order follows `InterfaceKind`: bios, boot, console, deploy, firmware, inspect,
+// management, network, power, raid, rescue, storage, vendor.
+const FAKE_HARDWARE: HardwareType = HardwareType {
+    name: "fake-hardware",
+    supported: [
+        &["fake", "no-bios"],
+        &["fake"],
+        &["fake", "no-console"],
+        &["fake"],
+        &["fake", "no-firmware"],
+        &["fake", "no-inspect"],
+        &["fake"],
+        &["flat", "noop"],
+        &["fake"],
+        &["fake", "no-raid"],
+        &["fake", "no-rescue"],
+        &["noop", "fake"],
+        &["fake", "no-vendor"],
+    ],
+};
+
+// Until the network-boot and agent interfaces exist, manual-management deploys with the fake
+// deploy interface; power and boot device are the operator's job (that is the point of the
+// type), so its power interface records what it is told.
+const MANUAL_MANAGEMENT: HardwareType = HardwareType {
+    name: "manual-management",
+    supported: [
+        &["no-bios"],
+        &["fake"],
+        &["no-console"],
+        &["fake"],
+        &["no-firmware"],
+        &["no-inspect"],
+        &["noop", "fake"],
+        &["flat", "noop"],
+        &["fake"],
+        &["no-raid"],
+        &["no-rescue"],
+        &["noop"],
+        &["no-vendor"],
+    ],
+};
+
+/// Every hardware type Ferric knows, enabled or not.
+pub const HARDWARE_TYPES: [&HardwareType; 2] = [&FAKE_HARDWARE, &MANUAL_MANAGEMENT];
+
+/// The hardware types enabled in this deployment.
+#[derive(Debug, Clone)]
+pub struct Drivers {
+    enabled: Vec<&'static HardwareType>,
+}
+
+impl Default for Drivers {
+    /// Every known hardware type.
+    fn default() -> Self {
+        Self {
+            enabled: HARDWARE_TYPES.to_vec(),
+        }
+    }
+}
+
+impl Drivers {
+    /// The types named in `names`; an unknown name is refused with the list of known ones.
+    pub fn new<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+        let enabled = names
+            .iter()
+            .map(|name| {
+                let name = name.as_ref();
+                HARDWARE_TYPES
+                    .into_iter()
+                    .find(|hardware_type| hardware_type.name == name)
+                    .ok_or_else(|| {
+                        format!(
+                            "Unknown hardware type '{name}'; known types: {}.",
+                            HARDWARE_TYPES
+                                .map(|hardware_type| hardware_type.name)
+                                .join(", ")
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { enabled })
+    }
+
+    pub fn enabled(&self) -> &[&'static HardwareType] {
+        &self.enabled
+    }
+
+    pub fn get(&self, name: &str) -> Option<&'static HardwareType> {
+        self.enabled
+            .iter()
+            .copied()
+            .find(|hardware_type| hardware_type.name == name)
+    }
+
+    /// Fills each unset `<kind>_interface` of `node` with its type's default and checks the
+    /// set ones are supported: what Ironic does when a node is created or its driver or an
+    /// interface changes.
+    pub fn apply_defaults(&self, node: &mut Node) -> Result<(), DriverError> {
+        let hardware_type = self
+            .get(&node.driver)
+            .ok_or_else(|| self.unknown(&node.driver))?;
+        for kind in InterfaceKind::ALL {
+            match node.interface(kind) {
+                None => {
+                    node.set_interface(kind, Some(hardware_type.default_interface(kind).to_owned()))
+                }
+                Some(name) if hardware_type.supported(kind).contains(&name) => {}
+                Some(name) => {
+                    return Err(DriverError::InvalidParameter(format!(
+                        "Could not find a suitable {kind} interface for node {}: hardware \
+                         type {} does not support {kind} interface '{name}'. Supported: {}.",
+                        node.uuid,
+                        hardware_type.name,
+                        hardware_type.supported(kind).join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn unknown(&self, driver: &str) -> DriverError {
+        DriverError::InvalidParameter(format!(
+            "No valid host was found. Reason: No conductor service registered which supports \
+             driver {driver} for conductor group \"\". Enabled hardware types: {}.",
+            self.enabled
+                .iter()
+                .map(|hardware_type| hardware_type.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
+    /// The interfaces a node uses, built from its `<kind>_interface` fields (defaults where
+    /// unset).
+    pub fn load(&self, node: &Node) -> Result<Interfaces, DriverError> {
+        let mut node = node.clone();
+        self.apply_defaults(&mut node)?;
+        let name = |kind| node.interface(kind).unwrap_or_default().to_owned();
+        let unsupported = |kind| DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind,
+        };
+        let power: Arc<dyn PowerInterface> = match name(InterfaceKind::Power).as_str() {
+            "fake" => Arc::new(Fake),
+            _ => return Err(unsupported(InterfaceKind::Power)),
+        };
+        let management: Arc<dyn ManagementInterface> =
+            match name(InterfaceKind::Management).as_str() {
+                "fake" => Arc::new(Fake),
+                "noop" => Arc::new(NoopManagement),
+                _ => return Err(unsupported(InterfaceKind::Management)),
+            };
+        let deploy: Arc<dyn DeployInterface> = match name(InterfaceKind::Deploy).as_str() {
+            "fake" => Arc::new(Fake),
+            _ => return Err(unsupported(InterfaceKind::Deploy)),
+        };
+        let inspect: Arc<dyn InspectInterface> = match name(InterfaceKind::Inspect).as_str() {
+            "fake" => Arc::new(Fake),
+            _ => Arc::new(Noop {
+                kind: InterfaceKind::Inspect,
+            }),
+        };
+        let rescue: Arc<dyn RescueInterface> = match name(InterfaceKind::Rescue).as_str() {
+            "fake" => Arc::new(Fake),
+            _ => Arc::new(Noop {
+                kind: InterfaceKind::Rescue,
+            }),
+        };
+        let mut validators: BTreeMap<InterfaceKind, Arc<dyn Validate>> = BTreeMap::new();
+        for kind in InterfaceKind::ALL {
+            let validator: Arc<dyn Validate> = match kind {
+                InterfaceKind::Power => power.clone(),
+                InterfaceKind::Management => management.clone(),
+                InterfaceKind::Deploy => deploy.clone(),
+                InterfaceKind::Inspect => inspect.clone(),
+                InterfaceKind::Rescue => rescue.clone(),
+                _ => match name(kind).as_str() {
+                    "fake" => Arc::new(Fake),
+                    "flat" | "noop" => Arc::new(Passive),
+                    _ => Arc::new(Noop { kind }),
+                },
+            };
+            validators.insert(kind, validator);
+        }
+        Ok(Interfaces {
+            power,
+            management,
+            deploy,
+            inspect,
+            rescue,
+            validators,
+        })
+    }
+}
+
+/// The working interfaces of one node.
+#[derive(Clone)]
+pub struct Interfaces {
+    pub power: Arc<dyn PowerInterface>,
+    pub management: Arc<dyn ManagementInterface>,
+    pub deploy: Arc<dyn DeployInterface>,
+    pub inspect: Arc<dyn InspectInterface>,
+    pub rescue: Arc<dyn RescueInterface>,
+    validators: BTreeMap<InterfaceKind, Arc<dyn Validate>>,
+}
+
+impl std::fmt::Debug for Interfaces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interfaces").finish_non_exhaustive()
+    }
+}
+
+impl Interfaces {
+    /// Validates the interface of `kind` (`GET /v1/nodes/{node}/validate`).
+    pub async fn validate(&self, node: &Node, kind: InterfaceKind) -> Result<(), DriverError> {
+        match self.validators.get(&kind) {
+            Some(validator) => validator.validate(node).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// manual-management's `noop` management: the operator sets boot devices by hand.
+#[derive(Debug, Clone, Copy)]
+struct NoopManagement;
+
+#[async_trait]
+impl Validate for NoopManagement {
+    async fn validate(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ManagementInterface for NoopManagement {
+    fn supported_boot_devices(&self, _node: &Node) -> Vec<BootDevice> {
+        Vec::new()
+    }
+
+    async fn get_boot_device(&self, _node: &Node) -> Result<BootDeviceSetting, DriverError> {
+        Ok(BootDeviceSetting::default())
+    }
+
+    async fn set_boot_device(
+        &self,
+        node: &mut Node,
+        _device: BootDevice,
+        _persistent: bool,
+    ) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferric_model::ProvisionState;
+    use uuid::Uuid;
+
+    #[test]
+    fn every_kind_has_a_default_on_every_type() {
+        for hardware_type in HARDWARE_TYPES {
+            for kind in InterfaceKind::ALL {
+                assert!(
+                    !hardware_type.default_interface(kind).is_empty(),
+                    "{} {kind}",
+                    hardware_type.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_fill_unset_interfaces_and_refuse_unsupported_ones() {
+        let drivers = Drivers::default();
+        let mut node = Node::new(Uuid::nil(), "fake-hardware", ProvisionState::Enroll);
+        node.inspect_interface = Some("no-inspect".to_owned());
+        drivers.apply_defaults(&mut node).unwrap();
+        assert_eq!(node.power_interface.as_deref(), Some("fake"));
+        assert_eq!(node.inspect_interface.as_deref(), Some("no-inspect"));
+
+        node.power_interface = Some("ipmitool".to_owned());
+        let error = drivers.apply_defaults(&mut node).unwrap_err();
+        assert!(
+            error.to_string().contains("power interface 'ipmitool'"),
+            "{error}"
+        );
+
+        let unknown = Node::new(Uuid::nil(), "nope", ProvisionState::Enroll);
+        assert!(drivers.load(&unknown).is_err());
+        assert!(Drivers::new(&["nope"]).is_err());
+    }
+
+    #[tokio::test]
+    async fn no_op_interfaces_do_not_validate() {
+        let drivers = Drivers::default();
+        let mut node = Node::new(Uuid::nil(), "fake-hardware", ProvisionState::Enroll);
+        node.inspect_interface = Some("no-inspect".to_owned());
+        let interfaces = drivers.load(&node).unwrap();
+        assert!(
+            interfaces
+                .validate(&node, InterfaceKind::Power)
+                .await
+                .is_ok()
+        );
+        let error = interfaces
+            .validate(&node, InterfaceKind::Inspect)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Driver fake-hardware does not support inspect (disabled or not implemented)."
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! Ferric's drivers: the interfaces the conductor drives a machine through (power,
+//! management, deploy, inspect, rescue, …) as traits, their implementations, and the hardware
+//! types that compose them (`reference/ironic.md` §7).
+//!
+//! Theory of operation: a node names a hardware type (`driver`) and, per interface kind, an
+//! implementation (`power_interface`, …). [`Drivers`] holds the enabled hardware types, fills
+//! a new node's unset interfaces with defaults and builds a node's [`Interfaces`]. Drivers do
+//! no bookkeeping of their own: they act on the hardware and write what they learn into the
+//! node they are handed; the conductor owns leases, states and saving.
+
+mod error;
+pub mod fake;
+mod hardware;
+pub mod interfaces;
+pub mod noop;
+
+pub use error::DriverError;
+pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
+pub use interfaces::{
+    BootDevice, BootDeviceSetting, Outcome, PowerAction, StepCall, StepDef, StepKind,
+};

@@ -1,0 +1,69 @@
+//! The no-op interfaces (`no-inspect`, `no-rescue`, `noop`, …): they accept nothing, so a
+//! request that needs them fails with Ironic's UnsupportedDriverExtension, and `/validate`
+//! reports them as unsupported.
+
+use async_trait::async_trait;
+use ferric_model::resources::{InterfaceKind, Node};
+
+use crate::DriverError;
+use crate::interfaces::{InspectInterface, Outcome, RescueInterface, Validate};
+
+/// A no-op interface of `kind`.
+#[derive(Debug, Clone, Copy)]
+pub struct Noop {
+    pub kind: InterfaceKind,
+}
+
+impl Noop {
+    fn unsupported(&self, node: &Node) -> DriverError {
+        DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: self.kind,
+        }
+    }
+}
+
+#[async_trait]
+impl Validate for Noop {
+    async fn validate(&self, node: &Node) -> Result<(), DriverError> {
+        Err(self.unsupported(node))
+    }
+}
+
+#[async_trait]
+impl InspectInterface for Noop {
+    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn abort(&self, node: &mut Node) -> Result<(), DriverError> {
+        Err(self.unsupported(node))
+    }
+}
+
+#[async_trait]
+impl RescueInterface for Noop {
+    async fn rescue(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn unrescue(&self, node: &mut Node) -> Result<(), DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn clean_up(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+/// An interface that exists only so the node can name it (`flat` network, `noop` storage):
+/// it needs no settings and so always validates.
+#[derive(Debug, Clone, Copy)]
+pub struct Passive;
+
+#[async_trait]
+impl Validate for Passive {
+    async fn validate(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
