@@ -44,6 +44,8 @@ pub struct NodeFilter {
     /// `true`: nodes with a shard; `false`: nodes without.
     pub sharded: Option<bool>,
     pub parent_node: Option<Uuid>,
+    /// `true`: nodes with a power action under way (`target_power_state` set).
+    pub power_action_pending: Option<bool>,
 }
 
 define_sort_key! {
@@ -437,6 +439,13 @@ fn push_node_filter<'a>(
     }
     if let Some(parent) = filter.parent_node {
         query.and_eq("parent_node", parent);
+    }
+    if let Some(pending) = filter.power_action_pending {
+        query.and().push(if pending {
+            "target_power_state IS NOT NULL"
+        } else {
+            "target_power_state IS NULL"
+        });
     }
 }
 

@@ -1,0 +1,56 @@
+//! Why the conductor refused or could not do what it was asked; the API maps each variant to
+//! Ironic's status code (§2.3).
+
+use ferric_drivers::DriverError;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConductorError {
+    /// 409: another task holds the node.
+    #[error(
+        "Node {node} is locked by host {holder}, please retry after the current operation is \
+         completed."
+    )]
+    NodeLocked { node: Uuid, holder: String },
+    /// 503: every worker is busy.
+    #[error(
+        "Requested action cannot be performed due to lack of free conductor workers (all {workers} \
+         are busy); retry later."
+    )]
+    NoFreeWorker { workers: usize },
+    /// 400: the request does not fit the node's state or settings.
+    #[error("{0}")]
+    Invalid(String),
+    /// 403: the node refuses this on principle (protected, non-interruptible step).
+    #[error("{0}")]
+    Forbidden(String),
+    /// 409: the node is in a state where this cannot happen now.
+    #[error("{0}")]
+    Conflict(String),
+    /// 404: no such node.
+    #[error("Node {0} could not be found.")]
+    NodeNotFound(String),
+    /// 400 when the driver says the caller asked for something it cannot do; the driver's
+    /// message otherwise.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// 500: the database failed.
+    #[error("storage failure")]
+    Storage(#[source] ferric_db::Error),
+    /// 503: the conductor is shutting down and takes no new work.
+    #[error("The conductor is shutting down; retry on another conductor or after it restarts.")]
+    ShuttingDown,
+}
+
+impl From<ferric_db::Error> for ConductorError {
+    fn from(error: ferric_db::Error) -> Self {
+        match error {
+            ferric_db::Error::NotFound {
+                kind: ferric_db::Kind::Node,
+                ident,
+            } => Self::NodeNotFound(ident),
+            ferric_db::Error::LeaseHeld { node, holder, .. } => Self::NodeLocked { node, holder },
+            other => Self::Storage(other),
+        }
+    }
+}

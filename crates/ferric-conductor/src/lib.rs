@@ -1,0 +1,299 @@
+//! Ferric's conductor: the only code that changes a node's provision and power state.
+//!
+//! Theory of operation: the API validates a request and calls the conductor
+//! ([`Conductor::provision`], [`Conductor::set_power`], …). The conductor takes a worker slot
+//! (none free → [`ConductorError::NoFreeWorker`], HTTP 503), takes the node's lease (held →
+//! [`ConductorError::NodeLocked`], 409), re-checks the request against the node as it is now,
+//! and takes the first transition — saved, with a history entry — before it returns. Only
+//! then does the API answer 202, so an accepted request is never lost: if the process dies
+//! right after, the node sits in a transient state with nobody's live lease on it, and the
+//! recovery reconciler moves it to the matching failed state with a `last_error` that says
+//! what happened. The rest of the work runs in a spawned worker that holds the lease (renewed
+//! in the background) until the node reaches a stable, waiting or failed state.
+//!
+//! Waiting states (`wait call-back`, `clean wait`, …) hold no lease: the node waits for a
+//! callback ([`Conductor::continue_node`], called for agent heartbeats) or for its deadline,
+//! which the timeout reconciler enforces. Reconcilers ([`reconcilers`]) are periodic,
+//! idempotent, can be woken early, and keep a status an operator can read.
+//!
+//! Tests step this machine instead of sleeping: [`Conductor::wait_idle`] waits for running
+//! workers, and every reconciler has a `run_once`.
+
+mod error;
+mod power;
+mod provision;
+pub mod reconcilers;
+mod steps;
+mod task;
+mod worker;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ferric_db::Store;
+use ferric_drivers::Drivers;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+pub use error::ConductorError;
+pub use power::{NodeValidation, ValidationResult};
+pub use provision::ProvisionArgs;
+pub use reconcilers::ReconcilerStatus;
+
+/// The conductor's settings (`reference/ironic.md` §6.4 for the defaults mirrored here).
+#[derive(Debug, Clone)]
+pub struct ConductorConfig {
+    /// This conductor's name in leases, history and `GET /v1/conductors`; unique per process.
+    pub hostname: String,
+    pub conductor_group: String,
+    /// How many tasks may run at once; more requests get 503.
+    pub workers: usize,
+    /// How long a lease lasts without renewal; a dead conductor's nodes are taken over after it.
+    pub lease_ttl: Duration,
+    /// How often the conductor records that it is alive.
+    pub heartbeat_interval: Duration,
+    /// Whether `provide` and undeploy run automated cleaning (a node's own
+    /// `automated_clean=false` also skips it).
+    pub automated_clean: bool,
+    /// Power-state sync period; `None` disables it.
+    pub sync_power_state_interval: Option<Duration>,
+    /// Failed power reads in a row before a node goes into maintenance (`fault: power failure`).
+    pub power_state_sync_max_retries: u32,
+    /// How many BMCs the power sync talks to at once.
+    pub power_sync_workers: usize,
+    /// How long one BMC may take to answer a power read before it counts as failed.
+    pub power_sync_timeout: Duration,
+    /// Period of the callback-timeout and recovery reconcilers.
+    pub check_provision_state_interval: Duration,
+    pub deploy_callback_timeout: Option<Duration>,
+    pub clean_callback_timeout: Option<Duration>,
+    pub inspect_wait_timeout: Option<Duration>,
+    pub rescue_callback_timeout: Option<Duration>,
+    pub service_callback_timeout: Option<Duration>,
+    /// Whether [`Conductor::start`] runs the reconcilers periodically (tests step them).
+    pub periodic: bool,
+}
+
+impl Default for ConductorConfig {
+    fn default() -> Self {
+        let half_hour = Some(Duration::from_secs(1800));
+        Self {
+            hostname: default_hostname(),
+            conductor_group: String::new(),
+            workers: 300,
+            lease_ttl: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            automated_clean: true,
+            sync_power_state_interval: Some(Duration::from_secs(120)),
+            power_state_sync_max_retries: 3,
+            power_sync_workers: 8,
+            power_sync_timeout: Duration::from_secs(60),
+            check_provision_state_interval: Duration::from_secs(60),
+            deploy_callback_timeout: half_hour,
+            clean_callback_timeout: half_hour,
+            inspect_wait_timeout: half_hour,
+            rescue_callback_timeout: half_hour,
+            service_callback_timeout: half_hour,
+            periodic: true,
+        }
+    }
+}
+
+/// The machine's host name, or `ferric` when it cannot be read.
+pub fn default_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "ferric".to_owned())
+}
+
+/// A handle on the conductor; cheap to clone.
+#[derive(Clone)]
+pub struct Conductor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Conductor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conductor")
+            .field("hostname", &self.inner.config.hostname)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Store,
+    pub(crate) drivers: Drivers,
+    pub(crate) config: ConductorConfig,
+    workers: Arc<Semaphore>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    /// Nodes a task of this process works on right now.
+    busy: Mutex<HashSet<Uuid>>,
+    /// Failed power reads in a row, per node (the power-sync reconciler's memory).
+    pub(crate) power_failures: Mutex<HashMap<Uuid, u32>>,
+    pub(crate) reconcilers: reconcilers::Registry,
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (plain sets and maps).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Inner {
+    pub(crate) fn mark_busy(&self, node: Uuid) -> bool {
+        lock(&self.busy).insert(node)
+    }
+
+    pub(crate) fn unmark_busy(&self, node: Uuid) {
+        lock(&self.busy).remove(&node);
+    }
+
+    pub(crate) fn is_busy(&self, node: Uuid) -> bool {
+        lock(&self.busy).contains(&node)
+    }
+}
+
+impl Conductor {
+    /// A conductor over `store` driving the hardware types in `drivers`. Nothing runs until
+    /// [`Conductor::start`].
+    pub fn new(store: Store, drivers: Drivers, config: ConductorConfig) -> Self {
+        let workers = Arc::new(Semaphore::new(config.workers));
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                drivers,
+                workers,
+                tracker: TaskTracker::new(),
+                shutdown: CancellationToken::new(),
+                busy: Mutex::new(HashSet::new()),
+                power_failures: Mutex::new(HashMap::new()),
+                reconcilers: reconcilers::Registry::new(&config),
+                config,
+            }),
+        }
+    }
+
+    pub fn hostname(&self) -> &str {
+        &self.inner.config.hostname
+    }
+
+    pub fn drivers(&self) -> &Drivers {
+        &self.inner.drivers
+    }
+
+    pub fn config(&self) -> &ConductorConfig {
+        &self.inner.config
+    }
+
+    /// Registers this conductor, recovers what a previous incarnation left behind (its
+    /// leases, nodes stuck in transient states) and, unless `periodic` is off, starts the
+    /// heartbeat and the reconcilers.
+    pub async fn start(&self) -> Result<(), ConductorError> {
+        let inner = &self.inner;
+        let drivers: Vec<String> = inner
+            .drivers
+            .enabled()
+            .iter()
+            .map(|hardware_type| hardware_type.name.to_owned())
+            .collect();
+        inner
+            .store
+            .node_lease_release_all(&inner.config.hostname)
+            .await?;
+        inner
+            .store
+            .conductor_register(
+                &inner.config.hostname,
+                &inner.config.conductor_group,
+                &drivers,
+            )
+            .await?;
+        reconcilers::recovery::run_once(inner).await?;
+        if inner.config.periodic {
+            reconcilers::spawn_all(inner.clone());
+        }
+        Ok(())
+    }
+
+    /// Stops taking work, waits up to `grace` for running workers, releases this conductor's
+    /// leases and marks it offline. Work still running after `grace` is recovered (failed with
+    /// `last_error`) by whichever conductor starts next.
+    pub async fn shutdown(&self, grace: Duration) {
+        let inner = &self.inner;
+        inner.shutdown.cancel();
+        inner.tracker.close();
+        if tokio::time::timeout(grace, inner.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = inner.tracker.len(),
+                "conductor workers still running at shutdown; their nodes will be recovered at \
+                 the next start"
+            );
+        }
+        if let Err(error) = inner
+            .store
+            .node_lease_release_all(&inner.config.hostname)
+            .await
+        {
+            tracing::warn!(error = %error, "could not release leases at shutdown");
+        }
+        if let Err(error) = inner
+            .store
+            .conductor_unregister(&inner.config.hostname)
+            .await
+        {
+            tracing::warn!(error = %error, "could not unregister the conductor");
+        }
+    }
+
+    /// Waits until no worker runs (tests use this to step the conductor).
+    pub async fn wait_idle(&self) {
+        loop {
+            if self.inner.tracker.is_empty() {
+                return;
+            }
+            self.inner.tracker.close();
+            self.inner.tracker.wait().await;
+            self.inner.tracker.reopen();
+        }
+    }
+
+    /// The status of every reconciler.
+    pub fn reconciler_status(&self) -> Vec<ReconcilerStatus> {
+        self.inner.reconcilers.statuses()
+    }
+
+    /// Runs the reconciler `name` once, now (tests, and `ferric` operators poking one).
+    pub async fn run_reconciler(&self, name: &str) -> Result<usize, ConductorError> {
+        reconcilers::run_named(&self.inner, name, chrono::Utc::now()).await
+    }
+
+    /// Runs the reconciler `name` once as if the clock read `now` (tests of deadlines).
+    pub async fn run_reconciler_at(
+        &self,
+        name: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<usize, ConductorError> {
+        reconcilers::run_named(&self.inner, name, now).await
+    }
+
+    /// Wakes the reconciler `name` before its next period (e.g. after an operator fixed a
+    /// BMC and wants the power sync to notice now).
+    pub fn wake_reconciler(&self, name: &str) {
+        self.inner.reconcilers.wake(name);
+    }
+
+    /// How many workers are free.
+    pub fn free_workers(&self) -> usize {
+        self.inner.workers.available_permits()
+    }
+}

@@ -1,0 +1,175 @@
+//! Power and management requests (`reference/ironic.md` §2.5): power on/off/reboot (a worker,
+//! 202), boot device (done while the API waits, 204), and `validate`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ferric_drivers::{BootDevice, BootDeviceSetting, PowerAction};
+use ferric_model::ProvisionState;
+use ferric_model::resources::{Ident, InterfaceKind};
+use uuid::Uuid;
+
+use crate::task::Task;
+use crate::{Conductor, ConductorError};
+
+/// One interface's answer in `GET /v1/nodes/{node}/validate`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationResult {
+    pub result: bool,
+    /// Why not, when `result` is false.
+    pub reason: Option<String>,
+}
+
+/// Every interface's answer, by kind.
+pub type NodeValidation = BTreeMap<InterfaceKind, ValidationResult>;
+
+impl Conductor {
+    /// Starts a power action; the node shows `target_power_state` until it is done.
+    pub async fn set_power(
+        &self,
+        node: Uuid,
+        action: PowerAction,
+        timeout: Option<Duration>,
+    ) -> Result<(), ConductorError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(ConductorError::ShuttingDown);
+        }
+        let permit = inner.workers.clone().try_acquire_owned().map_err(|_| {
+            ConductorError::NoFreeWorker {
+                workers: inner.config.workers,
+            }
+        })?;
+        let mut task = Task::acquire(inner, node).await?;
+        if let Err(error) = begin_power(&mut task, action).await {
+            task.release().await;
+            return Err(error);
+        }
+        let tracker = inner.tracker.clone();
+        tracker.spawn(async move {
+            let _permit = permit;
+            finish_power(&mut task, action, timeout).await;
+            task.release().await;
+        });
+        Ok(())
+    }
+
+    /// Sets the boot device through the management interface, under the node's lease.
+    pub async fn set_boot_device(
+        &self,
+        node: Uuid,
+        device: BootDevice,
+        persistent: bool,
+    ) -> Result<(), ConductorError> {
+        let mut task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            let supported = interfaces.management.supported_boot_devices(&task.node);
+            if !supported.contains(&device) {
+                let names: Vec<&str> = supported.iter().map(|device| device.as_str()).collect();
+                return Err(ConductorError::Invalid(format!(
+                    "Invalid boot device {device} specified; the node supports: {}.",
+                    names.join(", ")
+                )));
+            }
+            interfaces
+                .management
+                .set_boot_device(&mut task.node, device, persistent)
+                .await?;
+            task.save().await
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// The boot device the BMC reports (no lease: a read).
+    pub async fn get_boot_device(&self, node: Uuid) -> Result<BootDeviceSetting, ConductorError> {
+        let record = self.inner.store.node_get(&Ident::Uuid(node)).await?;
+        let interfaces = self.inner.drivers.load(&record)?;
+        Ok(interfaces.management.get_boot_device(&record).await?)
+    }
+
+    pub async fn supported_boot_devices(
+        &self,
+        node: Uuid,
+    ) -> Result<Vec<BootDevice>, ConductorError> {
+        let record = self.inner.store.node_get(&Ident::Uuid(node)).await?;
+        let interfaces = self.inner.drivers.load(&record)?;
+        Ok(interfaces.management.supported_boot_devices(&record))
+    }
+
+    /// Validates every interface of the node (`GET /v1/nodes/{node}/validate`).
+    pub async fn validate(&self, node: Uuid) -> Result<NodeValidation, ConductorError> {
+        let record = self.inner.store.node_get(&Ident::Uuid(node)).await?;
+        let interfaces = self.inner.drivers.load(&record)?;
+        let mut answers = NodeValidation::new();
+        for kind in InterfaceKind::ALL {
+            let answer = match interfaces.validate(&record, kind).await {
+                Ok(()) => ValidationResult {
+                    result: true,
+                    reason: None,
+                },
+                Err(error) => ValidationResult {
+                    result: false,
+                    reason: Some(error.to_string()),
+                },
+            };
+            answers.insert(kind, answer);
+        }
+        Ok(answers)
+    }
+}
+
+async fn begin_power(task: &mut Task, action: PowerAction) -> Result<(), ConductorError> {
+    let node = task.uuid();
+    let state = task.node.provision_state;
+    if matches!(state, ProvisionState::Cleaning | ProvisionState::CleanWait) {
+        return Err(ConductorError::Invalid(format!(
+            "Power action \"{action}\" cannot be performed on node {node} while it is in state \
+             \"{state}\"; wait for cleaning to end or abort it."
+        )));
+    }
+    let interfaces = task.interfaces()?;
+    interfaces
+        .validate(&task.node, InterfaceKind::Power)
+        .await?;
+    if !interfaces.power.supported_power_actions().contains(&action) {
+        return Err(ConductorError::Invalid(format!(
+            "The power interface of node {node} does not support \"{action}\"."
+        )));
+    }
+    task.node.target_power_state = Some(action.resulting_state());
+    task.node.last_error = None;
+    task.save().await
+}
+
+async fn finish_power(task: &mut Task, action: PowerAction, timeout: Option<Duration>) {
+    let node = task.uuid();
+    let result = async {
+        let interfaces = task.interfaces()?;
+        interfaces
+            .power
+            .set_power(&task.node, action, timeout)
+            .await?;
+        Ok::<_, ConductorError>(())
+    }
+    .await;
+    task.node.target_power_state = None;
+    match result {
+        Ok(()) => {
+            task.node.power_state = Some(action.resulting_state());
+            task.history("INFO", "power", format!("Power action \"{action}\" done"))
+                .await;
+        }
+        Err(error) => {
+            let message =
+                format!("Failed to change power state of node {node} to \"{action}\": {error}");
+            task.node.last_error = Some(message.clone());
+            task.history("ERROR", "power", message).await;
+        }
+    }
+    if let Err(error) = task.save().await {
+        tracing::error!(node = %node, error = %error, "could not record the power action's result");
+    }
+}

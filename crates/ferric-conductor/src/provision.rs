@@ -1,0 +1,337 @@
+//! `PUT /v1/nodes/{node}/states/provision`, conductor side: re-check the verb against the
+//! node under its lease, record the request as the first transition, and hand the rest to a
+//! worker (`reference/ironic.md` §1.3, §1.5, §1.6).
+
+use ferric_drivers::{DriverError, StepCall, StepKind};
+use ferric_model::machine::check_verb;
+use ferric_model::resources::InterfaceKind;
+use ferric_model::{Event, Microversion, ProvisionState, Verb};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::steps::{
+    automated_plan, check_requested, clear_plan, current_step_is_abortable, store_plan,
+};
+use crate::task::{Cause, Task};
+use crate::worker::{Job, spawn};
+use crate::{Conductor, ConductorError};
+
+/// The body fields that come with a verb, already checked for shape by the API.
+#[derive(Debug, Clone, Default)]
+pub struct ProvisionArgs {
+    /// `configdrive` for `active`/`rebuild`: a URL, base64 text or (1.56) a JSON object.
+    pub configdrive: Option<Value>,
+    pub clean_steps: Option<Vec<StepCall>>,
+    pub deploy_steps: Option<Vec<StepCall>>,
+    pub service_steps: Option<Vec<StepCall>>,
+    pub rescue_password: Option<String>,
+    pub disable_ramdisk: Option<bool>,
+}
+
+impl Conductor {
+    /// Starts `verb` on `node`. Returns once the request is recorded (the node has taken its
+    /// first transition); the rest runs in the background.
+    pub async fn provision(
+        &self,
+        node: Uuid,
+        verb: Verb,
+        args: ProvisionArgs,
+    ) -> Result<(), ConductorError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(ConductorError::ShuttingDown);
+        }
+        let permit = inner.workers.clone().try_acquire_owned().map_err(|_| {
+            ConductorError::NoFreeWorker {
+                workers: inner.config.workers,
+            }
+        })?;
+        let mut task = Task::acquire(inner, node).await?;
+        match start(&mut task, verb, args).await {
+            Ok(Some(job)) => {
+                spawn(task, job, permit);
+                Ok(())
+            }
+            Ok(None) => {
+                task.release().await;
+                Ok(())
+            }
+            Err(error) => {
+                task.release().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// The node called back (an agent heartbeat, inspection data, a finished asynchronous
+    /// step): a node waiting in `wait call-back`, `clean wait`, `service wait`,
+    /// `inspect wait` or `rescue wait` moves on.
+    pub async fn continue_node(&self, node: Uuid) -> Result<(), ConductorError> {
+        let inner = &self.inner;
+        let permit = inner.workers.clone().try_acquire_owned().map_err(|_| {
+            ConductorError::NoFreeWorker {
+                workers: inner.config.workers,
+            }
+        })?;
+        let mut task = Task::acquire(inner, node).await?;
+        let state = task.node.provision_state;
+        if !state.has_callback_deadline() {
+            task.release().await;
+            return Err(ConductorError::Conflict(format!(
+                "Node {node} is in state \"{state}\" and is not waiting for a callback."
+            )));
+        }
+        match task.fire(Event::Resume, Cause::Conductor).await {
+            Ok(()) => {
+                spawn(task, Job::Drive { resume: true }, permit);
+                Ok(())
+            }
+            Err(error) => {
+                task.release().await;
+                Err(error)
+            }
+        }
+    }
+}
+
+fn invalid(error: DriverError) -> ConductorError {
+    match error {
+        DriverError::Failed(message) => ConductorError::Invalid(message),
+        other => ConductorError::Driver(other),
+    }
+}
+
+/// Checks `verb` against the node under the lease, records the request and says what work
+/// follows (`None`: the transition itself was all).
+async fn start(
+    task: &mut Task,
+    verb: Verb,
+    args: ProvisionArgs,
+) -> Result<Option<Job>, ConductorError> {
+    let node_uuid = task.uuid();
+    let state = task.node.provision_state;
+    // The API checked the client's version; here only the state matters.
+    check_verb(verb, state, Microversion::new(u16::MAX))
+        .map_err(|error| ConductorError::Invalid(error.message_for_node(&node_uuid.to_string())))?;
+    let event = verb.event();
+    match event {
+        Event::Deploy | Event::Rebuild => {
+            if task.node.maintenance {
+                return Err(ConductorError::Invalid(format!(
+                    "Cannot deploy node {node_uuid}: it is in maintenance mode. Clear \
+                     maintenance first."
+                )));
+            }
+            let interfaces = task.interfaces()?;
+            for kind in [
+                InterfaceKind::Power,
+                InterfaceKind::Deploy,
+                InterfaceKind::Boot,
+            ] {
+                interfaces
+                    .validate(&task.node, kind)
+                    .await
+                    .map_err(invalid)?;
+            }
+            let requested = args.deploy_steps.unwrap_or_default();
+            check_requested(&interfaces, StepKind::Deploy, &requested)?;
+            store_plan(
+                &mut task.node,
+                StepKind::Deploy,
+                &automated_plan(&interfaces, StepKind::Deploy, &requested),
+            );
+            match args.configdrive {
+                Some(configdrive) => {
+                    task.node
+                        .instance_info
+                        .insert("configdrive".to_owned(), configdrive);
+                }
+                None => {
+                    task.node.instance_info.remove("configdrive");
+                }
+            }
+            task.node.last_error = None;
+        }
+        Event::Delete => {
+            if task.node.protected {
+                return Err(ConductorError::Forbidden(format!(
+                    "Node {node_uuid} is protected and cannot be undeployed, rebuilt or \
+                     deleted; unset protected first."
+                )));
+            }
+            task.interfaces()?
+                .validate(&task.node, InterfaceKind::Power)
+                .await
+                .map_err(invalid)?;
+            clear_plan(&mut task.node, StepKind::Deploy);
+            task.node.last_error = None;
+        }
+        Event::Provide => {
+            if task.node.retired {
+                return Err(ConductorError::Invalid(format!(
+                    "Node {node_uuid} is retired and cannot be provided; unset retired first."
+                )));
+            }
+            task.node.last_error = None;
+        }
+        Event::Inspect => {
+            let interfaces = task.interfaces()?;
+            for kind in [InterfaceKind::Inspect, InterfaceKind::Power] {
+                interfaces
+                    .validate(&task.node, kind)
+                    .await
+                    .map_err(invalid)?;
+            }
+            task.node.last_error = None;
+        }
+        Event::Clean => {
+            let interfaces = task.interfaces()?;
+            let steps = args.clean_steps.unwrap_or_default();
+            check_requested(&interfaces, StepKind::Clean, &steps)?;
+            store_plan(&mut task.node, StepKind::Clean, &steps);
+            task.node.last_error = None;
+        }
+        Event::Service => {
+            let interfaces = task.interfaces()?;
+            let steps = args.service_steps.unwrap_or_default();
+            check_requested(&interfaces, StepKind::Service, &steps)?;
+            store_plan(&mut task.node, StepKind::Service, &steps);
+            task.node.last_error = None;
+        }
+        Event::Rescue => {
+            task.interfaces()?
+                .validate(&task.node, InterfaceKind::Rescue)
+                .await
+                .map_err(invalid)?;
+            if let Some(password) = args.rescue_password {
+                task.node
+                    .instance_info
+                    .insert("rescue_password".to_owned(), password.into());
+            }
+            task.node.last_error = None;
+        }
+        Event::Unrescue => {
+            task.interfaces()?
+                .validate(&task.node, InterfaceKind::Rescue)
+                .await
+                .map_err(invalid)?;
+            task.node.last_error = None;
+        }
+        Event::Adopt | Event::Manage => {
+            task.node.last_error = None;
+        }
+        Event::Abort => return abort(task).await,
+        Event::Unhold => {
+            task.fire(Event::Unhold, Cause::Requested).await?;
+            task.fire(Event::Resume, Cause::Conductor).await?;
+            return Ok(Some(Job::Drive { resume: true }));
+        }
+        Event::Done | Event::Fail | Event::Wait | Event::Resume | Event::Hold => {
+            return Err(ConductorError::Invalid(format!(
+                "\"{event}\" is not something to request through the API."
+            )));
+        }
+    }
+    task.fire(event, Cause::Requested).await?;
+    Ok(task
+        .node
+        .provision_state
+        .is_stuck_treated_as_failure()
+        .then_some(Job::Drive { resume: false }))
+}
+
+/// `abort`, state by state (§1.5).
+async fn abort(task: &mut Task) -> Result<Option<Job>, ConductorError> {
+    let node_uuid = task.uuid();
+    match task.node.provision_state {
+        ProvisionState::InspectWait => {
+            let interfaces = task.interfaces()?;
+            interfaces
+                .inspect
+                .abort(&mut task.node)
+                .await
+                .map_err(invalid)?;
+            forget_agent(task);
+            task.node.last_error = Some("Inspection was aborted by request.".to_owned());
+            task.fire(Event::Abort, Cause::Requested).await?;
+            Ok(None)
+        }
+        ProvisionState::WaitCallBack | ProvisionState::DeployHold => {
+            let interfaces = task.interfaces()?;
+            current_step_is_abortable(&interfaces, &task.node, StepKind::Deploy)
+                .map_err(ConductorError::Forbidden)?;
+            forget_agent(task);
+            clear_plan(&mut task.node, StepKind::Deploy);
+            task.node.last_error = Some(
+                "By request, the deploy operation was aborted; the node is powered off. \
+                 Deploy again or undeploy it."
+                    .to_owned(),
+            );
+            task.fire(Event::Abort, Cause::Requested).await?;
+            Ok(Some(Job::AfterDeployAbort))
+        }
+        ProvisionState::CleanWait | ProvisionState::CleanHold => {
+            let interfaces = task.interfaces()?;
+            current_step_is_abortable(&interfaces, &task.node, StepKind::Clean)
+                .map_err(ConductorError::Forbidden)?;
+            let step = describe_step(&task.node.clean_step);
+            forget_agent(task);
+            clear_plan(&mut task.node, StepKind::Clean);
+            task.node.last_error = Some(format!(
+                "Clean operation aborted for node {node_uuid}{step}."
+            ));
+            task.fire(Event::Abort, Cause::Requested).await?;
+            Ok(Some(Job::AfterCleanAbort))
+        }
+        ProvisionState::RescueWait => {
+            task.node.instance_info.remove("rescue_password");
+            forget_agent(task);
+            task.node.last_error = Some("Rescue operation was aborted by request.".to_owned());
+            task.fire(Event::Abort, Cause::Requested).await?;
+            Ok(Some(Job::AfterRescueAbort))
+        }
+        ProvisionState::ServiceWait | ProvisionState::ServiceHold => {
+            let interfaces = task.interfaces()?;
+            current_step_is_abortable(&interfaces, &task.node, StepKind::Service)
+                .map_err(ConductorError::Forbidden)?;
+            forget_agent(task);
+            clear_plan(&mut task.node, StepKind::Service);
+            task.node.last_error = Some("Service operation was aborted by request.".to_owned());
+            task.fire(Event::Abort, Cause::Requested).await?;
+            task.fire(Event::Abort, Cause::Conductor).await?;
+            Ok(None)
+        }
+        ProvisionState::ServiceFailed => {
+            if task.node.maintenance {
+                return Err(ConductorError::Conflict(format!(
+                    "Node {node_uuid} is in maintenance; clear maintenance before aborting \
+                     service."
+                )));
+            }
+            task.fire(Event::Abort, Cause::Requested).await?;
+            Ok(None)
+        }
+        other => Err(ConductorError::Invalid(format!(
+            "The requested action \"abort\" can not be performed on node \"{node_uuid}\" while \
+             it is in state \"{other}\"."
+        ))),
+    }
+}
+
+/// Forgets the agent the node was talking to: it must look the node up again.
+pub(crate) fn forget_agent(task: &mut Task) {
+    for key in [
+        "agent_url",
+        "agent_secret_token",
+        "agent_secret_token_pregenerated",
+    ] {
+        task.node.driver_internal_info.remove(key);
+    }
+}
+
+fn describe_step(step: &ferric_model::resources::JsonObject) -> String {
+    match StepCall::from_json(step) {
+        Some(step) => format!(" on step {}.{}", step.interface, step.step),
+        None => String::new(),
+    }
+}

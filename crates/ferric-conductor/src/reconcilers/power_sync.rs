@@ -1,0 +1,180 @@
+//! Power-state sync (`reference/ironic.md` §6.2): reads every eligible node's power state
+//! from its BMC, many at once but at most `power_sync_workers` in flight, each bounded by
+//! `power_sync_timeout`, so a hung BMC holds up nobody but itself.
+//!
+//! A state that differs from the record is recorded (Ferric does not push the recorded state
+//! back to the hardware, unlike Ironic's `force_power_state_during_sync=true`: a machine
+//! someone powered on by hand stays on and the record follows it). After
+//! `power_state_sync_max_retries` failed reads in a row a node goes into maintenance with
+//! `fault: power failure`; when its BMC answers again the sync takes it out by itself.
+//! Skipped: nodes in `enroll` (seed 003), nodes waiting for a ramdisk callback or in
+//! `adopt failed`, nodes with a power action under way, and nodes a task holds.
+
+use std::sync::Arc;
+
+use ferric_db::{NodeFilter, Page};
+use ferric_model::ProvisionState;
+use ferric_model::resources::{Node, PowerState};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::task::Task;
+use crate::{ConductorError, Inner, lock};
+
+const POWER_FAILURE: &str = "power failure";
+
+fn eligible(inner: &Inner, node: &Node) -> bool {
+    let skipped_state = matches!(
+        node.provision_state,
+        ProvisionState::Enroll
+            | ProvisionState::WaitCallBack
+            | ProvisionState::CleanWait
+            | ProvisionState::InspectWait
+            | ProvisionState::RescueWait
+            | ProvisionState::AdoptFailed
+    );
+    let maintenance_ok = !node.maintenance || node.fault.as_deref() == Some(POWER_FAILURE);
+    !skipped_state
+        && maintenance_ok
+        && node.target_power_state.is_none()
+        && !inner.is_busy(node.uuid)
+}
+
+async fn read(inner: Arc<Inner>, node: Node) -> (Node, Result<PowerState, String>) {
+    let reading = async {
+        let interfaces = inner
+            .drivers
+            .load(&node)
+            .map_err(|error| error.to_string())?;
+        interfaces
+            .power
+            .get_power_state(&node)
+            .await
+            .map_err(|error| error.to_string())
+    };
+    let result = match tokio::time::timeout(inner.config.power_sync_timeout, reading).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "the BMC did not answer within {} seconds",
+            inner.config.power_sync_timeout.as_secs()
+        )),
+    };
+    (node, result)
+}
+
+pub(crate) async fn run_once(inner: &Arc<Inner>) -> Result<usize, ConductorError> {
+    let nodes = inner
+        .store
+        .node_list(&NodeFilter::default(), &Page::all())
+        .await?;
+    let limit = Arc::new(Semaphore::new(inner.config.power_sync_workers.max(1)));
+    let mut reads = JoinSet::new();
+    for node in nodes.into_iter().filter(|node| eligible(inner, node)) {
+        let inner = inner.clone();
+        let limit = limit.clone();
+        reads.spawn(async move {
+            let _slot = limit.acquire_owned().await;
+            read(inner, node).await
+        });
+    }
+    let mut acted = 0;
+    while let Some(joined) = reads.join_next().await {
+        let Ok((node, result)) = joined else {
+            continue;
+        };
+        match apply(inner, &node, result).await {
+            Ok(true) => acted += 1,
+            Ok(false) => {}
+            Err(ConductorError::NodeLocked { .. } | ConductorError::NodeNotFound(_)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(acted)
+}
+
+/// Records one read; `true` if the node was changed.
+async fn apply(
+    inner: &Arc<Inner>,
+    seen: &Node,
+    result: Result<PowerState, String>,
+) -> Result<bool, ConductorError> {
+    let in_power_failure = seen.maintenance && seen.fault.as_deref() == Some(POWER_FAILURE);
+    match result {
+        Ok(power) => {
+            lock(&inner.power_failures).remove(&seen.uuid);
+            if !in_power_failure && seen.power_state == Some(power) {
+                return Ok(false);
+            }
+            let mut task = Task::acquire(inner, seen.uuid).await?;
+            let changed = if task.node.target_power_state.is_some() {
+                false
+            } else if task.node.maintenance && task.node.fault.as_deref() == Some(POWER_FAILURE) {
+                task.node.maintenance = false;
+                task.node.maintenance_reason = None;
+                task.node.fault = None;
+                task.node.power_state = Some(power);
+                task.history(
+                    "INFO",
+                    "maintenance",
+                    format!(
+                        "The BMC answers again (power state \"{power}\"); maintenance cleared."
+                    ),
+                )
+                .await;
+                true
+            } else if task.node.power_state != Some(power) {
+                let before = task
+                    .node
+                    .power_state
+                    .map_or("unknown".to_owned(), |state| state.to_string());
+                task.node.power_state = Some(power);
+                task.history(
+                    "INFO",
+                    "power",
+                    format!("Power state changed outside Ferric: \"{before}\" -> \"{power}\"."),
+                )
+                .await;
+                true
+            } else {
+                false
+            };
+            let saved = if changed { task.save().await } else { Ok(()) };
+            task.release().await;
+            saved.map(|()| changed)
+        }
+        Err(reason) => {
+            if in_power_failure {
+                return Ok(false);
+            }
+            let failures = {
+                let mut counts = lock(&inner.power_failures);
+                let count = counts.entry(seen.uuid).or_insert(0);
+                *count += 1;
+                *count
+            };
+            tracing::warn!(node = %seen.uuid, failures, error = %reason, "power state read failed");
+            if failures < inner.config.power_state_sync_max_retries {
+                return Ok(false);
+            }
+            let mut task = Task::acquire(inner, seen.uuid).await?;
+            let message = format!(
+                "During sync_power_state, max retries exceeded for node {}, node state {} does \
+                 not match expected state 'None'. Updating DB state to 'None' Switching node to \
+                 maintenance mode. Error: {reason}",
+                seen.uuid,
+                seen.power_state
+                    .map_or("None".to_owned(), |state| state.to_string()),
+            );
+            task.node.maintenance = true;
+            task.node.fault = Some(POWER_FAILURE.to_owned());
+            task.node.maintenance_reason = Some(message.clone());
+            task.node.last_error = Some(message.clone());
+            task.node.power_state = None;
+            let saved = task.save().await;
+            task.history("ERROR", "maintenance", message).await;
+            task.release().await;
+            lock(&inner.power_failures).remove(&seen.uuid);
+            saved.map(|()| true)
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Step lists: cleaning, deploying and servicing run as ordered steps (`reference/ironic.md`
+//! §1.5–1.6), some of which finish at once and some of which leave the node waiting.
+//!
+//! Theory of operation: when a flow starts, the conductor writes its plan — the steps in the
+//! order they will run — into `driver_internal_info` (`<kind>_steps`) with the index of the
+//! current step (`<kind>_step_index`), and shows the current step in the node's
+//! `clean_step` / `deploy_step` / `service_step`. A step that waits (the agent works on it)
+//! ends the worker; when the node calls back the flow resumes at the next index. So a plan
+//! survives a restart of the conductor and any conductor can continue it.
+//!
+//! Reserved steps work on every driver: `power.power_on`, `power.power_off`,
+//! `power.reboot`, `<any>.hold` (the node waits in `* hold` for `unhold`) and `<any>.wait`
+//! (pauses for `args.seconds`, at most an hour).
+
+use std::time::Duration;
+
+use ferric_drivers::{DriverError, Interfaces, Outcome, PowerAction, StepCall, StepKind};
+use ferric_model::resources::{InterfaceKind, JsonObject, Node};
+use serde_json::Value;
+
+use crate::ConductorError;
+use crate::task::Task;
+
+/// How far a step list got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// Every step ran.
+    Done,
+    /// A step waits for the node to call back.
+    Wait,
+    /// A `hold` step: the node waits for an operator's `unhold`.
+    Hold,
+}
+
+fn plan_key(kind: StepKind) -> String {
+    format!("{}_steps", kind.as_str())
+}
+
+fn index_key(kind: StepKind) -> String {
+    format!("{}_step_index", kind.as_str())
+}
+
+fn current_step_field(node: &mut Node, kind: StepKind) -> &mut JsonObject {
+    match kind {
+        StepKind::Clean => &mut node.clean_step,
+        StepKind::Deploy => &mut node.deploy_step,
+        StepKind::Service => &mut node.service_step,
+    }
+}
+
+fn is_reserved(step: &StepCall) -> bool {
+    match step.step.as_str() {
+        "power_on" | "power_off" | "reboot" => step.interface == InterfaceKind::Power,
+        "hold" | "wait" => true,
+        _ => false,
+    }
+}
+
+/// Refuses requested steps the node's driver does not offer (400 before anything starts).
+pub(crate) fn check_requested(
+    interfaces: &Interfaces,
+    kind: StepKind,
+    requested: &[StepCall],
+) -> Result<(), ConductorError> {
+    let offered = interfaces.deploy.steps(kind);
+    for step in requested {
+        let known = is_reserved(step)
+            || offered
+                .iter()
+                .any(|def| def.interface == step.interface && def.step == step.step);
+        if !known {
+            let names: Vec<String> = offered
+                .iter()
+                .map(|def| format!("{}.{}", def.interface, def.step))
+                .chain(["power.power_on", "power.power_off", "power.reboot"].map(String::from))
+                .collect();
+            return Err(ConductorError::Invalid(format!(
+                "The requested {} step \"{}.{}\" is not supported by the node's driver; \
+                 supported steps: {}, and hold/wait on any interface.",
+                kind.as_str(),
+                step.interface,
+                step.step,
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The steps an automated flow runs: the driver's steps with a priority above 0, with
+/// `requested` steps added or overriding a driver step's priority (priority 0 removes it),
+/// highest priority first.
+pub(crate) fn automated_plan(
+    interfaces: &Interfaces,
+    kind: StepKind,
+    requested: &[StepCall],
+) -> Vec<StepCall> {
+    let mut plan: Vec<StepCall> = interfaces
+        .deploy
+        .steps(kind)
+        .into_iter()
+        .filter(|def| def.priority > 0)
+        .map(|def| StepCall {
+            interface: def.interface,
+            step: def.step.to_owned(),
+            args: JsonObject::new(),
+            priority: def.priority,
+        })
+        .collect();
+    for step in requested {
+        plan.retain(|planned| !(planned.interface == step.interface && planned.step == step.step));
+        if step.priority > 0 {
+            plan.push(step.clone());
+        }
+    }
+    plan.sort_by_key(|step| std::cmp::Reverse(step.priority));
+    plan
+}
+
+/// Writes `plan` as the node's step list for `kind`, starting at its first step.
+pub(crate) fn store_plan(node: &mut Node, kind: StepKind, plan: &[StepCall]) {
+    let steps = plan
+        .iter()
+        .map(|step| Value::Object(step.to_json()))
+        .collect();
+    node.driver_internal_info
+        .insert(plan_key(kind), Value::Array(steps));
+    node.driver_internal_info.insert(index_key(kind), 0.into());
+}
+
+/// Forgets the step list of `kind` and the current step.
+pub(crate) fn clear_plan(node: &mut Node, kind: StepKind) {
+    node.driver_internal_info.remove(&plan_key(kind));
+    node.driver_internal_info.remove(&index_key(kind));
+    current_step_field(node, kind).clear();
+}
+
+fn read_plan(node: &Node, kind: StepKind) -> Vec<StepCall> {
+    node.driver_internal_info
+        .get(&plan_key(kind))
+        .and_then(Value::as_array)
+        .map(|steps| {
+            steps
+                .iter()
+                .filter_map(Value::as_object)
+                .filter_map(StepCall::from_json)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether an `abort` may interrupt the step the node is in (reserved steps and steps the
+/// driver does not know always may).
+pub(crate) fn current_step_is_abortable(
+    interfaces: &Interfaces,
+    node: &Node,
+    kind: StepKind,
+) -> Result<(), String> {
+    let current = match kind {
+        StepKind::Clean => &node.clean_step,
+        StepKind::Deploy => &node.deploy_step,
+        StepKind::Service => &node.service_step,
+    };
+    let Some(step) = StepCall::from_json(current) else {
+        return Ok(());
+    };
+    let refused = interfaces
+        .deploy
+        .steps(kind)
+        .iter()
+        .any(|def| def.interface == step.interface && def.step == step.step && !def.abortable);
+    if refused {
+        return Err(format!(
+            "The {} step {}.{} running on node {} cannot be interrupted; wait for it to \
+             finish.",
+            kind.as_str(),
+            step.interface,
+            step.step,
+            node.uuid
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the node's step list of `kind` from its current index (the next one when `resume`,
+/// because the step that waited has finished). An error is the `last_error` text.
+pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result<Progress, String> {
+    let plan = read_plan(&task.node, kind);
+    let mut index = task
+        .node
+        .driver_internal_info
+        .get(&index_key(kind))
+        .and_then(Value::as_u64)
+        .and_then(|index| usize::try_from(index).ok())
+        .unwrap_or(0);
+    if resume {
+        index += 1;
+    }
+    let interfaces = task.interfaces().map_err(|error| error.to_string())?;
+    while let Some(step) = plan.get(index) {
+        *current_step_field(&mut task.node, kind) = step.to_json();
+        task.node
+            .driver_internal_info
+            .insert(index_key(kind), index.into());
+        task.save().await.map_err(|error| error.to_string())?;
+        let outcome = execute(task, &interfaces, kind, step)
+            .await
+            .map_err(|error| {
+                format!(
+                    "{} step {}.{} failed on node {}: {error}",
+                    capitalized(kind.as_str()),
+                    step.interface,
+                    step.step,
+                    task.uuid()
+                )
+            })?;
+        match outcome {
+            StepOutcome::Done => index += 1,
+            StepOutcome::Wait => return Ok(Progress::Wait),
+            StepOutcome::Hold => return Ok(Progress::Hold),
+        }
+    }
+    clear_plan(&mut task.node, kind);
+    Ok(Progress::Done)
+}
+
+enum StepOutcome {
+    Done,
+    Wait,
+    Hold,
+}
+
+async fn execute(
+    task: &mut Task,
+    interfaces: &Interfaces,
+    kind: StepKind,
+    step: &StepCall,
+) -> Result<StepOutcome, DriverError> {
+    if is_reserved(step) {
+        let action = match step.step.as_str() {
+            "power_on" => PowerAction::On,
+            "power_off" => PowerAction::Off,
+            "reboot" => PowerAction::Reboot,
+            "hold" => return Ok(StepOutcome::Hold),
+            _ => {
+                let seconds = step
+                    .args
+                    .get("seconds")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_secs(seconds.min(3600))).await;
+                return Ok(StepOutcome::Done);
+            }
+        };
+        interfaces.power.set_power(&task.node, action, None).await?;
+        task.node.power_state = Some(action.resulting_state());
+        return Ok(StepOutcome::Done);
+    }
+    match interfaces
+        .deploy
+        .execute_step(&mut task.node, kind, step)
+        .await?
+    {
+        Outcome::Done => Ok(StepOutcome::Done),
+        Outcome::Wait => Ok(StepOutcome::Wait),
+    }
+}
+
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,304 @@
+//! A task: one piece of conductor work on one node, under that node's lease.
+//!
+//! Theory of operation: [`Task::acquire`] marks the node busy in this process (so two tasks of
+//! the same conductor never overlap: the database lease alone lets its holder re-enter) and
+//! takes the database lease, which a background loop renews while the task lives. The task
+//! keeps the node as it read it; [`Task::save`] writes it back guarded by the node's
+//! revision. If the API changed the node meanwhile (say, its `extra`), the save re-reads it
+//! and re-applies only the fields this task changed, so neither side loses a write. Every
+//! state change goes through [`Task::fire`], which follows the model's transition table and
+//! records the change in the node's history. [`Task::release`] gives the lease back; a task
+//! dropped without it (an early return, a panic) releases in the background.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::Utc;
+use ferric_drivers::Interfaces;
+use ferric_model::machine::transition;
+use ferric_model::resources::{Ident, Node, NodeHistoryEntry};
+use ferric_model::{Event, ProvisionState};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::{ConductorError, Inner};
+
+/// How a transition came about, for the history entry it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// An operator's request through the API (recorded before the API answers 2xx).
+    Requested,
+    /// The conductor's own progress: a step finished, a failure, a timeout.
+    Conductor,
+}
+
+pub(crate) struct Task {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) node: Node,
+    /// The node as last read or saved: what [`Task::save`] compares against to know which
+    /// fields this task changed.
+    original: Node,
+    lost: Arc<AtomicBool>,
+    renewal: Option<JoinHandle<()>>,
+    released: bool,
+}
+
+impl Task {
+    /// Takes `node` for this conductor: fails with [`ConductorError::NodeLocked`] if another
+    /// task (here or in another conductor) holds it.
+    pub(crate) async fn acquire(inner: &Arc<Inner>, node: Uuid) -> Result<Task, ConductorError> {
+        if !inner.mark_busy(node) {
+            return Err(ConductorError::NodeLocked {
+                node,
+                holder: inner.config.hostname.clone(),
+            });
+        }
+        let leased = inner
+            .store
+            .node_lease_acquire(node, &inner.config.hostname, inner.config.lease_ttl)
+            .await;
+        if let Err(error) = leased {
+            inner.unmark_busy(node);
+            return Err(error.into());
+        }
+        let record = match inner.store.node_get(&Ident::Uuid(node)).await {
+            Ok(record) => record,
+            Err(error) => {
+                let _ = inner
+                    .store
+                    .node_lease_release(node, &inner.config.hostname)
+                    .await;
+                inner.unmark_busy(node);
+                return Err(error.into());
+            }
+        };
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewal = tokio::spawn(renew(inner.clone(), node, lost.clone()));
+        Ok(Task {
+            inner: inner.clone(),
+            original: record.clone(),
+            node: record,
+            lost,
+            renewal: Some(renewal),
+            released: false,
+        })
+    }
+
+    pub(crate) fn uuid(&self) -> Uuid {
+        self.node.uuid
+    }
+
+    /// The node's driver interfaces.
+    pub(crate) fn interfaces(&self) -> Result<Interfaces, ConductorError> {
+        Ok(self.inner.drivers.load(&self.node)?)
+    }
+
+    /// Writes the node back (see the module comment for how concurrent API edits survive).
+    pub(crate) async fn save(&mut self) -> Result<(), ConductorError> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(ConductorError::Conflict(format!(
+                "The conductor lost its lease on node {} while working on it; another \
+                 conductor has taken the node over.",
+                self.node.uuid
+            )));
+        }
+        for _ in 0..5 {
+            match self
+                .inner
+                .store
+                .node_update(&self.node, self.node.version)
+                .await
+            {
+                Ok(saved) => {
+                    self.original = saved.clone();
+                    self.node = saved;
+                    return Ok(());
+                }
+                Err(ferric_db::Error::StaleRevision { .. }) => {
+                    let fresh = self.inner.store.node_get(&Ident::Uuid(self.uuid())).await?;
+                    self.node = merge_changes(&self.original, &self.node, fresh.clone());
+                    self.original = fresh;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(ConductorError::Conflict(format!(
+            "Node {} kept changing while the conductor saved it; retry.",
+            self.node.uuid
+        )))
+    }
+
+    /// Takes the FSM edge `event` from the node's state, saves, and records it in the history.
+    pub(crate) async fn fire(&mut self, event: Event, cause: Cause) -> Result<(), ConductorError> {
+        let from = self.node.provision_state;
+        let edge = transition(from, event).ok_or_else(|| {
+            ConductorError::Invalid(format!(
+                "The requested action \"{event}\" can not be performed on node \"{}\" while it \
+                 is in state \"{from}\".",
+                self.node.uuid
+            ))
+        })?;
+        let now = Utc::now();
+        self.node.target_provision_state = edge.target_after(self.node.target_provision_state);
+        self.node.provision_state = edge.to;
+        self.node.provision_updated_at = Some(now);
+        if edge.to == ProvisionState::Inspecting {
+            self.node.inspection_started_at = Some(now);
+            self.node.inspection_finished_at = None;
+        }
+        if matches!(
+            from,
+            ProvisionState::Inspecting | ProvisionState::InspectWait
+        ) && edge.to == ProvisionState::Manageable
+        {
+            self.node.inspection_finished_at = Some(now);
+        }
+        self.save().await?;
+        let how = match cause {
+            Cause::Requested => " (requested through the API)",
+            Cause::Conductor => "",
+        };
+        let mut text = format!("Event '{event}'{how}: {from} -> {}", edge.to);
+        let severity = if edge.to.is_failure() || (event == Event::Fail) {
+            if let Some(error) = &self.node.last_error {
+                text = format!("{text}: {error}");
+            }
+            "ERROR"
+        } else {
+            "INFO"
+        };
+        self.history(severity, "provisioning", text).await;
+        Ok(())
+    }
+
+    /// Sets `last_error` and fires `fail`.
+    pub(crate) async fn fail(&mut self, message: impl Into<String>) -> Result<(), ConductorError> {
+        let message = message.into();
+        tracing::warn!(node = %self.uuid(), state = %self.node.provision_state, error = %message, "node failed");
+        self.node.last_error = Some(message);
+        self.fire(Event::Fail, Cause::Conductor).await
+    }
+
+    /// Adds a history entry; a failure to write it is logged, never fatal to the task.
+    pub(crate) async fn history(&self, severity: &str, event_type: &str, event: String) {
+        let entry = NodeHistoryEntry {
+            uuid: Uuid::new_v4(),
+            node: self.uuid(),
+            created_at: Utc::now(),
+            severity: severity.to_owned(),
+            event_type: event_type.to_owned(),
+            event,
+            conductor: Some(self.inner.config.hostname.clone()),
+            user: None,
+        };
+        if let Err(error) = self.inner.store.node_history_add(&entry).await {
+            tracing::warn!(node = %self.uuid(), error = %error, "could not record node history");
+        }
+    }
+
+    /// Gives the lease back. Errors are logged: an unreleased lease expires on its own.
+    pub(crate) async fn release(mut self) {
+        self.stop_renewal();
+        self.released = true;
+        let node = self.uuid();
+        if let Err(error) = self
+            .inner
+            .store
+            .node_lease_release(node, &self.inner.config.hostname)
+            .await
+        {
+            tracing::warn!(node = %node, error = %error, "could not release node lease; it will expire");
+        }
+        self.inner.unmark_busy(node);
+    }
+
+    fn stop_renewal(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.stop_renewal();
+        if self.released {
+            return;
+        }
+        let inner = self.inner.clone();
+        let node = self.node.uuid;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let _ = inner
+                        .store
+                        .node_lease_release(node, &inner.config.hostname)
+                        .await;
+                    inner.unmark_busy(node);
+                });
+            }
+            Err(_) => inner.unmark_busy(node),
+        }
+    }
+}
+
+/// Renews the lease at a third of its lifetime until the task ends; marks it lost if another
+/// conductor took the node over.
+async fn renew(inner: Arc<Inner>, node: Uuid, lost: Arc<AtomicBool>) {
+    let period = inner.config.lease_ttl / 3;
+    loop {
+        tokio::time::sleep(period).await;
+        match inner
+            .store
+            .node_lease_renew(node, &inner.config.hostname, inner.config.lease_ttl)
+            .await
+        {
+            Ok(_) => {}
+            Err(ferric_db::Error::LeaseNotHeld { .. }) => {
+                tracing::error!(node = %node, "lost the lease on a node while working on it");
+                lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(node = %node, error = %error, "could not renew node lease; retrying");
+            }
+        }
+    }
+}
+
+/// `fresh` with every field that `ours` changed relative to `original` taken from `ours`.
+fn merge_changes(original: &Node, ours: &Node, fresh: Node) -> Node {
+    let (Ok(Value::Object(original)), Ok(Value::Object(ours)), Ok(Value::Object(mut merged))) = (
+        serde_json::to_value(original),
+        serde_json::to_value(ours),
+        serde_json::to_value(&fresh),
+    ) else {
+        return fresh;
+    };
+    for (field, value) in ours {
+        if original.get(&field) != Some(&value) {
+            merged.insert(field, value);
+        }
+    }
+    serde_json::from_value(Value::Object(merged)).unwrap_or(fresh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_both_sides_changes() {
+        let original = Node::new(Uuid::nil(), "fake-hardware", ProvisionState::Available);
+        let mut ours = original.clone();
+        ours.provision_state = ProvisionState::Deploying;
+        let mut fresh = original.clone();
+        fresh.version = 7;
+        fresh.extra.insert("owner".into(), "ops".into());
+        let merged = merge_changes(&original, &ours, fresh);
+        assert_eq!(merged.provision_state, ProvisionState::Deploying);
+        assert_eq!(merged.extra["owner"], "ops");
+        assert_eq!(merged.version, 7);
+    }
+}
