@@ -9,9 +9,13 @@ use crate::{ApiError, ApiState};
 
 pub(crate) async fn health_get(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
     match state.store.ping().await {
-        Ok(()) => Ok(Json(
-            json!({ "status": "ok", "database": state.store.backend_name() }),
-        )),
+        Ok(()) => Ok(Json(json!({
+            "status": "ok",
+            "database": state.store.backend_name(),
+            "conductor": state.conductor.hostname(),
+            "free_workers": state.conductor.free_workers(),
+            "reconcilers": state.conductor.reconciler_status(),
+        }))),
         Err(error) => {
             tracing::warn!(error = %error, "health check: database unreachable");
             Err(ApiError::service_unavailable(format!(

@@ -17,6 +17,7 @@ pub mod version;
 
 use axum::Router;
 use axum::routing::get;
+use ferric_conductor::Conductor;
 use ferric_db::Store;
 use v1::{nodes, ports};
 
@@ -26,6 +27,8 @@ pub use error::ApiError;
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
+    /// Where every state change goes (the API never writes provision or power state).
+    pub conductor: Conductor,
 }
 
 /// The whole HTTP surface, ready to serve.
@@ -52,6 +55,8 @@ pub fn router(state: ApiState) -> Router {
                 .patch(ports::port_update)
                 .delete(ports::port_delete),
         )
+        .merge(v1::states::routes())
+        .merge(v1::drivers::routes())
         .fallback(error::not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))

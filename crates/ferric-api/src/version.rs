@@ -18,7 +18,7 @@ pub const MIN_VERSION: Microversion = Microversion::MIN;
 
 /// The newest version whose features Ferric really implements. It only moves up when every
 /// feature up to it works; fields and verbs newer than a request's version stay hidden.
-pub const MAX_VERSION: Microversion = Microversion::new(1);
+pub const MAX_VERSION: Microversion = Microversion::new(110);
 
 const MINIMUM_VERSION_HEADER: &str = "x-openstack-ironic-api-minimum-version";
 const MAXIMUM_VERSION_HEADER: &str = "x-openstack-ironic-api-maximum-version";

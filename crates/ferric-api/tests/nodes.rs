@@ -428,7 +428,7 @@ async fn paging_follows_next_until_a_short_page() {
 async fn filters_select_nodes_and_are_version_gated() {
     let api = Api::new().await;
     let plain = api.enroll(json!({"driver": "fake-hardware"})).await;
-    let other = api.enroll(json!({"driver": "redfish"})).await;
+    let other = api.enroll(json!({"driver": "manual-management"})).await;
     let patched = api
         .send(
             Method::PATCH,
@@ -445,7 +445,7 @@ async fn filters_select_nodes_and_are_version_gated() {
     assert_eq!(in_maintenance.body["nodes"][0]["uuid"], other.as_str());
 
     let by_driver_old = api
-        .send(Method::GET, "/v1/nodes?driver=redfish", None)
+        .send(Method::GET, "/v1/nodes?driver=manual-management", None)
         .await;
     assert_eq!(by_driver_old.status, StatusCode::NOT_ACCEPTABLE);
     let by_driver = api.list_at(16, &[("driver", "fake-hardware")]).await;
@@ -479,7 +479,7 @@ async fn patch_adds_replaces_and_removes() {
             &path,
             Some(json!([
                 {"op": "add", "path": "/extra/rack", "value": "r4"},
-                {"op": "replace", "path": "/driver", "value": "redfish"},
+                {"op": "replace", "path": "/driver", "value": "manual-management"},
                 {"op": "add", "path": "/properties", "value": {"cpus": 8}},
                 {"op": "remove", "path": "/extra/keep"},
             ])),
@@ -487,7 +487,7 @@ async fn patch_adds_replaces_and_removes() {
         .await;
     assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
     assert_eq!(patched.body["extra"], json!({"rack": "r4"}));
-    assert_eq!(patched.body["driver"], "redfish");
+    assert_eq!(patched.body["driver"], "manual-management");
     assert_eq!(patched.body["properties"], json!({"cpus": 8}));
 
     let removed = api
@@ -538,7 +538,7 @@ async fn patch_adds_replaces_and_removes() {
     }
     // Nothing of the refused patches was written.
     let shown = api.send(Method::GET, &path, None).await;
-    assert_eq!(shown.body["driver"], "redfish");
+    assert_eq!(shown.body["driver"], "manual-management");
     assert_eq!(shown.body["extra"], json!({"rack": "r4"}));
 }
 
@@ -595,7 +595,7 @@ async fn interfaces_change_only_in_early_states_or_maintenance() {
         .unwrap()
         .to_owned();
     api.set_state(&uuid, ProvisionState::Active, None).await;
-    let ops = json!([{"op": "add", "path": "/boot_interface", "value": "ipxe"}]);
+    let ops = json!([{"op": "add", "path": "/inspect_interface", "value": "no-inspect"}]);
     let refused = api.patch_at(31, &uuid, ops.clone()).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
     let in_maintenance = api
@@ -604,7 +604,7 @@ async fn interfaces_change_only_in_early_states_or_maintenance() {
             &uuid,
             json!([
                 {"op": "replace", "path": "/maintenance", "value": true},
-                {"op": "add", "path": "/boot_interface", "value": "ipxe"},
+                {"op": "add", "path": "/inspect_interface", "value": "no-inspect"},
             ]),
         )
         .await;
@@ -614,7 +614,7 @@ async fn interfaces_change_only_in_early_states_or_maintenance() {
         "{}",
         in_maintenance.body
     );
-    assert_eq!(in_maintenance.body["boot_interface"], "ipxe");
+    assert_eq!(in_maintenance.body["inspect_interface"], "no-inspect");
 }
 
 /// Concurrent PATCHes of one node: each either lands or is refused with 409; none is lost.
@@ -681,7 +681,7 @@ async fn secrets_in_driver_and_instance_info_are_masked() {
             Method::POST,
             "/v1/nodes",
             Some(json!({
-                "driver": "redfish",
+                "driver": "manual-management",
                 "driver_info": {
                     "redfish_address": "https://10.0.0.5",
                     "redfish_username": "admin",

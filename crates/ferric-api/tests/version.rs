@@ -6,9 +6,9 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use ferric_api::ApiState;
+mod common;
+
 use ferric_api::version::{MAX_VERSION, MIN_VERSION};
-use ferric_db::Store;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
@@ -19,11 +19,8 @@ struct Answer {
 }
 
 async fn send(request: Request<Body>) -> Answer {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("api.db").to_str().unwrap())
-        .await
-        .unwrap();
-    let response = ferric_api::router(ApiState { store })
+    let api = common::Api::new().await;
+    let response = ferric_api::router(api.state.clone())
         .oneshot(request)
         .await
         .unwrap();
@@ -168,8 +165,13 @@ async fn framework_errors_get_ironic_bodies_too() {
 async fn health_reports_the_backend() {
     let answer = send(get("/health", &[])).await;
     assert_eq!(answer.status, StatusCode::OK);
-    assert_eq!(
-        answer.body,
-        serde_json::json!({ "status": "ok", "database": "sqlite" })
-    );
+    assert_eq!(answer.body["status"], "ok");
+    assert_eq!(answer.body["database"], "sqlite");
+    let reconcilers: Vec<&str> = answer.body["reconcilers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|status| status["name"].as_str().unwrap())
+        .collect();
+    assert!(reconcilers.contains(&"power_sync"), "{reconcilers:?}");
 }

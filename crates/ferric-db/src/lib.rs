@@ -22,6 +22,7 @@ mod portgroups;
 mod ports;
 mod sql;
 mod store;
+pub mod testing;
 
 pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;

@@ -22,12 +22,19 @@ use crate::noop::{Noop, Passive};
 pub struct HardwareType {
     pub name: &'static str,
     supported: [&'static [&'static str]; 13],
+    /// The `driver_info` keys it understands, with what each means.
+    properties: &'static [(&'static str, &'static str)],
 }
 
 impl HardwareType {
     /// The implementations of `kind` this type supports, default first.
     pub fn supported(&self, kind: InterfaceKind) -> &'static [&'static str] {
         self.supported[kind as usize]
+    }
+
+    /// The `driver_info` keys this type understands (`GET /v1/drivers/{name}/properties`).
+    pub fn properties(&self) -> &'static [(&'static str, &'static str)] {
+        self.properties
     }
 
     /// The implementation a node of this type gets for `kind` when it names none.
@@ -55,7 +62,25 @@ const FAKE_HARDWARE: HardwareType = HardwareType {
         &["noop", "fake"],
         &["fake", "no-vendor"],
     ],
+    properties: FAKE_PROPERTIES,
 };
+
+const FAKE_PROPERTIES: &[(&str, &str)] = &[
+    (
+        "fake_delay",
+        "Seconds (fractional allowed, at most 60) every fake operation takes. Optional.",
+    ),
+    (
+        "fake_fail",
+        "Comma-separated operations that fail: validate, power, management, deploy, clean, \
+         service, inspect, rescue, unrescue, tear_down. Optional.",
+    ),
+    (
+        "fake_wait",
+        "Comma-separated operations that wait for a callback instead of finishing: deploy, \
+         clean, service, inspect, rescue. Optional.",
+    ),
+];
 
 // Until the network-boot and agent interfaces exist, manual-management deploys with the fake
 // deploy interface; power and boot device are the operator's job (that is the point of the
@@ -77,6 +102,7 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
         &["noop"],
         &["no-vendor"],
     ],
+    properties: FAKE_PROPERTIES,
 };
 
 /// Every hardware type Ferric knows, enabled or not.

@@ -33,6 +33,38 @@ pub(crate) struct Settings {
     pub(crate) log_format: LogFormat,
     /// Log filter in `RUST_LOG` syntax, e.g. `info` or `info,ferric_db=debug`.
     pub(crate) log_level: String,
+
+    // --- The conductor (reference/ironic.md §6.4 for the defaults mirrored here) ---
+    /// This conductor's name in leases, node history and `GET /v1/conductors`; must be
+    /// unique among the processes sharing a database. Default: the machine's host name.
+    pub(crate) conductor_hostname: String,
+    /// The conductor group this conductor serves (nodes' `conductor_group`).
+    pub(crate) conductor_group: String,
+    /// Hardware types nodes may use (`driver`).
+    pub(crate) enabled_hardware_types: Vec<String>,
+    /// Tasks the conductor runs at once; requests beyond get 503.
+    pub(crate) conductor_workers: usize,
+    /// Whether `provide` and undeploy run automated cleaning.
+    pub(crate) automated_clean: bool,
+    /// Seconds between power-state syncs; 0 disables the sync.
+    pub(crate) sync_power_state_interval: u64,
+    /// Failed power reads in a row before a node goes into maintenance.
+    pub(crate) power_state_sync_max_retries: u32,
+    /// Seconds between the callback-timeout and recovery checks.
+    pub(crate) check_provision_state_interval: u64,
+    /// Seconds a node may wait in `wait call-back` before it fails; 0: forever.
+    pub(crate) deploy_callback_timeout: u64,
+    /// Seconds a node may wait in `clean wait`; 0: forever.
+    pub(crate) clean_callback_timeout: u64,
+    /// Seconds a node may wait in `inspect wait`; 0: forever.
+    pub(crate) inspect_wait_timeout: u64,
+    /// Seconds a node may wait in `rescue wait`; 0: forever.
+    pub(crate) rescue_callback_timeout: u64,
+    /// Seconds a node may wait in `service wait`; 0: forever.
+    pub(crate) service_callback_timeout: u64,
+    /// Seconds a node lease lasts without renewal: how long a dead conductor's nodes stay
+    /// locked before another conductor takes them over.
+    pub(crate) node_lease_timeout: u64,
 }
 
 impl Default for Settings {
@@ -42,6 +74,23 @@ impl Default for Settings {
             api_listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
             log_format: LogFormat::Text,
             log_level: "info".to_owned(),
+            conductor_hostname: ferric_conductor::default_hostname(),
+            conductor_group: String::new(),
+            enabled_hardware_types: ferric_drivers::HARDWARE_TYPES
+                .iter()
+                .map(|hardware_type| hardware_type.name.to_owned())
+                .collect(),
+            conductor_workers: 300,
+            automated_clean: true,
+            sync_power_state_interval: 120,
+            power_state_sync_max_retries: 3,
+            check_provision_state_interval: 60,
+            deploy_callback_timeout: 1800,
+            clean_callback_timeout: 1800,
+            inspect_wait_timeout: 1800,
+            rescue_callback_timeout: 1800,
+            service_callback_timeout: 1800,
+            node_lease_timeout: 30,
         }
     }
 }
@@ -76,8 +125,61 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 4] =
-        ["database_url", "api_listen", "log_format", "log_level"];
+    pub(crate) const KEYS: [&'static str; 18] = [
+        "database_url",
+        "api_listen",
+        "log_format",
+        "log_level",
+        "conductor_hostname",
+        "conductor_group",
+        "enabled_hardware_types",
+        "conductor_workers",
+        "automated_clean",
+        "sync_power_state_interval",
+        "power_state_sync_max_retries",
+        "check_provision_state_interval",
+        "deploy_callback_timeout",
+        "clean_callback_timeout",
+        "inspect_wait_timeout",
+        "rescue_callback_timeout",
+        "service_callback_timeout",
+        "node_lease_timeout",
+    ];
+
+    /// The conductor's settings, with the hardware types checked.
+    pub(crate) fn conductor(
+        &self,
+    ) -> anyhow::Result<(ferric_drivers::Drivers, ferric_conductor::ConductorConfig)> {
+        let drivers = ferric_drivers::Drivers::new(&self.enabled_hardware_types)
+            .map_err(|error| anyhow::anyhow!("invalid enabled_hardware_types: {error}"))?;
+        let seconds = std::time::Duration::from_secs;
+        let optional = |value: u64| (value > 0).then(|| seconds(value));
+        anyhow::ensure!(
+            self.conductor_workers > 0,
+            "conductor_workers must be at least 1"
+        );
+        anyhow::ensure!(
+            self.node_lease_timeout >= 3,
+            "node_lease_timeout must be at least 3 seconds"
+        );
+        let config = ferric_conductor::ConductorConfig {
+            hostname: self.conductor_hostname.clone(),
+            conductor_group: self.conductor_group.clone(),
+            workers: self.conductor_workers,
+            lease_ttl: seconds(self.node_lease_timeout),
+            automated_clean: self.automated_clean,
+            sync_power_state_interval: optional(self.sync_power_state_interval),
+            power_state_sync_max_retries: self.power_state_sync_max_retries.max(1),
+            check_provision_state_interval: seconds(self.check_provision_state_interval.max(1)),
+            deploy_callback_timeout: optional(self.deploy_callback_timeout),
+            clean_callback_timeout: optional(self.clean_callback_timeout),
+            inspect_wait_timeout: optional(self.inspect_wait_timeout),
+            rescue_callback_timeout: optional(self.rescue_callback_timeout),
+            service_callback_timeout: optional(self.service_callback_timeout),
+            ..ferric_conductor::ConductorConfig::default()
+        };
+        Ok((drivers, config))
+    }
 
     /// Layers defaults, the optional TOML file, `FERRIC_*` variables and the flags.
     pub(crate) fn load(

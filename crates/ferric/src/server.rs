@@ -1,12 +1,20 @@
-//! `ferric server`: opens the database (creating and migrating it if needed), serves the API,
-//! and stops cleanly on SIGTERM or SIGINT (in-flight requests finish first).
+//! `ferric server`: opens the database (creating and migrating it if needed), starts the
+//! conductor (which first recovers what a previous run left unfinished), serves the API, and
+//! stops cleanly on SIGTERM or SIGINT: in-flight requests finish, then running conductor work
+//! gets a grace period, then leases are released.
+
+use std::time::Duration;
 
 use anyhow::Context;
 use ferric_api::ApiState;
+use ferric_conductor::Conductor;
 use ferric_db::Store;
 use tokio::net::TcpListener;
 
 use crate::config::Settings;
+
+/// How long running conductor work may take to finish at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 pub(crate) fn run(settings: Settings) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -21,6 +29,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     // The store's error already names the (redacted) database and the cause.
     let store = Store::open(&settings.database_url).await?;
     tracing::info!(database = %database, backend = store.backend_name(), "database ready");
+
+    let (drivers, conductor_config) = settings.conductor()?;
+    let conductor = Conductor::new(store.clone(), drivers, conductor_config);
+    conductor
+        .start()
+        .await
+        .context("the conductor could not start")?;
+    tracing::info!(hostname = conductor.hostname(), "conductor running");
 
     let shutdown = shutdown_signal()?;
     let listener = TcpListener::bind(settings.api_listen)
@@ -40,11 +56,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         listener,
         ferric_api::router(ApiState {
             store: store.clone(),
+            conductor: conductor.clone(),
         }),
     )
     .with_graceful_shutdown(shutdown)
     .await
     .context("the API server failed")?;
+    conductor.shutdown(SHUTDOWN_GRACE).await;
     store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -9,6 +9,7 @@
 //! Handlers never write `provision_state` except the initial state at create: state changes
 //! belong to the conductor.
 
+pub mod drivers;
 pub(crate) mod fields;
 pub(crate) mod node_fields;
 pub mod nodes;
@@ -16,6 +17,7 @@ pub(crate) mod paging;
 pub(crate) mod patch;
 pub(crate) mod port_fields;
 pub mod ports;
+pub mod states;
 
 use axum::http::HeaderMap;
 use axum::http::header::HOST;

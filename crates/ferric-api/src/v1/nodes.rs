@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use ferric_db::{Kind, NodeFilter, NodeSortKey, Store};
 use ferric_model::microversion::{gate, initial_provision_state};
-use ferric_model::resources::{Ident, Node};
+use ferric_model::resources::{Ident, InterfaceKind, Node};
 use ferric_model::{Microversion, ProvisionState};
 use serde_json::Value;
 use uuid::Uuid;
@@ -281,6 +281,7 @@ pub async fn node_create(
         node_set_field(&mut node, &name, value)?;
     }
     check_node_consistency(&node)?;
+    apply_driver_defaults(&state, None, &mut node)?;
     check_parent_exists(&state.store, None, &node).await?;
     let created = state
         .store
@@ -412,6 +413,7 @@ pub async fn node_update(
         node_set_field(&mut updated, &op.field, value)?;
     }
     check_node_consistency(&updated)?;
+    apply_driver_defaults(&state, Some(&node), &mut updated)?;
     check_conductor_side_rules(&node, &updated, version)?;
     check_parent_exists(&state.store, Some(&node), &updated).await?;
 
@@ -424,6 +426,29 @@ pub async fn node_update(
     Ok(Json(
         node_json(&state.store, &saved, version, &Selection::All, &base).await?,
     ))
+}
+
+/// Checks the hardware type and fills unset interfaces with its defaults. When the driver
+/// changes, interfaces the same request did not set go back to the new type's defaults.
+fn apply_driver_defaults(
+    state: &ApiState,
+    before: Option<&Node>,
+    node: &mut Node,
+) -> Result<(), ApiError> {
+    if let Some(before) = before
+        && before.driver != node.driver
+    {
+        for kind in InterfaceKind::ALL {
+            if node.interface(kind) == before.interface(kind) {
+                node.set_interface(kind, None);
+            }
+        }
+    }
+    state
+        .conductor
+        .drivers()
+        .apply_defaults(node)
+        .map_err(|error| ApiError::bad_request(error.to_string()))
 }
 
 /// The checks Ironic's conductor makes on an update (409 InvalidState / NodeAssociated).

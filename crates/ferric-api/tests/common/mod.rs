@@ -9,7 +9,10 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use axum::response::Response;
 use ferric_api::ApiState;
+use ferric_conductor::{Conductor, ConductorConfig};
 use ferric_db::Store;
+use ferric_db::testing::TestDb;
+use ferric_drivers::Drivers;
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -46,22 +49,51 @@ pub(crate) fn host() -> HeaderMap {
     headers
 }
 
-/// An API over a fresh SQLite file that lives as long as this value.
+/// An API and its conductor over a fresh database that lives as long as this value. The
+/// conductor's reconcilers do not run by themselves: tests step them.
 pub(crate) struct Api {
-    _dir: tempfile::TempDir,
     pub state: ApiState,
+    // Dropped after `state`: the database outlives the pools that use it.
+    _db: TestDb,
 }
 
 impl Api {
+    /// On a fresh SQLite file.
     pub(crate) async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("api.db").to_str().unwrap())
-            .await
-            .unwrap();
+        Self::on(TestDb::sqlite().await).await
+    }
+
+    /// On a fresh PostgreSQL database.
+    pub(crate) async fn postgres() -> Self {
+        Self::on(TestDb::postgres().await).await
+    }
+
+    pub(crate) async fn on(db: TestDb) -> Self {
+        Self::with_config(db, ConductorConfig::default()).await
+    }
+
+    pub(crate) async fn with_config(db: TestDb, config: ConductorConfig) -> Self {
+        let store = db.store.clone();
+        let config = ConductorConfig {
+            hostname: "test-conductor".to_owned(),
+            periodic: false,
+            ..config
+        };
+        let conductor = Conductor::new(store.clone(), Drivers::default(), config);
+        conductor.start().await.unwrap();
         Self {
-            _dir: dir,
-            state: ApiState { store },
+            state: ApiState { store, conductor },
+            _db: db,
         }
+    }
+
+    pub(crate) fn conductor(&self) -> &Conductor {
+        &self.state.conductor
+    }
+
+    /// Waits until the conductor has nothing running.
+    pub(crate) async fn settle(&self) {
+        self.state.conductor.wait_idle().await;
     }
 
     pub(crate) fn store(&self) -> &Store {

@@ -1,0 +1,563 @@
+//! Node state and management requests (`reference/ironic.md` §1.3, §2.5): `/states`,
+//! `/states/provision`, `/states/power`, `/management/boot_device[/supported]`, `/validate`
+//! and `/maintenance`. Handlers check the request's shape and version here and hand the work
+//! to the conductor; they never change provision or power state themselves.
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::header::LOCATION;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use ferric_conductor::{ConductorError, ProvisionArgs};
+use ferric_drivers::{BootDevice, PowerAction, StepCall};
+use ferric_model::machine::VerbError;
+use ferric_model::microversion::visible_provision_state;
+use ferric_model::resources::{Ident, InterfaceKind, Node};
+use ferric_model::{Microversion, Verb, check_verb};
+use serde_json::{Map, Value, json};
+
+use super::nodes::lease_holder;
+use super::{base_url, db_error, json_object_body, opt_timestamp};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+/// The routes of this module.
+pub(crate) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/nodes/{node_ident}/states", get(node_states_get))
+        .route(
+            "/v1/nodes/{node_ident}/states/provision",
+            put(node_provision_set),
+        )
+        .route("/v1/nodes/{node_ident}/states/power", put(node_power_set))
+        .route(
+            "/v1/nodes/{node_ident}/management/boot_device",
+            get(node_boot_device_get).put(node_boot_device_set),
+        )
+        .route(
+            "/v1/nodes/{node_ident}/management/boot_device/supported",
+            get(node_boot_device_supported),
+        )
+        .route("/v1/nodes/{node_ident}/validate", get(node_validate))
+        .route(
+            "/v1/nodes/{node_ident}/maintenance",
+            put(node_maintenance_set).delete(node_maintenance_unset),
+        )
+}
+
+/// What the caller sees of a conductor refusal or failure.
+pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
+    match error {
+        error @ (ConductorError::NodeLocked { .. } | ConductorError::Conflict(_)) => {
+            ApiError::conflict(error.to_string())
+        }
+        error @ (ConductorError::NoFreeWorker { .. } | ConductorError::ShuttingDown) => {
+            ApiError::service_unavailable(error.to_string())
+        }
+        ConductorError::Invalid(message) => ApiError::bad_request(message),
+        ConductorError::Forbidden(message) => ApiError::new(StatusCode::FORBIDDEN, message),
+        error @ ConductorError::NodeNotFound(_) => ApiError::not_found(error.to_string()),
+        ConductorError::Driver(error) if error.is_caller_error() => {
+            ApiError::bad_request(error.to_string())
+        }
+        // The BMC or agent failed: not our fault, and the operator needs the words.
+        ConductorError::Driver(error) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+        }
+        ConductorError::Storage(error) => ApiError::internal(&error),
+    }
+}
+
+async fn node(state: &ApiState, ident: &str) -> Result<Node, ApiError> {
+    state
+        .store
+        .node_get(&Ident::parse(ident))
+        .await
+        .map_err(db_error)
+}
+
+fn accepted(headers: &HeaderMap, ident: &str) -> Response {
+    let mut response = StatusCode::ACCEPTED.into_response();
+    let location = format!("{}/v1/nodes/{ident}/states", base_url(headers));
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(LOCATION, location);
+    }
+    response
+}
+
+/// `GET /v1/nodes/{node}/states`.
+pub async fn node_states_get(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let node = node(&state, &ident).await?;
+    let shown = |state| visible_provision_state(state, version).map(|state| state.as_str());
+    let mut body = json!({
+        "console_enabled": node.console_enabled,
+        "last_error": node.last_error,
+        "power_state": node.power_state.map(|power| power.as_str()),
+        "provision_state": shown(node.provision_state),
+        "provision_updated_at": opt_timestamp(node.provision_updated_at),
+        "target_power_state": node.target_power_state.map(|power| power.as_str()),
+        "target_provision_state": node.target_provision_state.and_then(shown),
+    });
+    if version >= Microversion::new(12) {
+        body["raid_config"] = Value::Object(node.raid_config.clone());
+        body["target_raid_config"] = Value::Object(node.target_raid_config.clone());
+    }
+    if version >= Microversion::new(75) {
+        body["boot_mode"] = json!(node.boot_mode);
+        body["secure_boot"] = json!(node.secure_boot);
+    }
+    Ok(Json(body))
+}
+
+fn steps_field(
+    body: &mut Map<String, Value>,
+    name: &str,
+    deploy: bool,
+) -> Result<Option<Vec<StepCall>>, ApiError> {
+    let Some(value) = body.remove(name) else {
+        return Ok(None);
+    };
+    let Value::Array(items) = value else {
+        return Err(ApiError::bad_request(format!(
+            "Invalid {name}: it must be a list of step objects."
+        )));
+    };
+    items
+        .into_iter()
+        .map(|item| parse_step(name, item, deploy))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// One step object (`interface`, `step`, `args`, and `priority` for deploy steps).
+fn parse_step(field: &str, item: Value, deploy: bool) -> Result<StepCall, ApiError> {
+    let bad = |why: String| ApiError::bad_request(format!("Invalid {field}: {why}"));
+    let Value::Object(mut object) = item else {
+        return Err(bad("each step must be an object.".to_owned()));
+    };
+    let interface = object
+        .remove("interface")
+        .and_then(|value| value.as_str().and_then(InterfaceKind::from_name))
+        .ok_or_else(|| bad("each step needs an \"interface\" naming a driver interface.".into()))?;
+    let step = object
+        .remove("step")
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .filter(|step| !step.trim().is_empty())
+        .ok_or_else(|| bad("each step needs a non-empty \"step\" name.".into()))?;
+    let args = match object.remove("args") {
+        Some(Value::Object(args)) => args,
+        None if !deploy => Map::new(),
+        None => return Err(bad("deploy steps need \"args\" (an object).".into())),
+        Some(_) => return Err(bad("\"args\" must be an object.".into())),
+    };
+    let priority = match object.remove("priority") {
+        Some(value) => value
+            .as_u64()
+            .and_then(|priority| u32::try_from(priority).ok())
+            .ok_or_else(|| bad("\"priority\" must be a non-negative integer.".into()))?,
+        None if deploy => return Err(bad("deploy steps need a \"priority\".".into())),
+        None => 0,
+    };
+    for key in object.keys() {
+        if !matches!(
+            key.as_str(),
+            "order" | "execute_on_child_nodes" | "limit_child_node_execution"
+        ) {
+            return Err(bad(format!("unknown step field \"{key}\".")));
+        }
+    }
+    Ok(StepCall {
+        interface,
+        step,
+        args,
+        priority,
+    })
+}
+
+fn too_old(what: &str, needed: u16, version: Microversion) -> ApiError {
+    ApiError::not_acceptable(format!(
+        "{what} needs API version 1.{needed} or later; the request used {version}."
+    ))
+}
+
+fn only_with(field: &str, verbs: &str) -> ApiError {
+    ApiError::bad_request(format!("\"{field}\" can only be used with {verbs}."))
+}
+
+/// Turns the body of `PUT …/states/provision` into a verb and its arguments (§1.3).
+fn provision_request(
+    body: &[u8],
+    version: Microversion,
+) -> Result<(Verb, ProvisionArgs), ApiError> {
+    let mut body = json_object_body(body)?;
+    let target = body
+        .remove("target")
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
+    let target = target
+        .as_str()
+        .ok_or_else(|| ApiError::bad_request("'target' must be a string."))?;
+    let verb: Verb = target.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "Invalid provision target '{target}'; valid targets: {}.",
+            Verb::ALL.map(Verb::as_str).join(", ")
+        ))
+    })?;
+    let event = verb.event();
+    let mut args = ProvisionArgs::default();
+
+    if let Some(configdrive) = body.remove("configdrive") {
+        let allowed = matches!(verb, Verb::Active | Verb::Deploy)
+            || (verb == Verb::Rebuild && version >= Microversion::new(35));
+        if !allowed {
+            return Err(only_with("configdrive", "active, deploy or rebuild"));
+        }
+        match &configdrive {
+            Value::String(_) | Value::Null => {}
+            Value::Object(_) if version >= Microversion::new(56) => {}
+            _ => {
+                return Err(ApiError::bad_request(
+                    "Invalid configdrive: a URL or base64 text (a JSON object from API 1.56).",
+                ));
+            }
+        }
+        if !configdrive.is_null() {
+            args.configdrive = Some(configdrive);
+        }
+    }
+    if body.contains_key("deploy_steps") {
+        if version < Microversion::new(69) {
+            return Err(too_old("deploy_steps", 69, version));
+        }
+        if !matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) {
+            return Err(only_with("deploy_steps", "active, deploy or rebuild"));
+        }
+        args.deploy_steps = steps_field(&mut body, "deploy_steps", true)?;
+    }
+    if body.contains_key("clean_steps") && verb != Verb::Clean {
+        return Err(only_with("clean_steps", "clean"));
+    }
+    if body.contains_key("service_steps") && verb != Verb::Service {
+        return Err(only_with("service_steps", "service"));
+    }
+    args.clean_steps = steps_field(&mut body, "clean_steps", false)?;
+    args.service_steps = steps_field(&mut body, "service_steps", false)?;
+    if let Some(value) = body.remove("disable_ramdisk") {
+        let needed = if verb == Verb::Service { 108 } else { 70 };
+        if version < Microversion::new(needed) {
+            return Err(too_old("disable_ramdisk", needed, version));
+        }
+        if !matches!(verb, Verb::Clean | Verb::Service) {
+            return Err(only_with("disable_ramdisk", "clean or service"));
+        }
+        args.disable_ramdisk = Some(
+            value
+                .as_bool()
+                .ok_or_else(|| ApiError::bad_request("'disable_ramdisk' must be a boolean."))?,
+        );
+    }
+    if body.contains_key("runbook") {
+        if version < Microversion::new(92) {
+            return Err(too_old("runbook", 92, version));
+        }
+        return Err(ApiError::bad_request(
+            "Runbooks are not supported by this server yet; pass the steps explicitly.",
+        ));
+    }
+    if let Some(password) = body.remove("rescue_password") {
+        if verb != Verb::Rescue {
+            return Err(only_with("rescue_password", "rescue"));
+        }
+        args.rescue_password = password.as_str().map(str::to_owned);
+    }
+    if verb == Verb::Rescue
+        && args
+            .rescue_password
+            .as_deref()
+            .is_none_or(|password| password.trim().is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "A non-empty rescue_password is required for the rescue target.",
+        ));
+    }
+    if verb == Verb::Clean && args.clean_steps.is_none() {
+        return Err(ApiError::bad_request(
+            "\"clean_steps\" is required when setting target provision state to clean.",
+        ));
+    }
+    if verb == Verb::Service && args.service_steps.is_none() {
+        return Err(ApiError::bad_request(
+            "\"service_steps\" is required when setting target provision state to service.",
+        ));
+    }
+    if let Some(unknown) = body.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "Unknown field '{unknown}' in a provision request for '{event}'."
+        )));
+    }
+    Ok((verb, args))
+}
+
+/// `PUT /v1/nodes/{node}/states/provision`: 202 once the conductor has recorded the request.
+pub async fn node_provision_set(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (verb, args) = provision_request(&body, version)?;
+    let node = node(&state, &ident).await?;
+    // Ironic replays the request against the state machine before any RPC; a refused edge is
+    // 409 while a conductor holds the node (it may be about to move), else 400.
+    if let Err(error) = check_verb(verb, node.provision_state, version) {
+        return Err(match error {
+            VerbError::VersionTooOld { .. } => {
+                ApiError::not_acceptable(error.message_for_node(&ident))
+            }
+            VerbError::NotAllowedInState { .. } => {
+                match lease_holder(&state.store, node.uuid).await? {
+                    Some(holder) => conductor_error(ConductorError::NodeLocked {
+                        node: node.uuid,
+                        holder,
+                    }),
+                    None => ApiError::bad_request(error.message_for_node(&ident)),
+                }
+            }
+        });
+    }
+    if matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) && node.maintenance {
+        return Err(ApiError::bad_request(format!(
+            "The node {ident} is in maintenance mode; clear maintenance before deploying it."
+        )));
+    }
+    state
+        .conductor
+        .provision(node.uuid, verb, args)
+        .await
+        .map_err(conductor_error)?;
+    Ok(accepted(&headers, &ident))
+}
+
+/// `PUT /v1/nodes/{node}/states/power`: 202; the node shows `target_power_state` meanwhile.
+pub async fn node_power_set(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut body = json_object_body(&body)?;
+    let target = body
+        .remove("target")
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
+    let action: PowerAction = target
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Invalid power target {target}; valid targets: {}.",
+                PowerAction::ALL.map(PowerAction::as_str).join(", ")
+            ))
+        })?;
+    let timeout = match body.remove("timeout") {
+        None | Some(Value::Null) => None,
+        Some(value) => {
+            let seconds = value.as_i64().ok_or_else(|| {
+                ApiError::bad_request("'timeout' must be a whole number of seconds.")
+            })?;
+            if seconds < 1 {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid timeout value {seconds}; it must be at least 1 second."
+                )));
+            }
+            Some(std::time::Duration::from_secs(seconds.unsigned_abs()))
+        }
+    };
+    if (action.is_soft() || timeout.is_some()) && version < Microversion::new(27) {
+        return Err(too_old("Soft power actions and timeouts", 27, version));
+    }
+    if let Some(unknown) = body.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "Unknown field '{unknown}' in a power request."
+        )));
+    }
+    let node = node(&state, &ident).await?;
+    state
+        .conductor
+        .set_power(node.uuid, action, timeout)
+        .await
+        .map_err(conductor_error)?;
+    Ok(accepted(&headers, &ident))
+}
+
+/// `GET /v1/nodes/{node}/management/boot_device`.
+pub async fn node_boot_device_get(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let node = node(&state, &ident).await?;
+    let setting = state
+        .conductor
+        .get_boot_device(node.uuid)
+        .await
+        .map_err(conductor_error)?;
+    Ok(Json(json!({
+        "boot_device": setting.device.map(BootDevice::as_str),
+        "persistent": setting.persistent,
+    })))
+}
+
+/// `PUT /v1/nodes/{node}/management/boot_device`: 204 once the BMC has it.
+pub async fn node_boot_device_set(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let mut body = json_object_body(&body)?;
+    let device = body
+        .remove("boot_device")
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'boot_device'."))?;
+    let device: BootDevice = device
+        .as_str()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Invalid boot device {device}; valid devices: {}.",
+                BootDevice::ALL.map(BootDevice::as_str).join(", ")
+            ))
+        })?;
+    let persistent = match body.remove("persistent") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(persistent)) => persistent,
+        Some(Value::String(text)) => super::parse_bool_param("persistent", &text)?,
+        Some(_) => return Err(ApiError::bad_request("'persistent' must be a boolean.")),
+    };
+    if let Some(unknown) = body.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "Unknown field '{unknown}' in a boot device request."
+        )));
+    }
+    let node = node(&state, &ident).await?;
+    state
+        .conductor
+        .set_boot_device(node.uuid, device, persistent)
+        .await
+        .map_err(conductor_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/nodes/{node}/management/boot_device/supported`.
+pub async fn node_boot_device_supported(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let node = node(&state, &ident).await?;
+    let devices = state
+        .conductor
+        .supported_boot_devices(node.uuid)
+        .await
+        .map_err(conductor_error)?;
+    Ok(Json(json!({
+        "supported_boot_devices": devices.iter().map(|device| device.as_str()).collect::<Vec<_>>(),
+    })))
+}
+
+/// `GET /v1/nodes/{node}/validate`: every interface but vendor, `reason` only when false.
+pub async fn node_validate(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let node = node(&state, &ident).await?;
+    let answers = state
+        .conductor
+        .validate(node.uuid)
+        .await
+        .map_err(conductor_error)?;
+    let mut body = Map::new();
+    for (kind, answer) in answers {
+        if kind == InterfaceKind::Vendor {
+            continue;
+        }
+        let mut entry = Map::new();
+        entry.insert("result".into(), answer.result.into());
+        if let Some(reason) = answer.reason {
+            entry.insert("reason".into(), reason.into());
+        }
+        body.insert(kind.as_str().into(), Value::Object(entry));
+    }
+    Ok(Json(Value::Object(body)))
+}
+
+async fn set_maintenance(
+    state: &ApiState,
+    ident: &str,
+    on: bool,
+    reason: Option<String>,
+) -> Result<(), ApiError> {
+    for _ in 0..3 {
+        let mut node = node(state, ident).await?;
+        if let Some(holder) = lease_holder(&state.store, node.uuid).await? {
+            return Err(conductor_error(ConductorError::NodeLocked {
+                node: node.uuid,
+                holder,
+            }));
+        }
+        let expected = node.version;
+        node.maintenance = on;
+        node.maintenance_reason = if on { reason.clone() } else { None };
+        if !on {
+            node.fault = None;
+        }
+        match state.store.node_update(&node, expected).await {
+            Ok(_) => return Ok(()),
+            // The conductor wrote the node between our read and write: read again.
+            Err(ferric_db::Error::StaleRevision { .. }) => {}
+            Err(error) => return Err(db_error(error)),
+        }
+    }
+    Err(ApiError::conflict(format!(
+        "Node {ident} kept changing while its maintenance flag was set; retry."
+    )))
+}
+
+/// `PUT /v1/nodes/{node}/maintenance`: `{"reason": …}` optional; 202.
+pub async fn node_maintenance_set(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let reason = if body.is_empty() {
+        None
+    } else {
+        let mut body = json_object_body(&body)?;
+        let reason = match body.remove("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(reason)) => Some(reason),
+            Some(_) => return Err(ApiError::bad_request("'reason' must be a string.")),
+        };
+        if let Some(unknown) = body.keys().next() {
+            return Err(ApiError::bad_request(format!(
+                "Unknown field '{unknown}' in a maintenance request."
+            )));
+        }
+        reason
+    };
+    set_maintenance(&state, &ident, true, reason).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// `DELETE /v1/nodes/{node}/maintenance`: clears maintenance, its reason and `fault`; 202.
+pub async fn node_maintenance_unset(
+    State(state): State<ApiState>,
+    Path(ident): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    set_maintenance(&state, &ident, false, None).await?;
+    Ok(StatusCode::ACCEPTED)
+}
