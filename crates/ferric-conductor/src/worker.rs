@@ -125,7 +125,15 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
                 // The fake and (later) agent deployments leave the machine running its image.
                 task.node.power_state = Some(PowerAction::On.resulting_state());
             }
-            task.fire(Event::Done, Cause::Conductor).await
+            // Manual cleaning returns to manageable through its own edge.
+            let manual_clean = kind == StepKind::Clean
+                && task.node.target_provision_state == Some(ProvisionState::Manageable);
+            let event = if manual_clean {
+                Event::Manage
+            } else {
+                Event::Done
+            };
+            task.fire(event, Cause::Conductor).await
         }
         Ok(Progress::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
         Ok(Progress::Hold) => task.fire(Event::Hold, Cause::Conductor).await,

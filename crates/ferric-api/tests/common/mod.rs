@@ -102,11 +102,35 @@ impl Api {
 
     /// A request through the whole router (version negotiation, error bodies), at 1.1.
     pub(crate) async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
-        let request = Request::builder()
+        self.send_with(None, method, path, body).await
+    }
+
+    /// The same at API version 1.`minor`.
+    pub(crate) async fn send_at(
+        &self,
+        minor: u16,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Answer {
+        self.send_with(Some(minor), method, path, body).await
+    }
+
+    async fn send_with(
+        &self,
+        minor: Option<u16>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Answer {
+        let mut request = Request::builder()
             .method(method)
             .uri(path)
             .header("host", "ferric.test")
             .header("content-type", "application/json");
+        if let Some(minor) = minor {
+            request = request.header("X-OpenStack-Ironic-API-Version", format!("1.{minor}"));
+        }
         let body = body.map_or(Body::empty(), |body| Body::from(body.to_string()));
         let response = ferric_api::router(self.state.clone())
             .oneshot(request.body(body).unwrap())
