@@ -1,98 +1,11 @@
 //! `ferric server` as a user runs it: the real binary, a real SQLite file, real HTTP, and a
 //! real SIGTERM.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::Duration;
+mod common;
 
-/// A running `ferric server` and the address it bound.
-struct Server {
-    child: Child,
-    address: String,
-    log: mpsc::Receiver<String>,
-}
+use std::process::Command;
 
-impl Server {
-    /// Starts the binary in `dir` with `args`, JSON logs, and waits for its "listening" line.
-    fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferric"))
-            .arg("server")
-            .args(["--api-listen", "127.0.0.1:0", "--log-format", "json"])
-            .args(args)
-            .current_dir(dir)
-            .env_remove("FERRIC_DATABASE_URL")
-            .env_remove("FERRIC_API_LISTEN")
-            .env_remove("FERRIC_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ferric");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (sender, log) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // From here on, Drop kills the child if the test panics.
-        let mut server = Server {
-            child,
-            address: String::new(),
-            log,
-        };
-        // Generous: a cold debug build on a loaded 2-core machine. Only a hang trips it.
-        let deadline = Duration::from_secs(120);
-        loop {
-            let line = server
-                .log
-                .recv_timeout(deadline)
-                .expect("no 'listening' log line");
-            let record: serde_json::Value = serde_json::from_str(&line)
-                .unwrap_or_else(|error| panic!("log line is not JSON ({error}): {line}"));
-            if record["message"] == "Bare Metal API listening" {
-                server.address = record["address"].as_str().expect("address").to_owned();
-                return server;
-            }
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
-    }
-
-    /// Sends SIGTERM and returns whether the process exited successfully.
-    fn terminate(&mut self) -> bool {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-        let exit = self.child.wait().expect("wait for ferric");
-        // The reader thread ends at EOF, which the exit has caused: read to the end, or a
-        // line still in flight would be missed.
-        let stopped = self
-            .log
-            .iter()
-            .any(|line| line.contains("SIGTERM received"));
-        assert!(stopped, "no shutdown log line");
-        exit.success()
-    }
-}
-
-impl Drop for Server {
-    /// A failed test must not leave a server running.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Server;
 
 fn get(url: &str) -> reqwest::blocking::Response {
     reqwest::blocking::get(url).expect("GET")

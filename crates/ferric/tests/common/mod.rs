@@ -1,0 +1,109 @@
+//! What the binary's test files share: a real `ferric server` process on port 0.
+#![allow(dead_code, reason = "each test file uses its own subset")]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+/// A running `ferric server` and the address it bound.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) address: String,
+    log: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts the binary in `dir` with `args`, JSON logs, and waits for its "listening" line.
+    pub(crate) fn start(dir: &Path, args: &[&str]) -> Server {
+        Self::start_with_env(dir, args, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub(crate) fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferric"))
+            .arg("server")
+            .args(["--api-listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(args)
+            .current_dir(dir)
+            .env_remove("FERRIC_DATABASE_URL")
+            .env_remove("FERRIC_API_LISTEN")
+            .env_remove("FERRIC_CONFIG")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ferric");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, log) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // From here on, Drop kills the child if the test panics.
+        let mut server = Server {
+            child,
+            address: String::new(),
+            log,
+        };
+        // Generous: a cold debug build on a loaded 2-core machine. Only a hang trips it.
+        let deadline = Duration::from_secs(120);
+        loop {
+            let line = server
+                .log
+                .recv_timeout(deadline)
+                .expect("no 'listening' log line");
+            let record: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|error| panic!("log line is not JSON ({error}): {line}"));
+            if record["message"] == "Bare Metal API listening" {
+                server.address = record["address"].as_str().expect("address").to_owned();
+                return server;
+            }
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// Sends SIGTERM and returns whether the process exited successfully.
+    pub(crate) fn terminate(&mut self) -> bool {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let exit = self.child.wait().expect("wait for ferric");
+        // The reader thread ends at EOF, which the exit has caused: read to the end, or a
+        // line still in flight would be missed.
+        let stopped = self
+            .log
+            .iter()
+            .any(|line| line.contains("SIGTERM received"));
+        assert!(stopped, "no shutdown log line");
+        exit.success()
+    }
+}
+
+impl Server {
+    /// Kills the process with SIGKILL, as a crash or the OOM killer would.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    /// A failed test must not leave a server running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
