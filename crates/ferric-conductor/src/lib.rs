@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use ferric_db::Store;
 use ferric_drivers::Drivers;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -158,6 +158,37 @@ impl Inner {
     pub(crate) fn is_busy(&self, node: Uuid) -> bool {
         lock(&self.busy).contains(&node)
     }
+
+    /// A worker slot for a request, or why there is none (503).
+    pub(crate) fn take_worker(&self) -> Result<OwnedSemaphorePermit, ConductorError> {
+        if self.shutdown.is_cancelled() {
+            return Err(ConductorError::ShuttingDown);
+        }
+        self.workers
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ConductorError::NoFreeWorker {
+                workers: self.config.workers,
+            })
+    }
+
+    /// Registers (or re-registers) this conductor with the hardware types it serves.
+    pub(crate) async fn register(&self) -> Result<(), ConductorError> {
+        let drivers: Vec<String> = self
+            .drivers
+            .enabled()
+            .iter()
+            .map(|hardware_type| hardware_type.name.to_owned())
+            .collect();
+        self.store
+            .conductor_register(
+                &self.config.hostname,
+                &self.config.conductor_group,
+                &drivers,
+            )
+            .await?;
+        Ok(())
+    }
 }
 
 impl Conductor {
@@ -197,24 +228,11 @@ impl Conductor {
     /// heartbeat and the reconcilers.
     pub async fn start(&self) -> Result<(), ConductorError> {
         let inner = &self.inner;
-        let drivers: Vec<String> = inner
-            .drivers
-            .enabled()
-            .iter()
-            .map(|hardware_type| hardware_type.name.to_owned())
-            .collect();
         inner
             .store
             .node_lease_release_all(&inner.config.hostname)
             .await?;
-        inner
-            .store
-            .conductor_register(
-                &inner.config.hostname,
-                &inner.config.conductor_group,
-                &drivers,
-            )
-            .await?;
+        inner.register().await?;
         reconcilers::recovery::run_once(inner).await?;
         if inner.config.periodic {
             reconcilers::spawn_all(inner.clone());

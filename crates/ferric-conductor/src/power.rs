@@ -32,14 +32,7 @@ impl Conductor {
         timeout: Option<Duration>,
     ) -> Result<(), ConductorError> {
         let inner = &self.inner;
-        if inner.shutdown.is_cancelled() {
-            return Err(ConductorError::ShuttingDown);
-        }
-        let permit = inner.workers.clone().try_acquire_owned().map_err(|_| {
-            ConductorError::NoFreeWorker {
-                workers: inner.config.workers,
-            }
-        })?;
+        let permit = inner.take_worker()?;
         let mut task = Task::acquire(inner, node).await?;
         if let Err(error) = begin_power(&mut task, action).await {
             task.release().await;

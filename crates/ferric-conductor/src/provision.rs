@@ -38,14 +38,7 @@ impl Conductor {
         args: ProvisionArgs,
     ) -> Result<(), ConductorError> {
         let inner = &self.inner;
-        if inner.shutdown.is_cancelled() {
-            return Err(ConductorError::ShuttingDown);
-        }
-        let permit = inner.workers.clone().try_acquire_owned().map_err(|_| {
-            ConductorError::NoFreeWorker {
-                workers: inner.config.workers,
-            }
-        })?;
+        let permit = inner.take_worker()?;
         let mut task = Task::acquire(inner, node).await?;
         match start(&mut task, verb, args).await {
             Ok(Some(job)) => {
@@ -68,11 +61,7 @@ impl Conductor {
     /// `inspect wait` or `rescue wait` moves on.
     pub async fn continue_node(&self, node: Uuid) -> Result<(), ConductorError> {
         let inner = &self.inner;
-        let permit = inner.workers.clone().try_acquire_owned().map_err(|_| {
-            ConductorError::NoFreeWorker {
-                workers: inner.config.workers,
-            }
-        })?;
+        let permit = inner.take_worker()?;
         let mut task = Task::acquire(inner, node).await?;
         let state = task.node.provision_state;
         if !state.has_callback_deadline() {

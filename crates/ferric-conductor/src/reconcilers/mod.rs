@@ -174,20 +174,7 @@ async fn heartbeat(inner: &Inner) -> Result<usize, ConductorError> {
         Ok(_) => Ok(1),
         // Deleted as stale while we were away (or never registered): register again.
         Err(ferric_db::Error::NotFound { .. }) => {
-            let drivers: Vec<String> = inner
-                .drivers
-                .enabled()
-                .iter()
-                .map(|hardware_type| hardware_type.name.to_owned())
-                .collect();
-            inner
-                .store
-                .conductor_register(
-                    &inner.config.hostname,
-                    &inner.config.conductor_group,
-                    &drivers,
-                )
-                .await?;
+            inner.register().await?;
             Ok(1)
         }
         Err(error) => Err(error.into()),
