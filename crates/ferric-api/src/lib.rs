@@ -57,6 +57,7 @@ pub fn router(state: ApiState) -> Router {
         )
         .merge(v1::states::routes())
         .merge(v1::drivers::routes())
+        .merge(v1::portgroups::routes())
         .fallback(error::not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))

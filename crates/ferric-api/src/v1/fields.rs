@@ -194,6 +194,16 @@ pub(crate) fn mask_secrets(object: &Map<String, Value>) -> Value {
     )
 }
 
+/// A logical name as Ironic accepts one for nodes and portgroups: 1 to 255 RFC 3986
+/// unreserved characters (letters, digits, `-`, `.`, `_`, `~`).
+pub(crate) fn is_valid_logical_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~'))
+}
+
 // Typed reads of input values, each with a message that says what to send instead.
 
 fn wrong_type(name: &str, expected: &str, value: &Value) -> ApiError {

@@ -1,10 +1,13 @@
-//! The Bare Metal API v1 resources: nodes and ports (`reference/ironic.md` §2.4, §2.6).
+//! The Bare Metal API v1 resources (`reference/ironic.md` §2.4–2.7): nodes, ports and
+//! portgroups.
 //!
 //! Theory of operation: each resource has one field table ([`fields::FieldSpec`]) naming every
 //! API field, the microversion it appeared in and whether callers may write it. Responses,
 //! `?fields=`, create bodies, PATCH paths, filters and `sort_key` all consult that table, so a
 //! field's version gate lives in exactly one place. Records are turned into JSON field by
-//! field, newer fields are dropped for older clients, and secrets are masked last.
+//! field, newer fields are dropped for older clients, and secrets are masked last. The
+//! machinery that drives a field table (listing, selection, create, PATCH) is generic, in
+//! [`resource`]; a resource module adds only its own rules.
 //!
 //! Handlers never write `provision_state` except the initial state at create: state changes
 //! belong to the conductor.
@@ -16,7 +19,10 @@ pub mod nodes;
 pub(crate) mod paging;
 pub(crate) mod patch;
 pub(crate) mod port_fields;
+pub(crate) mod portgroup_fields;
+pub mod portgroups;
 pub mod ports;
+pub(crate) mod resource;
 pub mod states;
 
 use axum::http::HeaderMap;
@@ -71,14 +77,26 @@ pub(crate) fn json_object_body(body: &[u8]) -> Result<Map<String, Value>, ApiErr
 pub(crate) fn db_error(error: ferric_db::Error) -> ApiError {
     use ferric_db::{Error, Kind};
     match error {
+        Error::NotFound {
+            kind: Kind::NodeHistory,
+            ident,
+        } => ApiError::not_found(format!("Node history record {ident} could not be found.")),
         Error::NotFound { kind, ident } => {
             ApiError::not_found(format!("{} {ident} could not be found.", capitalized(kind)))
         }
         Error::Duplicate {
-            kind: Kind::Port,
+            kind: kind @ (Kind::Port | Kind::Portgroup),
             field: "address",
             value,
-        } => ApiError::conflict(format!("A port with MAC address {value} already exists.")),
+        } => ApiError::conflict(format!("A {kind} with MAC address {value} already exists.")),
+        // Ironic's ChassisNotEmpty and PortgroupNotEmpty are "Invalid" errors: 400, not 409.
+        Error::InUse {
+            kind: kind @ (Kind::Chassis | Kind::Portgroup),
+            ident,
+            dependents,
+        } => ApiError::bad_request(format!(
+            "Cannot complete the requested action because {kind} {ident} contains {dependents}."
+        )),
         Error::Duplicate {
             kind: Kind::Node,
             field: "instance_uuid",

@@ -1,6 +1,7 @@
 //! The node's API fields: the one table of (field → microversion, access), the record → JSON
 //! mapping and the checked JSON → record writes used by create and PATCH.
 
+use ferric_db::NodeSortKey;
 use ferric_model::Microversion;
 use ferric_model::microversion::visible_provision_state;
 use ferric_model::resources::Node;
@@ -12,6 +13,7 @@ use super::fields::{
     FieldSpec, boolean, field, mask_secrets, object, opt_boolean, opt_string, opt_text_value,
     opt_uuid, string, uuid_value,
 };
+use super::resource::Resource;
 use super::{links, opt_timestamp, timestamp};
 use crate::ApiError;
 
@@ -221,21 +223,16 @@ pub(crate) fn node_field_value(node: &Node, name: &str, version: Microversion) -
 }
 
 /// Every field of the node as a client at `version` may see it (before `?fields=` selection
-/// and version hiding), with secrets masked. `reservation` is the holder of an unexpired
-/// lease; `conductor` is not computed yet (no hash ring) and shows null.
-pub(crate) fn node_full_json(
-    node: &Node,
-    version: Microversion,
-    reservation: Option<&str>,
-    base: &str,
-) -> Map<String, Value> {
+/// and version hiding), with secrets masked. `reservation` (the holder of an unexpired lease)
+/// needs the store: the handler fills it in; `conductor` is not computed yet (no hash ring)
+/// and shows null.
+fn node_full_json(node: &Node, version: Microversion, base: &str) -> Map<String, Value> {
     let mut full = Map::new();
     for spec in NODE_FIELDS {
         let value = match spec.name {
             "driver_info" => mask_secrets(&node.driver_info),
             "instance_info" => mask_secrets(&node.instance_info),
-            "reservation" => opt_text_value(reservation),
-            "conductor" => Value::Null,
+            "reservation" | "conductor" => Value::Null,
             "links" => links(base, &format!("nodes/{}", node.uuid)),
             "ports" | "states" | "portgroups" | "volume" => {
                 links(base, &format!("nodes/{}/{}", node.uuid, spec.name))
@@ -245,6 +242,32 @@ pub(crate) fn node_full_json(
         full.insert(spec.name.to_owned(), value);
     }
     full
+}
+
+impl Resource for Node {
+    type SortKey = NodeSortKey;
+    const NAME: &'static str = "node";
+    const COLLECTION: &'static str = "nodes";
+    const FIELDS: &'static [FieldSpec] = NODE_FIELDS;
+    const DEFAULT_LIST_FIELDS: &'static [&'static str] = NODE_DEFAULT_LIST_FIELDS;
+    const UNSORTABLE: &'static [&'static str] = NODE_JSON_FIELDS;
+    const LINK_LISTS: &'static [&'static str] = &["ports", "states", "portgroups", "volume"];
+
+    fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    fn full_json(&self, version: Microversion, base: &str) -> Map<String, Value> {
+        node_full_json(self, version, base)
+    }
+
+    fn field_value(&self, name: &str, version: Microversion) -> Value {
+        node_field_value(self, name, version).unwrap_or(Value::Null)
+    }
+
+    fn set_field(&mut self, name: &str, value: Value) -> Result<(), ApiError> {
+        node_set_field(self, name, value)
+    }
 }
 
 /// Checks a node name (§2.4): RFC 3986 unreserved characters, at most 255, not UUID-like and
@@ -273,7 +296,7 @@ fn check_name(name: &str) -> Result<(), ApiError> {
 
 /// Writes one writable field from JSON (`null` means "unset" / the default), after checking
 /// its type and rules. The caller has already checked access and version.
-pub(crate) fn node_set_field(node: &mut Node, name: &str, value: Value) -> Result<(), ApiError> {
+fn node_set_field(node: &mut Node, name: &str, value: Value) -> Result<(), ApiError> {
     const TEXT_MAX: usize = 255;
     match name {
         "uuid" => {

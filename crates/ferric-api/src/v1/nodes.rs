@@ -6,24 +6,25 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::LOCATION;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use chrono::Utc;
-use ferric_db::{Kind, NodeFilter, NodeSortKey, Store};
+use ferric_db::{Kind, NodeFilter, Store};
 use ferric_model::microversion::{gate, initial_provision_state};
 use ferric_model::resources::{Ident, InterfaceKind, Node};
 use ferric_model::{Microversion, ProvisionState};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::fields::{Selection, check_writable, select, show_selection};
+use super::fields::{Selection, show_selection};
 use super::node_fields::{
-    NODE_DEFAULT_LIST_FIELDS, NODE_FIELDS, NODE_JSON_FIELDS, check_node_consistency,
-    is_interface_field, node_field_value, node_full_json, node_set_field,
+    NODE_FIELDS, check_node_consistency, is_interface_field, node_field_value,
 };
-use super::paging::{collection_body, parse_list_params};
-use super::patch::{OpKind, apply_nested, parse_patch};
+use super::patch::{OpKind, parse_patch};
+use super::resource::{
+    Page, apply_create_body, apply_patch, check_create_body, check_patch, created, known_filter,
+    list_body_of, list_params, record_json,
+};
 use super::{base_url, db_error, json_object_body, parse_bool_param};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
@@ -68,7 +69,7 @@ const FAULTS: &[&str] = &[
 fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<NodeFilter, ApiError> {
     let mut filter = NodeFilter::default();
     for (name, value) in pairs {
-        let Some((_, since)) = NODE_FILTERS.iter().find(|(filter, _)| filter == name) else {
+        if !known_filter("nodes", NODE_FILTERS, name, version)? {
             if UNSUPPORTED_NODE_FILTERS.contains(&name.as_str()) {
                 return Err(ApiError::bad_request(format!(
                     "Filtering nodes by '{name}' is not supported by this server yet."
@@ -76,12 +77,6 @@ fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<Node
             }
             return Err(ApiError::bad_request(format!(
                 "Unknown query parameter '{name}' for listing nodes."
-            )));
-        };
-        if version.minor() < *since {
-            return Err(ApiError::not_acceptable(format!(
-                "Filtering nodes by '{name}' needs API version 1.{since} or later; this \
-                 request asked for {version}."
             )));
         }
         let uuid = |value: &str| {
@@ -136,7 +131,7 @@ pub(crate) async fn lease_holder(store: &Store, node: Uuid) -> Result<Option<Str
         .map(|lease| lease.holder))
 }
 
-/// Whether `selection` (at `version`) includes the field `name`.
+/// Whether `selection` includes the field `name`.
 fn selects(selection: &Selection, name: &str) -> bool {
     match selection {
         Selection::All => true,
@@ -144,7 +139,7 @@ fn selects(selection: &Selection, name: &str) -> bool {
     }
 }
 
-/// The node as a client at `version` sees it.
+/// The node as a client at `version` sees it, with `reservation` from its lease.
 async fn node_json(
     store: &Store,
     node: &Node,
@@ -152,50 +147,37 @@ async fn node_json(
     selection: &Selection,
     base: &str,
 ) -> Result<Value, ApiError> {
-    // TODO-perf: one lease query per node; a joined query would serve large detail listings.
-    let reservation = if selects(selection, "reservation") {
-        lease_holder(store, node.uuid).await?
-    } else {
-        None
-    };
-    let mut full = node_full_json(node, version, reservation.as_deref(), base);
-    if matches!(selection, Selection::Only(_)) {
-        // Link lists are shown only when no field filter is given.
-        for link_list in ["ports", "states", "portgroups", "volume"] {
-            full.remove(link_list);
-        }
+    let mut shown = record_json(node, version, selection, base);
+    if selects(selection, "reservation")
+        && let Some(slot) = shown.get_mut("reservation")
+    {
+        // TODO-perf: one lease query per node; a joined query would serve large listings.
+        *slot = lease_holder(store, node.uuid)
+            .await?
+            .map_or(Value::Null, Value::String);
     }
-    Ok(Value::Object(select(NODE_FIELDS, full, selection, version)))
+    Ok(shown)
 }
 
-fn default_list_selection() -> Selection {
-    Selection::Only(
-        NODE_DEFAULT_LIST_FIELDS
-            .iter()
-            .map(|&name| name.to_owned())
-            .collect(),
-    )
-}
-
-async fn list(
+/// A listing of nodes: all of them, or a chassis's (`/v1/chassis/{uuid}/nodes`).
+pub(crate) async fn list(
     state: &ApiState,
     version: Microversion,
     headers: &HeaderMap,
     query: &[(String, String)],
     detail_path: bool,
+    chassis: Option<Uuid>,
 ) -> Result<Json<Value>, ApiError> {
-    let params = parse_list_params::<NodeSortKey>(query, NODE_FIELDS, NODE_JSON_FIELDS, version)?;
-    if detail_path && params.selection.is_some() {
-        return Err(ApiError::bad_request(
-            "/v1/nodes/detail always shows every field; drop 'fields' and 'detail'.",
-        ));
+    let (params, selection) = list_params::<Node>(query, version, detail_path)?;
+    let mut filter = node_filter(&params.filters, version)?;
+    if let Some(chassis) = chassis {
+        if filter.chassis_uuid.is_some() {
+            return Err(ApiError::bad_request(
+                "The chassis is already named in the path; drop 'chassis_uuid'.",
+            ));
+        }
+        filter.chassis_uuid = Some(chassis);
     }
-    let selection = if detail_path {
-        Selection::All
-    } else {
-        params.selection.unwrap_or_else(default_list_selection)
-    };
-    let filter = node_filter(&params.filters, version)?;
     let nodes = state
         .store
         .node_list(&filter, &params.page)
@@ -206,17 +188,20 @@ async fn list(
     for node in &nodes {
         items.push(node_json(&state.store, node, version, &selection, &base).await?);
     }
-    let path = if detail_path { "nodes/detail" } else { "nodes" };
-    let last = nodes.last().map(|node| node.uuid);
-    Ok(Json(collection_body(
-        "nodes",
-        items,
-        &base,
-        path,
+    let detail = if detail_path { "/detail" } else { "" };
+    let path = match chassis {
+        Some(chassis) => format!("chassis/{chassis}/nodes{detail}"),
+        None => format!("nodes{detail}"),
+    };
+    let page = Page {
+        version,
+        selection: &selection,
+        base: &base,
+        path: &path,
         query,
-        params.limit,
-        last,
-    )))
+        limit: params.limit,
+    };
+    Ok(Json(list_body_of(&nodes, items, &page)))
 }
 
 /// `GET /v1/nodes`: default fields (or `?fields=`), filtered and paged.
@@ -226,7 +211,7 @@ pub async fn node_list(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&state, version, &headers, &query, false).await
+    list(&state, version, &headers, &query, false, None).await
 }
 
 /// `GET /v1/nodes/detail`: every field, filtered and paged.
@@ -236,7 +221,7 @@ pub async fn node_list_detail(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&state, version, &headers, &query, true).await
+    list(&state, version, &headers, &query, true, None).await
 }
 
 /// `GET /v1/nodes/{node_ident}` (`?fields=` from 1.8).
@@ -268,34 +253,20 @@ pub async fn node_create(
 ) -> Result<Response, ApiError> {
     let body = json_object_body(&body)?;
     // The schema is closed: every key must be a field this version may set at create.
-    for name in body.keys() {
-        check_writable(NODE_FIELDS, "node", name, version, true)?;
-    }
-    if !body.contains_key("driver") {
-        return Err(ApiError::bad_request(
-            "Mandatory field missing: 'driver' (the node's hardware type).",
-        ));
-    }
+    check_create_body::<Node>(&body, version, &["driver"])?;
     let mut node = Node::new(Uuid::new_v4(), "", initial_provision_state(version));
-    for (name, value) in body {
-        node_set_field(&mut node, &name, value)?;
-    }
+    apply_create_body(&mut node, body)?;
     check_node_consistency(&node)?;
     apply_driver_defaults(&state, None, &mut node)?;
     check_parent_exists(&state.store, None, &node).await?;
-    let created = state
+    let created_node = state
         .store
         .node_create(&node)
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    let location = format!("{base}/v1/nodes/{}", created.uuid);
-    let body = node_json(&state.store, &created, version, &Selection::All, &base).await?;
-    let mut response = (StatusCode::CREATED, Json(body)).into_response();
-    if let Ok(location) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(LOCATION, location);
-    }
-    Ok(response)
+    let body = node_json(&state.store, &created_node, version, &Selection::All, &base).await?;
+    Ok(created(&created_node, body, &base))
 }
 
 /// A chassis the caller named that does not exist is a bad request, not a missing node.
@@ -370,9 +341,7 @@ pub async fn node_update(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let ops = parse_patch(&body)?;
-    for op in &ops {
-        check_writable(NODE_FIELDS, "node", &op.field, version, false)?;
-    }
+    check_patch::<Node>(&ops, version)?;
     let node = state
         .store
         .node_get(&Ident::parse(&ident))
@@ -399,19 +368,7 @@ pub async fn node_update(
         }
     }
 
-    let mut updated = node.clone();
-    for op in &ops {
-        let value = if op.rest.is_empty() {
-            match op.op {
-                OpKind::Add | OpKind::Replace => op.value.clone().unwrap_or(Value::Null),
-                OpKind::Remove => Value::Null,
-            }
-        } else {
-            let current = node_field_value(&updated, &op.field, version).unwrap_or(Value::Null);
-            apply_nested(current, op)?
-        };
-        node_set_field(&mut updated, &op.field, value)?;
-    }
+    let mut updated = apply_patch(&node, &ops, version)?;
     check_node_consistency(&updated)?;
     apply_driver_defaults(&state, Some(&node), &mut updated)?;
     check_conductor_side_rules(&node, &updated, version)?;

@@ -123,9 +123,8 @@ where
     })
 }
 
-/// The `next` link of a page: the same request continuing after `last`, present only when the
-/// page is full (a short page is the last one).
 /// A list answer: `{"<key>": [items…], "next": "<url>"}`, with `next` only on a full page.
+/// `last` is the marker of the page's last item (a UUID; a conductor's hostname).
 pub(crate) fn collection_body(
     key: &str,
     items: Vec<Value>,
@@ -133,7 +132,7 @@ pub(crate) fn collection_body(
     path: &str,
     query: &[(String, String)],
     limit: u32,
-    last: Option<Uuid>,
+    last: Option<String>,
 ) -> Value {
     let returned = items.len();
     let mut body = json!({ key: items });
@@ -143,13 +142,15 @@ pub(crate) fn collection_body(
     body
 }
 
+/// The `next` link of a page: the same request continuing after `last`, present only when the
+/// page is full (a short page is the last one).
 pub(crate) fn next_link(
     base: &str,
     path: &str,
     query: &[(String, String)],
     limit: u32,
     returned: usize,
-    last: Option<Uuid>,
+    last: Option<String>,
 ) -> Option<String> {
     let last = last?;
     if returned < usize::try_from(limit).unwrap_or(usize::MAX) {
@@ -161,7 +162,7 @@ pub(crate) fn next_link(
         .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
         .collect();
     pairs.push(format!("limit={limit}"));
-    pairs.push(format!("marker={last}"));
+    pairs.push(format!("marker={}", encode(&last)));
     Some(format!("{base}/v1/{path}?{}", pairs.join("&")))
 }
 
@@ -189,11 +190,11 @@ mod tests {
             ("fields".to_owned(), "uuid,name".to_owned()),
             ("limit".to_owned(), "2".to_owned()),
         ];
-        let link = next_link("http://h", "nodes", &query, 2, 2, Some(marker)).unwrap();
+        let link = next_link("http://h", "nodes", &query, 2, 2, Some(marker.to_string())).unwrap();
         assert_eq!(
             link,
             format!("http://h/v1/nodes?fields=uuid%2Cname&limit=2&marker={marker}")
         );
-        assert!(next_link("http://h", "nodes", &query, 2, 1, Some(marker)).is_none());
+        assert!(next_link("http://h", "nodes", &query, 2, 1, Some(marker.to_string())).is_none());
     }
 }

@@ -1,13 +1,17 @@
 //! The port's API fields (`reference/ironic.md` §2.6): the field table, the record → JSON
 //! mapping and checked writes, MAC address and `local_link_connection` validation.
 
+use ferric_db::PortSortKey;
+use ferric_model::Microversion;
 use ferric_model::resources::Port;
 use serde_json::{Map, Value, json};
+use uuid::Uuid;
 
 use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, boolean, field, object, opt_string, opt_text_value, opt_uuid, uuid_value,
 };
+use super::resource::Resource;
 use super::{links, opt_timestamp, timestamp};
 use crate::ApiError;
 
@@ -89,7 +93,7 @@ fn check_local_link_connection(connection: &Map<String, Value>) -> Result<(), Ap
 }
 
 /// Every field of the port as JSON, before version hiding and selection.
-pub(crate) fn port_full_json(port: &Port, base: &str) -> Map<String, Value> {
+fn port_full_json(port: &Port, base: &str) -> Map<String, Value> {
     let text = |value: &Option<String>| opt_text_value(value.as_deref());
     let mut full = Map::new();
     for spec in PORT_FIELDS {
@@ -120,12 +124,12 @@ pub(crate) fn port_full_json(port: &Port, base: &str) -> Map<String, Value> {
 }
 
 /// A field's stored value as JSON (what PATCH operates on below the top level).
-pub(crate) fn port_field_value(port: &Port, name: &str) -> Value {
+fn port_field_value(port: &Port, name: &str) -> Value {
     port_full_json(port, "").remove(name).unwrap_or(Value::Null)
 }
 
 /// Writes one writable port field from JSON after checking it (`null` resets it).
-pub(crate) fn port_set_field(port: &mut Port, name: &str, value: Value) -> Result<(), ApiError> {
+fn port_set_field(port: &mut Port, name: &str, value: Value) -> Result<(), ApiError> {
     const TEXT_MAX: usize = 255;
     match name {
         "uuid" => {
@@ -170,6 +174,31 @@ pub(crate) fn port_set_field(port: &mut Port, name: &str, value: Value) -> Resul
         }
     }
     Ok(())
+}
+
+impl Resource for Port {
+    type SortKey = PortSortKey;
+    const NAME: &'static str = "port";
+    const COLLECTION: &'static str = "ports";
+    const FIELDS: &'static [FieldSpec] = PORT_FIELDS;
+    const DEFAULT_LIST_FIELDS: &'static [&'static str] = PORT_DEFAULT_LIST_FIELDS;
+    const UNSORTABLE: &'static [&'static str] = PORT_JSON_FIELDS;
+
+    fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    fn full_json(&self, _version: Microversion, base: &str) -> Map<String, Value> {
+        port_full_json(self, base)
+    }
+
+    fn field_value(&self, name: &str, _version: Microversion) -> Value {
+        port_field_value(self, name)
+    }
+
+    fn set_field(&mut self, name: &str, value: Value) -> Result<(), ApiError> {
+        port_set_field(self, name, value)
+    }
 }
 
 #[cfg(test)]

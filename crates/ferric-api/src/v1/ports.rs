@@ -1,25 +1,24 @@
-//! `/v1/ports` and `/v1/nodes/{node_ident}/ports`: create, list, detail, show, PATCH, delete
-//! (`reference/ironic.md` §2.6).
+//! `/v1/ports`, `/v1/nodes/{node_ident}/ports` and `/v1/portgroups/{portgroup_ident}/ports`:
+//! create, list, detail, show, PATCH, delete (`reference/ironic.md` §2.6).
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::LOCATION;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use ferric_db::{Kind, PortFilter, PortSortKey, Store};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use ferric_db::{Kind, PortFilter, Store};
 use ferric_model::Microversion;
 use ferric_model::resources::{Ident, Node, Port};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::fields::{Selection, check_writable, select, show_selection};
+use super::fields::{Selection, show_selection};
 use super::nodes::lease_holder;
-use super::paging::{collection_body, parse_list_params};
-use super::patch::{OpKind, apply_nested, parse_patch};
-use super::port_fields::{
-    PORT_DEFAULT_LIST_FIELDS, PORT_FIELDS, PORT_JSON_FIELDS, normalize_mac, port_field_value,
-    port_full_json, port_set_field,
+use super::patch::parse_patch;
+use super::port_fields::normalize_mac;
+use super::resource::{
+    Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
+    known_filter, list_body, list_params, record_json, require_endpoint,
 };
 use super::{base_url, db_error, json_object_body};
 use crate::version::ApiVersion;
@@ -30,23 +29,15 @@ const PORT_FILTERS: &[(&str, u16)] = &[
     ("node", 1),
     ("node_uuid", 1),
     ("address", 1),
+    ("portgroup", 24),
     ("description_contains", 97),
 ];
 
 /// Filters Ironic has that are not wired to storage yet: refused clearly, not ignored.
-const UNSUPPORTED_PORT_FILTERS: &[&str] = &["portgroup", "shard", "conductor_groups"];
-
-fn port_json(port: &Port, version: Microversion, selection: &Selection, base: &str) -> Value {
-    Value::Object(select(
-        PORT_FIELDS,
-        port_full_json(port, base),
-        selection,
-        version,
-    ))
-}
+const UNSUPPORTED_PORT_FILTERS: &[&str] = &["shard", "conductor_groups"];
 
 /// A node the caller names in a port (body or filter): missing is the caller's mistake (400).
-async fn referenced_node(store: &Store, ident: &Ident) -> Result<Node, ApiError> {
+pub(crate) async fn referenced_node(store: &Store, ident: &Ident) -> Result<Node, ApiError> {
     store.node_get(ident).await.map_err(|error| match error {
         ferric_db::Error::NotFound {
             kind: Kind::Node, ..
@@ -62,7 +53,7 @@ async fn port_filter(
 ) -> Result<PortFilter, ApiError> {
     let mut filter = PortFilter::default();
     for (name, value) in pairs {
-        let Some((_, since)) = PORT_FILTERS.iter().find(|(filter, _)| filter == name) else {
+        if !known_filter("ports", PORT_FILTERS, name, version)? {
             if UNSUPPORTED_PORT_FILTERS.contains(&name.as_str()) {
                 return Err(ApiError::bad_request(format!(
                     "Filtering ports by '{name}' is not supported by this server yet."
@@ -70,12 +61,6 @@ async fn port_filter(
             }
             return Err(ApiError::bad_request(format!(
                 "Unknown query parameter '{name}' for listing ports."
-            )));
-        };
-        if version.minor() < *since {
-            return Err(ApiError::not_acceptable(format!(
-                "Filtering ports by '{name}' needs API version 1.{since} or later; this \
-                 request asked for {version}."
             )));
         }
         match name.as_str() {
@@ -97,6 +82,13 @@ async fn port_filter(
                 let node = store.node_get(&ident).await.map_err(db_error)?;
                 filter.node_uuid = Some(node.uuid);
             }
+            "portgroup" => {
+                let portgroup = store
+                    .portgroup_get(&Ident::parse(value))
+                    .await
+                    .map_err(db_error)?;
+                filter.portgroup_uuid = Some(portgroup.uuid);
+            }
             "address" => filter.address = Some(normalize_mac(value)?),
             "description_contains" => filter.description_contains = Some(value.clone()),
             _ => {}
@@ -105,40 +97,42 @@ async fn port_filter(
     Ok(filter)
 }
 
+/// Which ports a listing covers: all, or those of the node or portgroup in its path.
+#[derive(Debug, Clone, Copy)]
+enum PortScope {
+    All,
+    Node(Uuid),
+    Portgroup(Uuid),
+}
+
 async fn list(
     state: &ApiState,
     version: Microversion,
     headers: &HeaderMap,
     query: &[(String, String)],
     detail_path: bool,
-    node: Option<Uuid>,
+    scope: PortScope,
 ) -> Result<Json<Value>, ApiError> {
-    let params = parse_list_params::<PortSortKey>(query, PORT_FIELDS, PORT_JSON_FIELDS, version)?;
-    if detail_path && params.selection.is_some() {
-        return Err(ApiError::bad_request(
-            "/v1/ports/detail always shows every field; drop 'fields' and 'detail'.",
-        ));
-    }
-    let selection = if detail_path {
-        Selection::All
-    } else {
-        params.selection.unwrap_or_else(|| {
-            Selection::Only(
-                PORT_DEFAULT_LIST_FIELDS
-                    .iter()
-                    .map(|&name| name.to_owned())
-                    .collect(),
-            )
-        })
-    };
+    let (params, selection) = list_params::<Port>(query, version, detail_path)?;
     let mut filter = port_filter(&state.store, &params.filters, version).await?;
-    if let Some(node) = node {
-        if filter.node_uuid.is_some() {
-            return Err(ApiError::bad_request(
-                "The node is already named in the path; drop 'node' and 'node_uuid'.",
-            ));
+    match scope {
+        PortScope::All => {}
+        PortScope::Node(node) => {
+            if filter.node_uuid.is_some() {
+                return Err(ApiError::bad_request(
+                    "The node is already named in the path; drop 'node' and 'node_uuid'.",
+                ));
+            }
+            filter.node_uuid = Some(node);
         }
-        filter.node_uuid = Some(node);
+        PortScope::Portgroup(portgroup) => {
+            if filter.portgroup_uuid.is_some() {
+                return Err(ApiError::bad_request(
+                    "The portgroup is already named in the path; drop 'portgroup'.",
+                ));
+            }
+            filter.portgroup_uuid = Some(portgroup);
+        }
     }
     let ports = state
         .store
@@ -146,25 +140,21 @@ async fn list(
         .await
         .map_err(db_error)?;
     let base = base_url(headers);
-    let items: Vec<Value> = ports
-        .iter()
-        .map(|port| port_json(port, version, &selection, &base))
-        .collect();
-    let path = match (node, detail_path) {
-        (Some(node), _) => format!("nodes/{node}/ports"),
-        (None, true) => "ports/detail".to_owned(),
-        (None, false) => "ports".to_owned(),
+    let detail = if detail_path { "/detail" } else { "" };
+    let path = match scope {
+        PortScope::All => format!("ports{detail}"),
+        PortScope::Node(node) => format!("nodes/{node}/ports"),
+        PortScope::Portgroup(portgroup) => format!("portgroups/{portgroup}/ports{detail}"),
     };
-    let last = ports.last().map(|port| port.uuid);
-    Ok(Json(collection_body(
-        "ports",
-        items,
-        &base,
-        &path,
+    let page = Page {
+        version,
+        selection: &selection,
+        base: &base,
+        path: &path,
         query,
-        params.limit,
-        last,
-    )))
+        limit: params.limit,
+    };
+    Ok(Json(list_body(&ports, &page)))
 }
 
 /// `GET /v1/ports`: default fields (`uuid`, `address`) or `?fields=`, filtered and paged.
@@ -174,7 +164,7 @@ pub async fn port_list(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&state, version, &headers, &query, false, None).await
+    list(&state, version, &headers, &query, false, PortScope::All).await
 }
 
 /// `GET /v1/ports/detail`: every field.
@@ -184,7 +174,7 @@ pub async fn port_list_detail(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&state, version, &headers, &query, true, None).await
+    list(&state, version, &headers, &query, true, PortScope::All).await
 }
 
 /// `GET /v1/nodes/{node_ident}/ports`: the node's ports (404 if the node does not exist).
@@ -200,7 +190,55 @@ pub async fn node_port_list(
         .node_get(&Ident::parse(&ident))
         .await
         .map_err(db_error)?;
-    list(&state, version, &headers, &query, false, Some(node.uuid)).await
+    list(
+        &state,
+        version,
+        &headers,
+        &query,
+        false,
+        PortScope::Node(node.uuid),
+    )
+    .await
+}
+
+/// `GET /v1/portgroups/{portgroup_ident}/ports` (1.24): the portgroup's ports.
+pub async fn portgroup_port_list(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    portgroup_ports(&state, version, &headers, &ident, &query, false).await
+}
+
+/// `GET /v1/portgroups/{portgroup_ident}/ports/detail` (1.24).
+pub async fn portgroup_port_list_detail(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    portgroup_ports(&state, version, &headers, &ident, &query, true).await
+}
+
+async fn portgroup_ports(
+    state: &ApiState,
+    version: Microversion,
+    headers: &HeaderMap,
+    ident: &str,
+    query: &[(String, String)],
+    detail_path: bool,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, 24, &format!("/v1/portgroups/{ident}/ports"))?;
+    let portgroup = state
+        .store
+        .portgroup_get(&Ident::parse(ident))
+        .await
+        .map_err(db_error)?;
+    let scope = PortScope::Portgroup(portgroup.uuid);
+    list(state, version, headers, query, detail_path, scope).await
 }
 
 /// `GET /v1/ports/{port_ident}` (`?fields=` from 1.8).
@@ -211,13 +249,13 @@ pub async fn port_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let selection = show_selection(PORT_FIELDS, "port", &query, version)?;
+    let selection = show_selection(<Port as Resource>::FIELDS, "port", &query, version)?;
     let port = state
         .store
         .port_get(&Ident::parse(&ident))
         .await
         .map_err(db_error)?;
-    Ok(Json(port_json(
+    Ok(Json(record_json(
         &port,
         version,
         &selection,
@@ -251,38 +289,23 @@ pub async fn port_create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body = json_object_body(&body)?;
-    for name in body.keys() {
-        check_writable(PORT_FIELDS, "port", name, version, true)?;
-    }
-    for required in ["address", "node_uuid"] {
-        if !body.contains_key(required) {
-            return Err(ApiError::bad_request(format!(
-                "Mandatory field missing: '{required}'."
-            )));
-        }
-    }
+    check_create_body::<Port>(&body, version, &["address", "node_uuid"])?;
     let mut port = Port::new(Uuid::new_v4(), Uuid::nil(), "");
-    for (name, value) in body {
-        port_set_field(&mut port, &name, value)?;
-    }
+    apply_create_body(&mut port, body)?;
     referenced_node(&state.store, &Ident::Uuid(port.node_uuid)).await?;
-    let created = state
+    let created_port = state
         .store
         .port_create(&port)
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    let location = format!("{base}/v1/ports/{}", created.uuid);
-    let body = port_json(&created, version, &Selection::All, &base);
-    let mut response = (StatusCode::CREATED, Json(body)).into_response();
-    if let Ok(location) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(LOCATION, location);
-    }
-    Ok(response)
+    let body = record_json(&created_port, version, &Selection::All, &base);
+    Ok(created(&created_port, body, &base))
 }
 
-/// 409 while a conductor holds the port's node (Ironic takes the node lock for port writes).
-async fn check_node_not_locked(store: &Store, node: Uuid) -> Result<(), ApiError> {
+/// 409 while a conductor holds the node (Ironic takes the node lock for port, portgroup,
+/// trait and VIF writes).
+pub(crate) async fn check_node_not_locked(store: &Store, node: Uuid) -> Result<(), ApiError> {
     match lease_holder(store, node).await? {
         Some(holder) => Err(ApiError::conflict(format!(
             "Node {node} is locked by host {holder}, please retry after the current operation \
@@ -301,27 +324,14 @@ pub async fn port_update(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let ops = parse_patch(&body)?;
-    for op in &ops {
-        check_writable(PORT_FIELDS, "port", &op.field, version, false)?;
-    }
+    check_patch::<Port>(&ops, version)?;
     let port = state
         .store
         .port_get(&Ident::parse(&ident))
         .await
         .map_err(db_error)?;
     check_node_not_locked(&state.store, port.node_uuid).await?;
-    let mut updated = port.clone();
-    for op in &ops {
-        let value = if op.rest.is_empty() {
-            match op.op {
-                OpKind::Add | OpKind::Replace => op.value.clone().unwrap_or(Value::Null),
-                OpKind::Remove => Value::Null,
-            }
-        } else {
-            apply_nested(port_field_value(&updated, &op.field), op)?
-        };
-        port_set_field(&mut updated, &op.field, value)?;
-    }
+    let updated = apply_patch(&port, &ops, version)?;
     if updated.node_uuid != port.node_uuid {
         referenced_node(&state.store, &Ident::Uuid(updated.node_uuid)).await?;
     }
@@ -330,7 +340,7 @@ pub async fn port_update(
         .port_update(&updated, port.version)
         .await
         .map_err(reference_error)?;
-    Ok(Json(port_json(
+    Ok(Json(record_json(
         &saved,
         version,
         &Selection::All,

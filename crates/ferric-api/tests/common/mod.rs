@@ -139,3 +139,12 @@ impl Api {
         answer(response).await
     }
 }
+
+impl Api {
+    /// Enrolls a node through the API (at 1.1) and returns its UUID.
+    pub(crate) async fn enroll(&self, body: Value) -> String {
+        let created = self.send(Method::POST, "/v1/nodes", Some(body)).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        created.body["uuid"].as_str().unwrap().to_owned()
+    }
+}
