@@ -58,6 +58,8 @@ pub fn router(state: ApiState) -> Router {
         .merge(v1::states::routes())
         .merge(v1::drivers::routes())
         .merge(v1::portgroups::routes())
+        .merge(v1::chassis::routes())
+        .merge(v1::conductors::routes())
         .fallback(error::not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))

@@ -31,12 +31,13 @@ pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
 }
 
 /// Top-level resources and the microversion from which each is advertised.
-const RESOURCES: [(&str, u16); 5] = [
+const RESOURCES: [(&str, u16); 6] = [
     ("chassis", 1),
     ("nodes", 1),
     ("ports", 1),
     ("drivers", 1),
     ("portgroups", 23),
+    ("conductors", 49),
 ];
 
 pub(crate) async fn v1_get(requested: ApiVersion, headers: HeaderMap) -> Json<Value> {

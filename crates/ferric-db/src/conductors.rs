@@ -81,6 +81,18 @@ impl Store {
             })
     }
 
+    /// The conductor registered as `hostname`, online or not.
+    pub async fn conductor_get(&self, hostname: &str) -> Result<Conductor, Error> {
+        let sql = format!("SELECT {CONDUCTOR_COLUMNS} FROM conductors WHERE hostname = $1");
+        self.fetch_optional(&sql, &[Arg::Text(hostname)], conductor_from_row)
+            .await
+            .map_err(backend("conductor_get"))?
+            .ok_or_else(|| Error::NotFound {
+                kind: Kind::Conductor,
+                ident: hostname.to_owned(),
+            })
+    }
+
     /// Conductors in hostname order (the API's paging key for conductors).
     pub async fn conductor_list(&self, filter: &ConductorFilter) -> Result<Vec<Conductor>, Error> {
         let mut query = SqlBuilder::new("SELECT ");

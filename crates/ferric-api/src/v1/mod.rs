@@ -1,5 +1,5 @@
-//! The Bare Metal API v1 resources (`reference/ironic.md` §2.4–2.7): nodes, ports and
-//! portgroups.
+//! The Bare Metal API v1 resources (`reference/ironic.md` §2.4–2.7): nodes, ports,
+//! portgroups, chassis and conductors.
 //!
 //! Theory of operation: each resource has one field table ([`fields::FieldSpec`]) naming every
 //! API field, the microversion it appeared in and whether callers may write it. Responses,
@@ -12,6 +12,8 @@
 //! Handlers never write `provision_state` except the initial state at create: state changes
 //! belong to the conductor.
 
+pub mod chassis;
+pub mod conductors;
 pub mod drivers;
 pub(crate) mod fields;
 pub(crate) mod node_fields;

@@ -5,7 +5,10 @@ use ferric_db::{ConductorFilter, Error, Kind, Store};
 
 use crate::harness::backend_tests;
 
-backend_tests!(register_heartbeat_list_unregister);
+backend_tests!(
+    register_heartbeat_list_unregister,
+    get_by_hostname_online_or_not
+);
 
 async fn register_heartbeat_list_unregister(store: Store) {
     let drivers = vec!["ipmi".to_owned(), "redfish".to_owned()];
@@ -81,4 +84,28 @@ async fn register_heartbeat_list_unregister(store: Store) {
             .unwrap(),
         2
     );
+}
+
+async fn get_by_hostname_online_or_not(store: Store) {
+    let drivers = vec!["redfish".to_owned()];
+    let registered = store
+        .conductor_register("c1", "rack1", &drivers)
+        .await
+        .unwrap();
+    assert_eq!(store.conductor_get("c1").await.unwrap(), registered);
+
+    // An offline conductor is still shown (the API reports it as not alive).
+    store.conductor_unregister("c1").await.unwrap();
+    let offline = store.conductor_get("c1").await.unwrap();
+    assert!(!offline.online);
+    assert_eq!(offline.drivers, drivers);
+
+    let missing = store.conductor_get("ghost").await.unwrap_err();
+    assert!(matches!(
+        missing,
+        Error::NotFound {
+            kind: Kind::Conductor,
+            ..
+        }
+    ));
 }
