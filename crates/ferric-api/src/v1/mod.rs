@@ -1,5 +1,5 @@
-//! The Bare Metal API v1 resources (`reference/ironic.md` §2.4–2.7): nodes, ports,
-//! portgroups, chassis and conductors.
+//! The Bare Metal API v1 resources (`reference/ironic.md` §2.4–2.7): nodes and their
+//! sub-resources (traits, VIFs, history), ports, portgroups, chassis and conductors.
 //!
 //! Theory of operation: each resource has one field table ([`fields::FieldSpec`]) naming every
 //! API field, the microversion it appeared in and whether callers may write it. Responses,
@@ -16,6 +16,7 @@ pub mod chassis;
 pub mod conductors;
 pub mod drivers;
 pub(crate) mod fields;
+pub mod history;
 pub(crate) mod node_fields;
 pub mod nodes;
 pub(crate) mod paging;
@@ -26,6 +27,8 @@ pub mod portgroups;
 pub mod ports;
 pub(crate) mod resource;
 pub mod states;
+pub mod traits;
+pub mod vifs;
 
 use axum::http::HeaderMap;
 use axum::http::header::HOST;
