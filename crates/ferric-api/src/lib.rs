@@ -4,24 +4,31 @@
 //! Theory of operation: every request passes through [`version::negotiate_version`], which decides the
 //! effective microversion (or answers 406) and stamps the version headers on the response;
 //! then [`error::ironic_error_bodies`] makes sure any 4xx/5xx — ours or axum's own (404, 405,
-//! 415) — carries Ironic's double-encoded `error_message` body that clients parse.
+//! 415) — carries Ironic's double-encoded `error_message` body that clients parse; then
+//! [`auth::require_auth`] checks credentials (`http_basic`; public routes pass) and
+//! [`limits::limit_body`] refuses oversized bodies (413), before any handler runs.
 //!
 //! Architecture Invariant: handlers never change a node's provision state; they validate,
 //! record intent and hand over to the conductor.
 
+pub mod auth;
 pub mod error;
 mod health;
+pub mod limits;
 mod root;
 pub mod v1;
 pub mod version;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use ferric_conductor::Conductor;
 use ferric_db::Store;
 use v1::{nodes, ports};
 
+pub use auth::AuthStrategy;
 pub use error::ApiError;
+pub use limits::BodyLimits;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -31,8 +38,20 @@ pub struct ApiState {
     pub conductor: Conductor,
 }
 
-/// The whole HTTP surface, ready to serve.
+/// How the HTTP surface is guarded: who may call it and how large a request may be.
+#[derive(Debug, Clone, Default)]
+pub struct ApiConfig {
+    pub auth: AuthStrategy,
+    pub body_limits: BodyLimits,
+}
+
+/// The whole HTTP surface with the default [`ApiConfig`] (`noauth`, Ironic's body limits).
 pub fn router(state: ApiState) -> Router {
+    router_with(state, ApiConfig::default())
+}
+
+/// The whole HTTP surface, ready to serve.
+pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
     Router::new()
         .route("/", get(root::root_get))
         .route("/v1", get(root::v1_get))
@@ -65,6 +84,17 @@ pub fn router(state: ApiState) -> Router {
         .merge(v1::history::routes())
         .fallback(error::not_found)
         .with_state(state)
+        // `limit_body` bounds every body (declared or streamed), so axum's own default
+        // limit would only get in the way of the larger provisioning limit.
+        .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(
+            config.body_limits,
+            limits::limit_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            config.auth,
+            auth::require_auth,
+        ))
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))
         .layer(axum::middleware::from_fn(version::negotiate_version))
 }

@@ -3,7 +3,7 @@
 //! three places (`database_url` ↔ `FERRIC_DATABASE_URL` ↔ `--database-url`).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use figment::Figment;
@@ -18,6 +18,18 @@ pub(crate) enum LogFormat {
     Text,
     /// One JSON object per line, for log collectors.
     Json,
+}
+
+/// Who may call the API (Ironic's `auth_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AuthStrategySetting {
+    /// Everyone may call every endpoint.
+    #[value(name = "noauth")]
+    Noauth,
+    /// HTTP basic authentication against `http_basic_auth_user_file`.
+    #[value(name = "http_basic")]
+    HttpBasic,
 }
 
 /// The effective settings of a `ferric server` process.
@@ -65,6 +77,15 @@ pub(crate) struct Settings {
     /// Seconds a node lease lasts without renewal: how long a dead conductor's nodes stay
     /// locked before another conductor takes them over.
     pub(crate) node_lease_timeout: u64,
+
+    // --- API access: authentication and request limits ---
+    /// `noauth` (the default) or `http_basic`.
+    pub(crate) auth_strategy: AuthStrategySetting,
+    /// For `http_basic`: an Apache-style user file of bcrypt hashes (`htpasswd -B`).
+    pub(crate) http_basic_auth_user_file: Option<PathBuf>,
+    /// The largest request body the API accepts, in bytes (Ironic's `max_json_body_size`).
+    pub(crate) api_max_body_size: usize,
+    // --- end of API access settings ---
 }
 
 impl Default for Settings {
@@ -91,6 +112,9 @@ impl Default for Settings {
             rescue_callback_timeout: 1800,
             service_callback_timeout: 1800,
             node_lease_timeout: 30,
+            auth_strategy: AuthStrategySetting::Noauth,
+            http_basic_auth_user_file: None,
+            api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
         }
     }
 }
@@ -120,12 +144,30 @@ pub(crate) struct SettingsOverrides {
     #[arg(long, value_name = "FILTER")]
     #[serde(skip_serializing_if = "Option::is_none")]
     log_level: Option<String>,
+
+    // --- API access: authentication and request limits ---
+    /// Who may call the API: noauth (default) or http_basic. [env: FERRIC_AUTH_STRATEGY]
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth_strategy: Option<AuthStrategySetting>,
+
+    /// User file (bcrypt htpasswd) for http_basic. [env: FERRIC_HTTP_BASIC_AUTH_USER_FILE]
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_basic_auth_user_file: Option<PathBuf>,
+
+    /// Largest accepted request body in bytes (default 1048576).
+    /// [env: FERRIC_API_MAX_BODY_SIZE]
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_max_body_size: Option<usize>,
+    // --- end of API access settings ---
 }
 
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 18] = [
+    pub(crate) const KEYS: [&'static str; 21] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -144,6 +186,10 @@ impl Settings {
         "rescue_callback_timeout",
         "service_callback_timeout",
         "node_lease_timeout",
+        // API access
+        "auth_strategy",
+        "http_basic_auth_user_file",
+        "api_max_body_size",
     ];
 
     /// The conductor's settings, with the hardware types checked.
@@ -200,6 +246,34 @@ impl Settings {
             .merge(Serialized::defaults(overrides))
             .extract()
             .context("invalid settings")
+    }
+
+    /// The API's access settings, checked: `http_basic` needs a readable user file of bcrypt
+    /// hashes, and the body limit must leave room for a request.
+    pub(crate) fn api_config(&self) -> anyhow::Result<ferric_api::ApiConfig> {
+        let auth = match (self.auth_strategy, &self.http_basic_auth_user_file) {
+            (AuthStrategySetting::Noauth, _) => ferric_api::AuthStrategy::NoAuth,
+            (AuthStrategySetting::HttpBasic, Some(file)) => {
+                ferric_api::AuthStrategy::HttpBasic(ferric_api::auth::BasicAuth::from_file(file)?)
+            }
+            (AuthStrategySetting::HttpBasic, None) => anyhow::bail!(
+                "auth_strategy is http_basic but http_basic_auth_user_file is not set; name an \
+                 htpasswd file of bcrypt hashes (htpasswd -B)"
+            ),
+        };
+        if self.api_max_body_size < 4096 {
+            anyhow::bail!(
+                "api_max_body_size is {} bytes; allow at least 4096 (Ironic's minimum is 4 KiB)",
+                self.api_max_body_size
+            );
+        }
+        Ok(ferric_api::ApiConfig {
+            auth,
+            body_limits: ferric_api::BodyLimits {
+                general: self.api_max_body_size,
+                ..ferric_api::BodyLimits::default()
+            },
+        })
     }
 }
 
@@ -274,6 +348,39 @@ mod tests {
             let error = Settings::load(None, &SettingsOverrides::default())
                 .expect_err("bad log format must fail");
             assert!(format!("{error:#}").contains("xml"), "{error:#}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn api_access_settings_are_checked() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("FERRIC_AUTH_STRATEGY", "http_basic");
+            jail.set_env("FERRIC_API_MAX_BODY_SIZE", "2048");
+            let settings = Settings::load(None, &SettingsOverrides::default())
+                .map_err(|error| error.to_string())?;
+            assert_eq!(settings.auth_strategy, AuthStrategySetting::HttpBasic);
+            assert_eq!(settings.api_max_body_size, 2048);
+            let error = settings.api_config().expect_err("no user file");
+            assert!(
+                error.to_string().contains("http_basic_auth_user_file"),
+                "{error}"
+            );
+
+            jail.create_file(
+                "htpasswd",
+                "admin:$2y$05$abcdefghijklmnopqrstuu5E9K6TA2ZmXyWoaPOXA8Gg2TgUbb3Nu\n",
+            )?;
+            jail.set_env("FERRIC_HTTP_BASIC_AUTH_USER_FILE", "htpasswd");
+            jail.set_env("FERRIC_API_MAX_BODY_SIZE", "1048576");
+            let settings = Settings::load(None, &SettingsOverrides::default())
+                .map_err(|error| error.to_string())?;
+            let config = settings.api_config().map_err(|error| error.to_string())?;
+            assert!(matches!(
+                config.auth,
+                ferric_api::AuthStrategy::HttpBasic(_)
+            ));
+            assert_eq!(config.body_limits.general, 1_048_576);
             Ok(())
         });
     }

@@ -25,6 +25,7 @@ pub(crate) fn run(settings: Settings) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let api_config = settings.api_config()?;
     let database = ferric_db::redact(&settings.database_url);
     // The store's error already names the (redacted) database and the cause.
     let store = Store::open(&settings.database_url).await?;
@@ -54,10 +55,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
 
     axum::serve(
         listener,
-        ferric_api::router(ApiState {
-            store: store.clone(),
-            conductor: conductor.clone(),
-        }),
+        ferric_api::router_with(
+            ApiState {
+                store: store.clone(),
+                conductor: conductor.clone(),
+            },
+            api_config,
+        ),
     )
     .with_graceful_shutdown(shutdown)
     .await

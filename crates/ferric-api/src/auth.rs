@@ -1,0 +1,273 @@
+//! Who may call the API: `noauth` (everyone) or `http_basic` — HTTP basic authentication
+//! against an Apache-style user file of bcrypt hashes, as Ironic's `auth_strategy =
+//! http_basic` with `http_basic_auth_user_file`.
+//!
+//! Theory of operation: the middleware lets the public routes through (version discovery,
+//! `/health` and the ramdisk's lookup, heartbeat and continue-inspection endpoints, which
+//! authenticate with the agent token instead), and demands a valid `Authorization: Basic`
+//! header everywhere else. The user file is read on every check, so users can be added or
+//! changed without a restart, as in Ironic. bcrypt is slow by design, so checks run on the
+//! blocking pool and successful (hash, password) pairs are remembered in a small cache.
+//!
+//! Errors are Ironic's texts (401 with `WWW-Authenticate: Basic realm="Baremetal API"`, 400
+//! for a malformed header) in the API's usual error body.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use crate::ApiError;
+
+/// How callers authenticate.
+#[derive(Debug, Clone, Default)]
+pub enum AuthStrategy {
+    /// Everyone may call every endpoint (Ironic's `noauth`; the default).
+    #[default]
+    NoAuth,
+    /// HTTP basic authentication against a user file.
+    HttpBasic(BasicAuth),
+}
+
+/// The user an `http_basic` request authenticated as; a request extension for handlers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedUser(pub String);
+
+/// A user file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum UserFileError {
+    #[error("cannot read the HTTP basic auth user file {path}")]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the HTTP basic auth user file {path} has a password for {user} that is not a bcrypt \
+         hash ($2y$, $2a$ or $2b$); create entries with `htpasswd -B`"
+    )]
+    NotBcrypt { path: PathBuf, user: String },
+}
+
+/// The most (hash, password) pairs the verification cache remembers.
+const CACHE_CAPACITY: usize = 256;
+
+/// (bcrypt hash, password) pairs that verified.
+type VerifiedPairs = HashSet<(String, Vec<u8>)>;
+
+/// `http_basic` settings: the user file, and the cache of passwords already verified.
+#[derive(Debug, Clone)]
+pub struct BasicAuth {
+    user_file: PathBuf,
+    verified: Arc<Mutex<VerifiedPairs>>,
+}
+
+impl BasicAuth {
+    /// Checks that `user_file` is readable and holds only bcrypt entries (as Ironic does when
+    /// it starts), so a broken file stops the server instead of locking every caller out.
+    pub fn from_file(user_file: &Path) -> Result<Self, UserFileError> {
+        let text = read_user_file(user_file)?;
+        for line in text.lines().map(str::trim) {
+            if line.contains(':') {
+                parse_entry(user_file, line)?;
+            }
+        }
+        Ok(Self {
+            user_file: user_file.to_owned(),
+            verified: Arc::default(),
+        })
+    }
+
+    /// Whether `user` with `password` is in the file. Blocking: reads the file and may run
+    /// bcrypt.
+    fn check(&self, user: &str, password: &[u8]) -> Result<bool, UserFileError> {
+        let text = read_user_file(&self.user_file)?;
+        let prefix = format!("{user}:");
+        let Some(line) = text
+            .lines()
+            .map(str::trim)
+            .find(|line| line.starts_with(&prefix))
+        else {
+            tracing::info!(user, "HTTP basic auth: unknown user");
+            return Ok(false);
+        };
+        let (_, hash) = parse_entry(&self.user_file, line)?;
+        let key = (hash.to_owned(), password.to_vec());
+        if self.cache().contains(&key) {
+            return Ok(true);
+        }
+        let matches = bcrypt::verify(password, hash).unwrap_or(false);
+        if matches {
+            let mut cache = self.cache();
+            if cache.len() >= CACHE_CAPACITY {
+                cache.clear();
+            }
+            cache.insert(key);
+        } else {
+            tracing::info!(user, "HTTP basic auth: wrong password");
+        }
+        Ok(matches)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, VerifiedPairs> {
+        // The cache holds no invariant a panicking holder could break: use it anyway.
+        self.verified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn read_user_file(path: &Path) -> Result<String, UserFileError> {
+    std::fs::read_to_string(path).map_err(|source| UserFileError::Unreadable {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// `user:hash`, with a bcrypt hash.
+fn parse_entry<'l>(path: &Path, line: &'l str) -> Result<(&'l str, &'l str), UserFileError> {
+    let (user, hash) = line.split_once(':').unwrap_or((line, ""));
+    if !["$2y$", "$2a$", "$2b$"]
+        .iter()
+        .any(|prefix| hash.starts_with(prefix))
+    {
+        return Err(UserFileError::NotBcrypt {
+            path: path.to_owned(),
+            user: user.to_owned(),
+        });
+    }
+    Ok((user, hash))
+}
+
+/// Routes that need no authentication (Ironic's `acl_public_routes`, plus `/health`).
+pub fn is_public_route(path: &str) -> bool {
+    // Ironic strips trailing slashes (but keeps "/") and allows a `.json` suffix.
+    let trimmed = path.trim_end_matches('/');
+    let path = if trimmed.is_empty() { "/" } else { trimmed };
+    let path = path
+        .strip_suffix(".json")
+        .or_else(|| path.strip_suffix(".xml"))
+        .unwrap_or(path);
+    match path {
+        "/" | "/v1" | "/health" | "/v1/lookup" | "/v1/continue_inspection" => true,
+        _ => path.strip_prefix("/v1/heartbeat/").is_some_and(|node| {
+            !node.is_empty()
+                && node
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        }),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    response.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"Baremetal API\""),
+    );
+    response
+}
+
+/// The user and password of a `Basic` authorization header, or the error to answer instead.
+fn credentials(request: &Request) -> Result<(String, Vec<u8>), ApiError> {
+    let Some(header) = request.headers().get(AUTHORIZATION) else {
+        tracing::info!("HTTP basic auth: no authorization header");
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "Authorization required",
+        ));
+    };
+    let bad_request = |message: &str| ApiError::bad_request(message);
+    let header = header
+        .to_str()
+        .map_err(|_| bad_request("Could not parse Authorization header"))?;
+    let mut words = header.split_whitespace();
+    let (Some(kind), Some(token)) = (words.next(), words.next()) else {
+        return Err(bad_request("Could not parse Authorization header"));
+    };
+    if !kind.eq_ignore_ascii_case("basic") {
+        return Err(bad_request(&format!(
+            "Unsupported authorization type \"{kind}\""
+        )));
+    }
+    let undecodable = || bad_request("Could not decode authorization token");
+    let pair = STANDARD.decode(token).map_err(|_| undecodable())?;
+    let colon = pair
+        .iter()
+        .position(|&byte| byte == b':')
+        .ok_or_else(undecodable)?;
+    let user = std::str::from_utf8(&pair[..colon]).map_err(|_| undecodable())?;
+    Ok((user.to_owned(), pair[colon + 1..].to_vec()))
+}
+
+/// Middleware: lets public routes and `noauth` through; checks basic credentials otherwise.
+pub(crate) async fn require_auth(
+    State(strategy): State<AuthStrategy>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let AuthStrategy::HttpBasic(auth) = strategy else {
+        return next.run(request).await;
+    };
+    if is_public_route(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let (user, password) = match credentials(&request) {
+        Ok(credentials) => credentials,
+        Err(error) if error.status == StatusCode::UNAUTHORIZED => {
+            return unauthorized(&error.message);
+        }
+        Err(error) => return error.into_response(),
+    };
+    let checked = {
+        let user = user.clone();
+        tokio::task::spawn_blocking(move || auth.check(&user, &password)).await
+    };
+    match checked {
+        Ok(Ok(true)) => {
+            request.extensions_mut().insert(AuthenticatedUser(user));
+            next.run(request).await
+        }
+        Ok(Ok(false)) => unauthorized("Incorrect username or password"),
+        Ok(Err(error)) => ApiError::internal(&error).into_response(),
+        Err(error) => ApiError::internal(&error).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_routes_are_ironics_plus_health() {
+        for public in [
+            "/",
+            "/v1",
+            "/v1/",
+            "/health",
+            "/v1/lookup",
+            "/v1/lookup.json",
+            "/v1/heartbeat/0c3b7a2e-1f6d-4c7e-9a0b-5d4c3b2a1f0e",
+            "/v1/heartbeat/node-1",
+            "/v1/continue_inspection",
+        ] {
+            assert!(is_public_route(public), "{public}");
+        }
+        for private in [
+            "/v1/nodes",
+            "/v1/heartbeat/",
+            "/v1/heartbeat/Node_1",
+            "/v1/lookupx",
+            "/v1/nodes/x/states",
+        ] {
+            assert!(!is_public_route(private), "{private}");
+        }
+    }
+}
