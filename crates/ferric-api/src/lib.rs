@@ -24,7 +24,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use ferric_conductor::Conductor;
 use ferric_db::Store;
-use v1::{nodes, ports};
 
 pub use auth::AuthStrategy;
 pub use error::ApiError;
@@ -57,23 +56,8 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .route("/v1", get(root::v1_get))
         .route("/v1/", get(root::v1_get))
         .route("/health", get(health::health_get))
-        .route("/v1/nodes", get(nodes::node_list).post(nodes::node_create))
-        .route("/v1/nodes/detail", get(nodes::node_list_detail))
-        .route(
-            "/v1/nodes/{node_ident}",
-            get(nodes::node_get)
-                .patch(nodes::node_update)
-                .delete(nodes::node_delete),
-        )
-        .route("/v1/nodes/{node_ident}/ports", get(ports::node_port_list))
-        .route("/v1/ports", get(ports::port_list).post(ports::port_create))
-        .route("/v1/ports/detail", get(ports::port_list_detail))
-        .route(
-            "/v1/ports/{port_ident}",
-            get(ports::port_get)
-                .patch(ports::port_update)
-                .delete(ports::port_delete),
-        )
+        .merge(v1::nodes::routes())
+        .merge(v1::ports::routes())
         .merge(v1::states::routes())
         .merge(v1::drivers::routes())
         .merge(v1::portgroups::routes())

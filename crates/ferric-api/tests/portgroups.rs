@@ -315,6 +315,31 @@ async fn nested_listings_filters_and_paging() {
 }
 
 #[tokio::test]
+async fn a_port_joins_only_a_portgroup_of_its_own_node() {
+    let api = Api::new().await;
+    let node_a = api.node().await;
+    let node_b = api.node().await;
+    let group_b = api.portgroup(24, json!({"node_uuid": node_b})).await;
+    let group_b = group_b.body["uuid"].as_str().unwrap().to_owned();
+    let port = api.port(&node_a, "52:54:00:00:04:01", None).await;
+
+    // portgroup_uuid is a 1.24 port field.
+    let joined = api
+        .send_at(
+            24,
+            Method::PATCH,
+            &format!("/v1/ports/{port}"),
+            Some(json!([{"op": "add", "path": "/portgroup_uuid", "value": group_b}])),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::BAD_REQUEST, "{}", joined.body);
+    assert_eq!(
+        faultstring(&joined.body),
+        "Port can not be added to a portgroup belonging to a different node."
+    );
+}
+
+#[tokio::test]
 async fn patch_follows_ironics_rules() {
     let api = Api::new().await;
     let node = api.node().await;

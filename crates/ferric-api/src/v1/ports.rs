@@ -1,11 +1,12 @@
 //! `/v1/ports`, `/v1/nodes/{node_ident}/ports` and `/v1/portgroups/{portgroup_ident}/ports`:
 //! create, list, detail, show, PATCH, delete (`reference/ironic.md` §2.6).
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
 use ferric_db::{Kind, PortFilter, Store};
 use ferric_model::Microversion;
 use ferric_model::resources::{Ident, Node, Port};
@@ -23,6 +24,18 @@ use super::resource::{
 use super::{base_url, db_error, json_object_body};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
+
+/// The port routes (a portgroup's ports are routed with the portgroups).
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/nodes/{node_ident}/ports", get(node_port_list))
+        .route("/v1/ports", get(port_list).post(port_create))
+        .route("/v1/ports/detail", get(port_list_detail))
+        .route(
+            "/v1/ports/{port_ident}",
+            get(port_get).patch(port_update).delete(port_delete),
+        )
+}
 
 /// Port list filters and the minor version each appeared in.
 const PORT_FILTERS: &[(&str, u16)] = &[
@@ -281,6 +294,23 @@ fn reference_error(error: ferric_db::Error) -> ApiError {
     }
 }
 
+/// A port's portgroup must exist (400) and belong to the port's node (400), as Ironic checks.
+async fn check_portgroup_of(store: &Store, port: &Port) -> Result<(), ApiError> {
+    let Some(portgroup) = port.portgroup_uuid else {
+        return Ok(());
+    };
+    let portgroup = store
+        .portgroup_get(&Ident::Uuid(portgroup))
+        .await
+        .map_err(reference_error)?;
+    if portgroup.node_uuid != port.node_uuid {
+        return Err(ApiError::bad_request(
+            "Port can not be added to a portgroup belonging to a different node.",
+        ));
+    }
+    Ok(())
+}
+
 /// `POST /v1/ports`: 201 with the new port and its `Location`.
 pub async fn port_create(
     State(state): State<ApiState>,
@@ -293,6 +323,7 @@ pub async fn port_create(
     let mut port = Port::new(Uuid::new_v4(), Uuid::nil(), "");
     apply_create_body(&mut port, body)?;
     referenced_node(&state.store, &Ident::Uuid(port.node_uuid)).await?;
+    check_portgroup_of(&state.store, &port).await?;
     let created_port = state
         .store
         .port_create(&port)
@@ -334,6 +365,9 @@ pub async fn port_update(
     let updated = apply_patch(&port, &ops, version)?;
     if updated.node_uuid != port.node_uuid {
         referenced_node(&state.store, &Ident::Uuid(updated.node_uuid)).await?;
+    }
+    if updated.node_uuid != port.node_uuid || updated.portgroup_uuid != port.portgroup_uuid {
+        check_portgroup_of(&state.store, &updated).await?;
     }
     let saved = state
         .store
