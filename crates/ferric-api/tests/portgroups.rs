@@ -233,6 +233,18 @@ async fn nested_listings_filters_and_paging() {
         .await;
     assert_eq!(of_a.status, StatusCode::OK);
     assert_eq!(of_a.body["portgroups"].as_array().unwrap().len(), 2);
+    let of_a_detail = api
+        .send_at(
+            24,
+            Method::GET,
+            &format!("/v1/nodes/{node_a}/portgroups/detail"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        of_a_detail.body["portgroups"][0]["node_uuid"],
+        node_a.as_str()
+    );
     let missing_node = api
         .send_at(24, Method::GET, "/v1/nodes/nope/portgroups", None)
         .await;

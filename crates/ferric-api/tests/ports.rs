@@ -234,6 +234,20 @@ async fn filters_and_the_node_sub_collection() {
     assert!(nested.body["next"].as_str().unwrap().starts_with(&format!(
         "http://ferric.test/v1/nodes/{node_a}/ports?limit=1&marker="
     )));
+    let nested_detail = api
+        .send(
+            Method::GET,
+            &format!("/v1/nodes/{node_a}/ports/detail?limit=1"),
+            None,
+        )
+        .await;
+    assert_eq!(nested_detail.body["ports"][0]["node_uuid"], node_a.as_str());
+    assert!(
+        nested_detail.body["next"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("/v1/nodes/{node_a}/ports/detail?limit=1&marker="))
+    );
 
     let missing_node = api.send(Method::GET, "/v1/nodes/nosuch/ports", None).await;
     assert_eq!(missing_node.status, StatusCode::NOT_FOUND);

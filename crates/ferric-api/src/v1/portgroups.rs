@@ -61,6 +61,10 @@ pub fn routes() -> Router<ApiState> {
             "/v1/nodes/{node_ident}/portgroups",
             get(node_portgroup_list),
         )
+        .route(
+            "/v1/nodes/{node_ident}/portgroups/detail",
+            get(node_portgroup_list_detail),
+        )
 }
 
 async fn portgroup_filter(
@@ -124,10 +128,10 @@ async fn list(
         .await
         .map_err(db_error)?;
     let base = base_url(headers);
-    let path = match (node, detail_path) {
-        (Some(node), _) => format!("nodes/{node}/portgroups"),
-        (None, true) => "portgroups/detail".to_owned(),
-        (None, false) => "portgroups".to_owned(),
+    let detail = if detail_path { "/detail" } else { "" };
+    let path = match node {
+        Some(node) => format!("nodes/{node}/portgroups{detail}"),
+        None => format!("portgroups{detail}"),
     };
     let page = Page {
         version,
@@ -170,6 +174,28 @@ pub async fn node_portgroup_list(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
+    node_portgroups(&state, version, &headers, &ident, &query, false).await
+}
+
+/// `GET /v1/nodes/{node_ident}/portgroups/detail` (1.24): the same with every field.
+pub async fn node_portgroup_list_detail(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    node_portgroups(&state, version, &headers, &ident, &query, true).await
+}
+
+async fn node_portgroups(
+    state: &ApiState,
+    version: Microversion,
+    headers: &HeaderMap,
+    ident: &str,
+    query: &[(String, String)],
+    detail_path: bool,
+) -> Result<Json<Value>, ApiError> {
     require_endpoint(
         version,
         SUBCONTROLLERS_SINCE,
@@ -177,10 +203,10 @@ pub async fn node_portgroup_list(
     )?;
     let node = state
         .store
-        .node_get(&Ident::parse(&ident))
+        .node_get(&Ident::parse(ident))
         .await
         .map_err(db_error)?;
-    list(&state, version, &headers, &query, false, Some(node.uuid)).await
+    list(state, version, headers, query, detail_path, Some(node.uuid)).await
 }
 
 /// `GET /v1/portgroups/{portgroup_ident}` (`?fields=`).

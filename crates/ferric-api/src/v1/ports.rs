@@ -29,6 +29,10 @@ use crate::{ApiError, ApiState};
 pub fn routes() -> Router<ApiState> {
     Router::new()
         .route("/v1/nodes/{node_ident}/ports", get(node_port_list))
+        .route(
+            "/v1/nodes/{node_ident}/ports/detail",
+            get(node_port_list_detail),
+        )
         .route("/v1/ports", get(port_list).post(port_create))
         .route("/v1/ports/detail", get(port_list_detail))
         .route(
@@ -156,7 +160,7 @@ async fn list(
     let detail = if detail_path { "/detail" } else { "" };
     let path = match scope {
         PortScope::All => format!("ports{detail}"),
-        PortScope::Node(node) => format!("nodes/{node}/ports"),
+        PortScope::Node(node) => format!("nodes/{node}/ports{detail}"),
         PortScope::Portgroup(portgroup) => format!("portgroups/{portgroup}/ports{detail}"),
     };
     let page = Page {
@@ -212,6 +216,23 @@ pub async fn node_port_list(
         PortScope::Node(node.uuid),
     )
     .await
+}
+
+/// `GET /v1/nodes/{node_ident}/ports/detail`: the node's ports with every field.
+pub async fn node_port_list_detail(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let node = state
+        .store
+        .node_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    let scope = PortScope::Node(node.uuid);
+    list(&state, version, &headers, &query, true, scope).await
 }
 
 /// `GET /v1/portgroups/{portgroup_ident}/ports` (1.24): the portgroup's ports.
