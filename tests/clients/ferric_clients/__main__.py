@@ -76,9 +76,11 @@ def main() -> int:
             shutil.rmtree(args.golden / name, ignore_errors=True)
         for result in run.results:
             write_golden(args.golden, result)
-        (args.golden / "REQUESTS.md").write_text(
-            requests_document(run.results, f"API {server_version}")
-        )
+        for name in scenarios:
+            mine = [r for r in run.results if r.observation.name.startswith(name + "/")]
+            (args.golden / name / "REQUESTS.md").write_text(
+                requests_document(mine, f"API {server_version}")
+            )
         print(f"clients: recorded {len(run.results)} goldens in {args.golden}", file=sys.stderr)
     return 0 if passed else 1
 

@@ -16,6 +16,12 @@ FAKE_CLEAN_STEPS = [{"interface": "bios", "step": "factory_reset"}]
 AGENT_CLEAN_STEPS = [{"interface": "deploy", "step": "erase_devices_metadata"}]
 
 
+def settled_later(node) -> None:
+    """Drops the node a provisioning call returned without waiting: it is a snapshot taken
+    mid-transition, different on every run. The step's `after` state is read once settled."""
+    return None
+
+
 def connect(endpoint: str, api_version: str | None = None):
     import openstack.connection  # imported here: only the clients venv has it
 
@@ -259,7 +265,7 @@ def run(r: Run) -> None:
         "sdk/node-unrescue",
         "rescue -> active (the SDK cannot wait for unrescue: polled by the runner)",
         "set_node_provision_state(NODE, 'unrescue')",
-        lambda: bm.set_node_provision_state(NODE, "unrescue"),
+        lambda: settled_later(bm.set_node_provision_state(NODE, "unrescue")),
         Expect(state={"provision_state": "active"}),
         node=NODE,
         wait_for={"provision_state": "active"},
@@ -281,7 +287,9 @@ def run(r: Run) -> None:
         "sdk/abort-node-clean",
         "manual cleaning that waits for the agent -> clean wait",
         "set_node_provision_state(ABORT_NODE, 'clean', clean_steps=[deploy.erase_devices_metadata])",
-        lambda: bm.set_node_provision_state(ABORT_NODE, "clean", clean_steps=AGENT_CLEAN_STEPS),
+        lambda: settled_later(
+            bm.set_node_provision_state(ABORT_NODE, "clean", clean_steps=AGENT_CLEAN_STEPS)
+        ),
         Expect(state={"provision_state": "clean wait", "target_provision_state": "manageable"}),
         node=ABORT_NODE,
         wait_for={"provision_state": "clean wait"},
@@ -290,7 +298,7 @@ def run(r: Run) -> None:
         "sdk/abort-node-abort",
         "abort cleaning -> clean failed",
         "set_node_provision_state(ABORT_NODE, 'abort')",
-        lambda: bm.set_node_provision_state(ABORT_NODE, "abort"),
+        lambda: settled_later(bm.set_node_provision_state(ABORT_NODE, "abort")),
         Expect(
             state={
                 "provision_state": "clean failed",
