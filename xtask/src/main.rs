@@ -2,6 +2,8 @@
 //! steps. `cargo xtask test` is the project's test command; `cargo xtask ci` is what `.ci/run`
 //! does after installing dependencies.
 
+mod clients;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,6 +18,9 @@ commands:
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
   ci      lint, then test (what .ci/run does)
   docs    regenerate the generated documents (docs/state-machine.md, …)
+  clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
+          Ironic standalone, and compare each step with the goldens recorded from Ironic
+          (`cargo xtask clients --help`; not part of `ci` yet)
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -30,6 +35,7 @@ fn main() -> anyhow::Result<()> {
             test(&extra)
         }
         "docs" => docs(),
+        "clients" => clients::clients(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

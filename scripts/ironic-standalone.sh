@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Runs the real OpenStack Ironic, standalone, as a reference server: Ferric's client scenario
+# records its goldens against it (cargo xtask clients --against ironic --record), and
+# benchmarks compare against it.
+#
+#   scripts/ironic-standalone.sh install                 # only the venv (idempotent)
+#   scripts/ironic-standalone.sh start [--port N] [--dir DIR] [--keep-db]
+#   scripts/ironic-standalone.sh status|stop [--dir DIR]
+#
+# `start` prints the endpoint (http://127.0.0.1:PORT) on stdout once `GET /v1` answers and
+# the conductor has registered fake-hardware, and returns; the server keeps running in the
+# background (its own session) until `stop`. Each start begins with an empty database unless
+# --keep-db is given. The log is DIR/ironic.log (one line per API request, "GET /v1/nodes -
+# 200"), DIR/stdout.log has what it printed before logging was set up.
+#
+# Defaults: --port 6388, --dir $HOME/.cache/ferric/ironic-standalone, venv
+# $HOME/.cache/ferric/ironic-venv (IRONIC_VENV), Python from PYTHON (>= 3.11).
+#
+# What we found running Ironic 39.0.0 (newest on PyPI; it needs Python >= 3.11) this way:
+# - Install: ~50 s into an empty venv; start to a working API: ~4 s.
+# - The all-in-one `ironic` command (API + conductor in one process) is the only way with
+#   SQLite and rpc_transport=none; Ironic warns about it but it works.
+# - The hardware type manual-management accepts no fake boot/deploy interface: with only fake
+#   interfaces enabled the conductor refuses to start ("no default value found for boot
+#   interface"). So ipxe (boot), direct (deploy) and noop (management) are enabled too; nodes of
+#   fake-hardware still default to the fake interfaces, because Ironic picks the first enabled
+#   interface in the hardware type's own order, and fake comes first.
+# - Enabling ipxe makes the conductor write DIR/httpboot/boot.ipxe at start; without
+#   [deploy]http_root pointing somewhere writable it dies with "No such file or directory:
+#   '/httpboot/boot.ipxe'".
+# - When the conductor fails to start, the process does NOT exit: its supervisor (cotyledon)
+#   re-forks the worker forever ("Forking too fast, sleeping") and the API never listens. So we
+#   watch the log for "exited with status" and give up early instead of waiting for a timeout.
+# - SIGTERM is honoured but takes a few seconds (graceful worker shutdown); the worker is a
+#   child process, so we signal the whole process group and SIGKILL it after 30 s.
+# - The direct (agent) deploy interface needs the API's own URL ([service_catalog]
+#   endpoint_override), or cleaning/deploying fails with "Couldn't get the URL of the Ironic
+#   API service". We set it: nodes with deploy_interface=direct then wait in `clean wait` /
+#   `wait call-back` for an agent that never comes, which is how the scenario gets a node into
+#   a state that `abort` applies to.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+requirements="$root/tests/clients/ironic-requirements.txt"
+venv="${IRONIC_VENV:-${HOME}/.cache/ferric/ironic-venv}"
+python="${PYTHON:-python3}"
+port=6388
+dir="${HOME}/.cache/ferric/ironic-standalone"
+keep_db=""
+
+log() { printf 'ironic-standalone: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+command="${1:-}"
+[ $# -gt 0 ] && shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --port) port="$2"; shift 2 ;;
+    --dir) dir="$2"; shift 2 ;;
+    --keep-db) keep_db=1; shift ;;
+    *) die "unknown option $1" ;;
+  esac
+done
+
+install_venv() {
+  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+    die "$python is $("$python" --version 2>&1); Ironic 39 needs Python >= 3.11 (set PYTHON=…)"
+  local stamp
+  stamp="$(sha256sum "$requirements" | cut -d' ' -f1) $("$python" --version 2>&1)"
+  if [ -x "$venv/bin/ironic" ] && [ "$(cat "$venv/.ferric-stamp" 2>/dev/null)" = "$stamp" ]; then
+    return
+  fi
+  log "installing Ironic into $venv (about a minute)"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$python" -m venv "$venv"
+  # --no-deps: the file pins the whole closure (a pip freeze), so nothing is resolved.
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$requirements"
+  "$venv/bin/pip" check >/dev/null || { "$venv/bin/pip" check >&2; die "pip check failed in $venv"; }
+  echo "$stamp" >"$venv/.ferric-stamp"
+}
+
+running_pid() {
+  local pid
+  pid="$(cat "$dir/ironic.pid" 2>/dev/null)" || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+write_config() {
+  cat >"$dir/ironic.conf" <<EOF
+# Written by scripts/ironic-standalone.sh: Ironic standalone for Ferric's comparisons.
+[DEFAULT]
+# No Keystone: every request is an admin request.
+auth_strategy = noauth
+# API and conductor in one process (the \`ironic\` command), no message bus.
+rpc_transport = none
+# The conductor's name, shown as a node's "conductor" and a driver's "hosts".
+host = ironic-reference
+debug = false
+log_file = $dir/ironic.log
+enabled_hardware_types = fake-hardware,manual-management
+enabled_bios_interfaces = fake,no-bios
+enabled_boot_interfaces = fake,ipxe
+enabled_console_interfaces = fake,no-console
+enabled_deploy_interfaces = fake,direct
+enabled_firmware_interfaces = fake,no-firmware
+enabled_inspect_interfaces = fake,no-inspect
+enabled_management_interfaces = fake,noop
+enabled_network_interfaces = noop
+enabled_power_interfaces = fake
+enabled_raid_interfaces = fake,no-raid
+enabled_rescue_interfaces = fake,no-rescue
+enabled_storage_interfaces = fake,noop
+enabled_vendor_interfaces = fake,no-vendor
+
+[api]
+host_ip = 127.0.0.1
+port = $port
+
+[database]
+connection = sqlite:///$dir/ironic.sqlite
+
+[dhcp]
+dhcp_provider = none
+
+[deploy]
+http_root = $dir/httpboot
+http_url = http://127.0.0.1:$port/httpboot-unused
+
+[pxe]
+tftp_root = $dir/tftpboot
+
+[service_catalog]
+endpoint_override = http://127.0.0.1:$port
+EOF
+}
+
+start() {
+  install_venv
+  if pid="$(running_pid)"; then
+    die "already running (pid $pid, $dir); stop it first"
+  fi
+  mkdir -p "$dir/httpboot" "$dir/tftpboot"
+  [ -n "$keep_db" ] || rm -f "$dir/ironic.sqlite"
+  rm -f "$dir/ironic.log" "$dir/stdout.log"
+  write_config
+  if [ ! -f "$dir/ironic.sqlite" ]; then
+    "$venv/bin/ironic-dbsync" --config-file "$dir/ironic.conf" create_schema \
+      >"$dir/dbsync.log" 2>&1 || { cat "$dir/dbsync.log" >&2; die "ironic-dbsync create_schema failed"; }
+  fi
+  # Eventlet's deprecation banner and similar noise go to stdout.log, not to our caller.
+  PYTHONWARNINGS=ignore setsid "$venv/bin/ironic" --config-file "$dir/ironic.conf" \
+    >"$dir/stdout.log" 2>&1 </dev/null &
+  echo $! >"$dir/ironic.pid"
+  local endpoint="http://127.0.0.1:$port"
+  for _ in $(seq 1 240); do
+    if ! running_pid >/dev/null; then
+      tail -n 20 "$dir/stdout.log" >&2 || true
+      die "ironic exited during start-up (log: $dir/ironic.log)"
+    fi
+    if grep -qE 'exited with status|ERROR' "$dir/ironic.log" 2>/dev/null; then
+      grep -E 'ERROR' "$dir/ironic.log" | tail -n 5 >&2 || true
+      stop
+      die "ironic's conductor failed to start (log: $dir/ironic.log)"
+    fi
+    # Ready = the API answers and the conductor has registered the fake hardware type.
+    if curl -sf "$endpoint/v1/drivers" 2>/dev/null | grep -q '"fake-hardware"'; then
+      echo "$endpoint"
+      return
+    fi
+    sleep 0.5
+  done
+  stop
+  die "ironic did not answer on $endpoint within 120 s (log: $dir/ironic.log)"
+}
+
+stop() {
+  local pid
+  pid="$(running_pid)" || { rm -f "$dir/ironic.pid"; return 0; }
+  # setsid made the server the leader of its own process group: signal the group, so the
+  # forked worker goes too.
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  for _ in $(seq 1 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "ironic (pid $pid) ignored SIGTERM for 30 s; killing it"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/ironic.pid"
+}
+
+case "$command" in
+  install) install_venv; echo "$venv" ;;
+  start) start ;;
+  stop) stop ;;
+  status)
+    if pid="$(running_pid)"; then echo "running (pid $pid, $dir)"; else echo "stopped"; exit 3; fi ;;
+  *) die "usage: $0 install|start|stop|status [--port N] [--dir DIR] [--keep-db]" ;;
+esac

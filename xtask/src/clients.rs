@@ -1,0 +1,320 @@
+//! `cargo xtask clients`: drives the real OpenStack clients (the `baremetal` CLI and
+//! openstacksdk) through the scenario in `tests/clients/` against a server started here, and
+//! compares every step with the goldens recorded from OpenStack Ironic.
+//!
+//! Theory of operation: the scenario itself is Python (it has to be: it imports openstacksdk
+//! and runs the CLI); this task only prepares what it needs and owns the server's life. It
+//! creates the clients' virtualenv (`scripts/clients-venv.sh`), builds and starts `ferric
+//! server` on a free port with a fresh SQLite file — or the real Ironic through
+//! `scripts/ironic-standalone.sh` — runs `python -m ferric_clients`, and stops the server
+//! even when the scenario fails. Everything a reader needs afterwards (server log, database,
+//! report, raw observations) stays in `target/clients/<server>/`.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::{run, workspace_root};
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,sdk]
+                           [--wait-timeout SECONDS]
+
+  --against ferric   (default) build and start ferric, compare each step with the goldens
+  --against ironic   start OpenStack Ironic standalone (scripts/ironic-standalone.sh) instead
+  --record           with --against ironic: rewrite tests/clients/golden/ from this run
+  --scenario LIST    cli, sdk or both (default cli,sdk)
+  --wait-timeout S   how long a step waits for a node to reach a state (default 30)
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Ferric,
+    Ironic,
+}
+
+impl Server {
+    fn name(self) -> &'static str {
+        match self {
+            Server::Ferric => "ferric",
+            Server::Ironic => "ironic",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Options {
+    against: Server,
+    record: bool,
+    scenario: String,
+    wait_timeout: String,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut options = Options {
+        against: Server::Ferric,
+        record: false,
+        scenario: "cli,sdk".to_owned(),
+        wait_timeout: "30".to_owned(),
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .cloned()
+                .with_context(|| format!("{name} needs a value\n\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--against" => {
+                options.against = match value("--against")?.as_str() {
+                    "ferric" => Server::Ferric,
+                    "ironic" => Server::Ironic,
+                    other => bail!("--against {other:?}: expected ferric or ironic\n\n{USAGE}"),
+                }
+            }
+            "--record" => options.record = true,
+            "--scenario" => options.scenario = value("--scenario")?,
+            "--wait-timeout" => options.wait_timeout = value("--wait-timeout")?,
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}\n\n{USAGE}"),
+        }
+    }
+    if options.record && options.against != Server::Ironic {
+        bail!("the goldens are recorded from Ironic: use --against ironic --record");
+    }
+    Ok(options)
+}
+
+pub(crate) fn clients(args: &[String]) -> anyhow::Result<()> {
+    let options = parse(args)?;
+    let root = workspace_root();
+    let run_dir = target_dir(&root)
+        .join("clients")
+        .join(options.against.name());
+    if run_dir.exists() {
+        std::fs::remove_dir_all(&run_dir)
+            .with_context(|| format!("cannot clear {}", run_dir.display()))?;
+    }
+    std::fs::create_dir_all(&run_dir)
+        .with_context(|| format!("cannot create {}", run_dir.display()))?;
+
+    let venv = clients_venv(&root)?;
+    let port = free_port()?;
+    let server = match options.against {
+        Server::Ferric => RunningServer::ferric(&root, &run_dir, port)?,
+        Server::Ironic => RunningServer::ironic(&root, &run_dir, port)?,
+    };
+
+    let mut scenario = Command::new(venv.join("bin").join("python"));
+    scenario
+        .args(["-m", "ferric_clients", "--endpoint", &server.endpoint])
+        .args(["--server", options.against.name()])
+        .args(["--scenario", &options.scenario])
+        .args(["--wait-timeout", &options.wait_timeout])
+        .arg("--report-dir")
+        .arg(&run_dir)
+        .current_dir(root.join("tests").join("clients"));
+    if options.record {
+        scenario.arg("--record");
+    }
+    eprintln!(
+        "xtask: running the client scenario against {}",
+        server.endpoint
+    );
+    let status = scenario
+        .status()
+        .context("cannot start the scenario's Python")?;
+    drop(server); // stops it before we report, so its log is complete
+    eprintln!(
+        "xtask: server log, database and report kept in {}",
+        run_dir.display()
+    );
+    if !status.success() {
+        if options.record {
+            bail!("not recorded: some steps did not meet their expectations");
+        }
+        bail!(
+            "the clients saw differences from Ironic (report: {})",
+            run_dir.join("report.txt").display()
+        );
+    }
+    Ok(())
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// Creates or reuses the clients' virtualenv; returns its path.
+fn clients_venv(root: &Path) -> anyhow::Result<PathBuf> {
+    let output = Command::new("bash")
+        .arg(root.join("scripts").join("clients-venv.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run scripts/clients-venv.sh")?;
+    if !output.status.success() {
+        bail!("scripts/clients-venv.sh failed ({})", output.status);
+    }
+    let path = String::from_utf8(output.stdout).context("venv path is not UTF-8")?;
+    Ok(PathBuf::from(path.trim()))
+}
+
+/// A port nobody listens on right now. (Racy in theory; the server fails loudly if taken.)
+fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The server under test; dropping it stops it.
+struct RunningServer {
+    endpoint: String,
+    kind: Server,
+    child: Option<Child>,
+    ironic_dir: PathBuf,
+    root: PathBuf,
+}
+
+impl RunningServer {
+    fn ferric(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
+        run("cargo", &["build", "--locked", "--bin", "ferric"], &[])?;
+        let binary = target_dir(root).join("debug").join("ferric");
+        let log_path = run_dir.join("ferric.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(&binary)
+            .arg("server")
+            .arg("--database-url")
+            .arg(run_dir.join("ferric.db"))
+            .args(["--api-listen", &address.to_string()])
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let mut server = RunningServer {
+            endpoint: format!("http://{address}"),
+            kind: Server::Ferric,
+            child: Some(child),
+            ironic_dir: PathBuf::new(),
+            root: root.to_path_buf(),
+        };
+        server.wait_until_listening(address, &log_path)?;
+        Ok(server)
+    }
+
+    fn ironic(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
+        let ironic_dir = run_dir.join("ironic");
+        let output = Command::new("bash")
+            .arg(root.join("scripts").join("ironic-standalone.sh"))
+            .args(["start", "--port", &port.to_string(), "--dir"])
+            .arg(&ironic_dir)
+            .stderr(Stdio::inherit())
+            .output()
+            .context("cannot run scripts/ironic-standalone.sh")?;
+        let server = RunningServer {
+            endpoint: String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+            kind: Server::Ironic,
+            child: None,
+            ironic_dir,
+            root: root.to_path_buf(),
+        };
+        if !output.status.success() {
+            bail!("Ironic did not start ({})", output.status);
+        }
+        Ok(server)
+    }
+
+    fn wait_until_listening(&mut self, address: SocketAddr, log: &Path) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                bail!("ferric exited during start-up ({status}):\n{log}");
+            }
+            if Instant::now() > deadline {
+                bail!("ferric did not listen on {address} within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        match self.kind {
+            Server::Ferric => {
+                let Some(mut child) = self.child.take() else {
+                    return;
+                };
+                // SIGTERM first: ferric finishes in-flight requests and closes the database.
+                let _ = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline {
+                    if let Ok(Some(_)) = child.try_wait() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                let _ = std::io::stderr().write_all(b"xtask: ferric ignored SIGTERM; killing it\n");
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Server::Ironic => {
+                let _ = Command::new("bash")
+                    .arg(self.root.join("scripts").join("ironic-standalone.sh"))
+                    .args(["stop", "--dir"])
+                    .arg(&self.ironic_dir)
+                    .status();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|arg| (*arg).to_owned()).collect()
+    }
+
+    #[test]
+    fn defaults_to_comparing_ferric() {
+        let options = parse(&[]).unwrap();
+        assert_eq!(options.against, Server::Ferric);
+        assert!(!options.record);
+        assert_eq!(options.scenario, "cli,sdk");
+    }
+
+    #[test]
+    fn records_only_from_ironic() {
+        assert!(parse(&strings(&["--record"])).is_err());
+        let options = parse(&strings(&["--against", "ironic", "--record"])).unwrap();
+        assert_eq!(options.against, Server::Ironic);
+        assert!(options.record);
+    }
+
+    #[test]
+    fn refuses_unknown_servers_and_flags() {
+        assert!(parse(&strings(&["--against", "nova"])).is_err());
+        assert!(parse(&strings(&["--fast"])).is_err());
+        assert!(parse(&strings(&["--scenario"])).is_err());
+    }
+}
