@@ -20,6 +20,9 @@ TIMESTAMP = re.compile(
 LOCAL_URL = re.compile(r"https?://(?:127\.0\.0\.1|localhost|\[::1\])(?::\d+)?")
 # `GET /v1/nodes/<name or uuid> [version] -> status`: one read of one node (group 1: status).
 NODE_READ = re.compile(r"^GET /v1/nodes/[^/?\s]+ \[[^\]]*\] -> (\d+)$")
+# Keys whose value depends on timing, not on the server: `reservation` is the conductor that
+# holds the node's lock at the instant of the read, which a client's wait may catch or miss.
+VOLATILE_KEYS = {"reservation"}
 # Keys whose string values are a conductor's host name.
 HOST_KEYS = {"conductor", "reservation", "hosts", "Active host(s)", "hostname"}
 
@@ -62,6 +65,8 @@ class Normalizer:
             return {k: self.value(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [self.value(item, key) for item in value]
+        if key in VOLATILE_KEYS:
+            return "{volatile}"
         if isinstance(value, str):
             if key in HOST_KEYS and value:
                 return "{host}"
