@@ -24,6 +24,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use ferric_conductor::Conductor;
 use ferric_db::Store;
+use tower_http::normalize_path::NormalizePath;
 
 pub use auth::AuthStrategy;
 pub use error::ApiError;
@@ -51,7 +52,7 @@ pub fn router(state: ApiState) -> Router {
 
 /// The whole HTTP surface, ready to serve.
 pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/", get(root::root_get))
         .route("/v1", get(root::v1_get))
         .route("/v1/", get(root::v1_get))
@@ -80,5 +81,8 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
             auth::require_auth,
         ))
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))
-        .layer(axum::middleware::from_fn(version::negotiate_version))
+        .layer(axum::middleware::from_fn(version::negotiate_version));
+    // Clients add a trailing slash now and then (`GET /v1/nodes/?fields=…` from the
+    // baremetal CLI); Ironic serves both spellings, so every path is tried without it.
+    Router::new().fallback_service(NormalizePath::trim_trailing_slash(routes))
 }

@@ -160,7 +160,6 @@ async fn walks_from_enroll_to_active_and_back_to_available(api: Api) {
     expect_state(&api, &uuid, "available").await;
     request(&api, &uuid, "deploy").await;
     let active = expect_state(&api, &uuid, "active").await;
-    assert_eq!(active["power_state"], "power on");
     assert_eq!(active["target_provision_state"], Value::Null);
     assert_eq!(active["last_error"], Value::Null);
     request(&api, &uuid, "undeploy").await;
@@ -199,6 +198,12 @@ async fn walks_from_enroll_to_active_and_back_to_available(api: Api) {
         )
         .await;
     assert_eq!(states.body["provision_state"], "available");
+    // The baremetal CLI lists with a trailing slash; the node names its conductor (1.49).
+    let listed = api
+        .send_at(LATEST, Method::GET, "/v1/nodes/?fields=uuid,conductor", None)
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    assert_eq!(listed.body["nodes"][0]["conductor"], "test-conductor");
 }
 
 async fn failed_verification_returns_to_enroll_with_last_error(api: Api) {

@@ -121,10 +121,6 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
     }
     match steps::run(task, kind, resume).await {
         Ok(Progress::Done) => {
-            if kind == StepKind::Deploy {
-                // The fake and (later) agent deployments leave the machine running its image.
-                task.node.power_state = Some(PowerAction::On.resulting_state());
-            }
             // Manual cleaning returns to manageable through its own edge.
             let manual_clean = kind == StepKind::Clean
                 && task.node.target_provision_state == Some(ProvisionState::Manageable);

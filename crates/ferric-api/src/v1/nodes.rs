@@ -151,9 +151,10 @@ fn selects(selection: &Selection, name: &str) -> bool {
     }
 }
 
-/// The node as a client at `version` sees it, with `reservation` from its lease.
+/// The node as a client at `version` sees it, with `reservation` from its lease and
+/// `conductor` the conductor that serves it.
 async fn node_json(
-    store: &Store,
+    state: &ApiState,
     node: &Node,
     version: Microversion,
     selection: &Selection,
@@ -164,9 +165,15 @@ async fn node_json(
         && let Some(slot) = shown.get_mut("reservation")
     {
         // TODO-perf: one lease query per node; a joined query would serve large listings.
-        *slot = lease_holder(store, node.uuid)
+        *slot = lease_holder(&state.store, node.uuid)
             .await?
             .map_or(Value::Null, Value::String);
+    }
+    // TODO-correctness: with several conductors this is the hash ring's owner (scale-out).
+    if let Some(slot) = shown.get_mut("conductor")
+        && node.conductor_group == state.conductor.config().conductor_group
+    {
+        *slot = Value::String(state.conductor.hostname().to_owned());
     }
     Ok(shown)
 }
@@ -198,7 +205,7 @@ pub(crate) async fn list(
     let base = base_url(headers);
     let mut items = Vec::with_capacity(nodes.len());
     for node in &nodes {
-        items.push(node_json(&state.store, node, version, &selection, &base).await?);
+        items.push(node_json(state, node, version, &selection, &base).await?);
     }
     let detail = if detail_path { "/detail" } else { "" };
     let path = match chassis {
@@ -252,7 +259,7 @@ pub async fn node_get(
         .map_err(db_error)?;
     let base = base_url(&headers);
     Ok(Json(
-        node_json(&state.store, &node, version, &selection, &base).await?,
+        node_json(&state, &node, version, &selection, &base).await?,
     ))
 }
 
@@ -277,7 +284,7 @@ pub async fn node_create(
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    let body = node_json(&state.store, &created_node, version, &Selection::All, &base).await?;
+    let body = node_json(&state, &created_node, version, &Selection::All, &base).await?;
     Ok(created(&created_node, body, &base))
 }
 
@@ -393,7 +400,7 @@ pub async fn node_update(
         .map_err(reference_error)?;
     let base = base_url(&headers);
     Ok(Json(
-        node_json(&state.store, &saved, version, &Selection::All, &base).await?,
+        node_json(&state, &saved, version, &Selection::All, &base).await?,
     ))
 }
 
