@@ -200,7 +200,12 @@ async fn walks_from_enroll_to_active_and_back_to_available(api: Api) {
     assert_eq!(states.body["provision_state"], "available");
     // The baremetal CLI lists with a trailing slash; the node names its conductor (1.49).
     let listed = api
-        .send_at(LATEST, Method::GET, "/v1/nodes/?fields=uuid,conductor", None)
+        .send_at(
+            LATEST,
+            Method::GET,
+            "/v1/nodes/?fields=uuid,conductor",
+            None,
+        )
         .await;
     assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
     assert_eq!(listed.body["nodes"][0]["conductor"], "test-conductor");
