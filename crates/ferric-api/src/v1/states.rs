@@ -181,6 +181,22 @@ fn parse_step(field: &str, item: Value, deploy: bool) -> Result<StepCall, ApiErr
     })
 }
 
+/// Takes the mandatory field `name` out of a request body (400 when absent).
+fn required(body: &mut Map<String, Value>, name: &str) -> Result<Value, ApiError> {
+    body.remove(name)
+        .ok_or_else(|| ApiError::bad_request(format!("Mandatory field missing: '{name}'.")))
+}
+
+/// Refuses whatever the handler did not take out of the body (the schemas are closed).
+fn refuse_leftovers(body: &Map<String, Value>, request: &str) -> Result<(), ApiError> {
+    match body.keys().next() {
+        Some(unknown) => Err(ApiError::bad_request(format!(
+            "Unknown field '{unknown}' in {request}."
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn too_old(what: &str, needed: u16, version: Microversion) -> ApiError {
     ApiError::not_acceptable(format!(
         "{what} needs API version 1.{needed} or later; the request used {version}."
@@ -197,9 +213,7 @@ fn provision_request(
     version: Microversion,
 ) -> Result<(Verb, ProvisionArgs), ApiError> {
     let mut body = json_object_body(body)?;
-    let target = body
-        .remove("target")
-        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
+    let target = required(&mut body, "target")?;
     let target = target
         .as_str()
         .ok_or_else(|| ApiError::bad_request("'target' must be a string."))?;
@@ -296,11 +310,7 @@ fn provision_request(
             "\"service_steps\" is required when setting target provision state to service.",
         ));
     }
-    if let Some(unknown) = body.keys().next() {
-        return Err(ApiError::bad_request(format!(
-            "Unknown field '{unknown}' in a provision request for '{event}'."
-        )));
-    }
+    refuse_leftovers(&body, &format!("a provision request for '{event}'"))?;
     Ok((verb, args))
 }
 
@@ -354,9 +364,7 @@ pub async fn node_power_set(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let mut body = json_object_body(&body)?;
-    let target = body
-        .remove("target")
-        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
+    let target = required(&mut body, "target")?;
     let action: PowerAction = target
         .as_str()
         .and_then(|t| t.parse().ok())
@@ -383,11 +391,7 @@ pub async fn node_power_set(
     if (action.is_soft() || timeout.is_some()) && version < Microversion::new(27) {
         return Err(too_old("Soft power actions and timeouts", 27, version));
     }
-    if let Some(unknown) = body.keys().next() {
-        return Err(ApiError::bad_request(format!(
-            "Unknown field '{unknown}' in a power request."
-        )));
-    }
+    refuse_leftovers(&body, "a power request")?;
     let node = node(&state, &ident).await?;
     state
         .conductor
@@ -421,9 +425,7 @@ pub async fn node_boot_device_set(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let mut body = json_object_body(&body)?;
-    let device = body
-        .remove("boot_device")
-        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'boot_device'."))?;
+    let device = required(&mut body, "boot_device")?;
     let device: BootDevice = device
         .as_str()
         .and_then(|d| d.parse().ok())
@@ -439,11 +441,7 @@ pub async fn node_boot_device_set(
         Some(Value::String(text)) => super::parse_bool_param("persistent", &text)?,
         Some(_) => return Err(ApiError::bad_request("'persistent' must be a boolean.")),
     };
-    if let Some(unknown) = body.keys().next() {
-        return Err(ApiError::bad_request(format!(
-            "Unknown field '{unknown}' in a boot device request."
-        )));
-    }
+    refuse_leftovers(&body, "a boot device request")?;
     let node = node(&state, &ident).await?;
     state
         .conductor
@@ -542,11 +540,7 @@ pub async fn node_maintenance_set(
             Some(Value::String(reason)) => Some(reason),
             Some(_) => return Err(ApiError::bad_request("'reason' must be a string.")),
         };
-        if let Some(unknown) = body.keys().next() {
-            return Err(ApiError::bad_request(format!(
-                "Unknown field '{unknown}' in a maintenance request."
-            )));
-        }
+        refuse_leftovers(&body, "a maintenance request")?;
         reason
     };
     set_maintenance(&state, &ident, true, reason).await?;
