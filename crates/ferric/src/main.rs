@@ -24,8 +24,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the Ferric server: the Bare Metal API (and, as they land, the conductor, the
-    /// inspection service and the boot file server) in one process.
+    /// Run the Ferric server: the Bare Metal API and the conductor in one process (the
+    /// inspection service and the boot file server join as they land). Conductor settings
+    /// (workers, timeouts, hardware types) are in docs/conductor.md.
     ///
     /// Settings come from, lowest priority first: built-in defaults, the TOML file given with
     /// --config (or FERRIC_CONFIG), FERRIC_* environment variables, then these flags.
