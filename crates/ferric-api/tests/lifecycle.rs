@@ -56,6 +56,7 @@ on_both_backends!(
     power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out,
     work_of_a_dead_conductor_is_failed_with_last_error,
     manual_clean_rescue_service_and_holds,
+    agent_lookup_token_and_heartbeat_continue_a_deploy,
 );
 
 /// The latest version: every verb and edge is reachable.
@@ -715,4 +716,120 @@ async fn a_full_worker_pool_answers_503() {
     assert!(faultstring(&refused.body).contains("free conductor workers"));
     let node = node(&api, &other).await;
     assert_eq!(node["provision_state"], "enroll");
+}
+
+async fn agent_lookup_token_and_heartbeat_continue_a_deploy(api: Api) {
+    let uuid = available(&api, json!({"fake_wait": "deploy"})).await;
+    let port = api
+        .send_at(
+            LATEST,
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": "52:54:00:12:34:56"})),
+        )
+        .await;
+    assert_eq!(port.status, StatusCode::CREATED, "{}", port.body);
+    let lookup_path = "/v1/lookup?addresses=52:54:00:12:34:56,not-a-mac";
+
+    // Not expecting an agent yet: the same 404 as an unknown MAC.
+    let early = api.send_at(68, Method::GET, lookup_path, None).await;
+    assert_eq!(early.status, StatusCode::NOT_FOUND, "{}", early.body);
+    let unknown = api
+        .send_at(
+            68,
+            Method::GET,
+            "/v1/lookup?addresses=52:54:00:00:00:01",
+            None,
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(faultstring(&early.body), faultstring(&unknown.body));
+    let empty = api.send_at(68, Method::GET, "/v1/lookup", None).await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST, "{}", empty.body);
+    let old = api.send_at(21, Method::GET, lookup_path, None).await;
+    assert_eq!(old.status, StatusCode::NOT_FOUND);
+
+    request(&api, &uuid, "active").await;
+    expect_state(&api, &uuid, "wait call-back").await;
+
+    let found = api.send_at(68, Method::GET, lookup_path, None).await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+    assert_eq!(found.body["node"]["uuid"], uuid.as_str());
+    assert_eq!(found.body["config"]["agent_token_required"], true);
+    assert_eq!(found.body["config"]["heartbeat_timeout"], 300);
+    let token = found.body["config"]["agent_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(token.len(), 43);
+    assert!(
+        found.body["node"]["driver_internal_info"]
+            .get("agent_secret_token")
+            .is_none()
+    );
+    // The token is shown once.
+    let again = api.send_at(68, Method::GET, lookup_path, None).await;
+    assert_eq!(again.body["config"]["agent_token"], "******");
+    let by_uuid = api
+        .send_at(
+            68,
+            Method::GET,
+            &format!("/v1/lookup?node_uuid={uuid}"),
+            None,
+        )
+        .await;
+    assert_eq!(by_uuid.status, StatusCode::OK);
+
+    let heartbeat = format!("/v1/heartbeat/{uuid}");
+    let beat = |token: &str| {
+        json!({
+            "callback_url": "http://10.0.0.5:9999",
+            "agent_token": token,
+            "agent_version": "ferric-agent test",
+        })
+    };
+    let wrong = api
+        .send_at(68, Method::POST, &heartbeat, Some(beat("not-the-token")))
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST, "{}", wrong.body);
+    assert_eq!(
+        faultstring(&wrong.body),
+        "Invalid or missing agent token received."
+    );
+    let missing_url = api
+        .send_at(
+            68,
+            Method::POST,
+            &heartbeat,
+            Some(json!({"agent_token": token})),
+        )
+        .await;
+    assert_eq!(missing_url.status, StatusCode::BAD_REQUEST);
+    let too_old = api
+        .send_at(35, Method::POST, &heartbeat, Some(beat(&token)))
+        .await;
+    assert_eq!(too_old.status, StatusCode::BAD_REQUEST, "{}", too_old.body);
+    expect_state(&api, &uuid, "wait call-back").await;
+
+    // The heartbeat is the callback: the deploy goes on to active.
+    let accepted = api
+        .send_at(68, Method::POST, &heartbeat, Some(beat(&token)))
+        .await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.body);
+    let node = expect_state(&api, &uuid, "active").await;
+    assert_eq!(
+        node["driver_internal_info"]["agent_url"],
+        "http://10.0.0.5:9999"
+    );
+    assert_eq!(
+        node["driver_internal_info"]["agent_version"],
+        "ferric-agent test"
+    );
+    // In a resting state the agent is refused.
+    let late = api
+        .send_at(68, Method::POST, &heartbeat, Some(beat(&token)))
+        .await;
+    assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.body);
+    let gone = api.send_at(68, Method::GET, lookup_path, None).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }

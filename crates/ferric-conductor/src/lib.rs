@@ -19,6 +19,7 @@
 //! Tests step this machine instead of sleeping: [`Conductor::wait_idle`] waits for running
 //! workers, and every reconciler has a `run_once`.
 
+pub mod agent;
 mod error;
 mod power;
 mod provision;
@@ -38,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+pub use agent::{AgentToken, Heartbeat};
 pub use error::ConductorError;
 pub use power::{NodeValidation, ValidationResult};
 pub use provision::ProvisionArgs;
@@ -75,6 +77,11 @@ pub struct ConductorConfig {
     pub service_callback_timeout: Option<Duration>,
     /// Whether [`Conductor::start`] runs the reconcilers periodically (tests step them).
     pub periodic: bool,
+    /// Fast track (§3): agents may look nodes up and heartbeat in resting states, and a node
+    /// whose agent is up skips the reboot into the ramdisk.
+    pub fast_track: bool,
+    /// How long an agent may stay silent; it heartbeats at 30–60 % of this.
+    pub agent_heartbeat_timeout: Duration,
 }
 
 impl Default for ConductorConfig {
@@ -98,6 +105,8 @@ impl Default for ConductorConfig {
             rescue_callback_timeout: half_hour,
             service_callback_timeout: half_hour,
             periodic: true,
+            fast_track: false,
+            agent_heartbeat_timeout: Duration::from_secs(300),
         }
     }
 }

@@ -313,6 +313,7 @@ pub(crate) fn forget_agent(task: &mut Task) {
         "agent_url",
         "agent_secret_token",
         "agent_secret_token_pregenerated",
+        "agent_verify_ca",
     ] {
         task.node.driver_internal_info.remove(key);
     }

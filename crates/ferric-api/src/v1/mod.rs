@@ -25,6 +25,7 @@ pub(crate) mod port_fields;
 pub(crate) mod portgroup_fields;
 pub mod portgroups;
 pub mod ports;
+pub mod ramdisk;
 pub(crate) mod resource;
 pub mod states;
 pub mod traits;

@@ -1,0 +1,326 @@
+//! The ramdisk-facing endpoints (`reference/ironic.md` §2.8, §3): `GET /v1/lookup` and
+//! `POST /v1/heartbeat/{node}`, through which an agent booted on a machine finds its node,
+//! receives its token and reports that it is up.
+//!
+//! They are public (the agent has no credentials, only its token) and so say as little as
+//! possible: a lookup that matches no node, an ambiguous one, and a node in a state that does
+//! not expect an agent all answer the same 404.
+
+use std::collections::HashSet;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use ferric_conductor::agent::{AGENT_TOKEN_KEY, agent_allowed};
+use ferric_conductor::{AgentToken, Heartbeat};
+use ferric_db::{Page, PortFilter};
+use ferric_model::resources::{Ident, Node};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::fields::{MASK, mask_secrets};
+use super::resource::require_endpoint;
+use super::states::conductor_error;
+use super::{base_url, db_error, json_object_body, links};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+/// Lookup and heartbeat appeared in 1.22.
+const RAMDISK_SINCE: u16 = 22;
+/// From 1.62 a lookup hands out the agent token.
+const TOKEN_SINCE: u16 = 62;
+/// `agent_version` in heartbeats.
+const AGENT_VERSION_SINCE: u16 = 36;
+/// `agent_verify_ca`.
+const VERIFY_CA_SINCE: u16 = 68;
+/// `agent_status` and `agent_status_message`.
+const AGENT_STATUS_SINCE: u16 = 72;
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/lookup", get(lookup))
+        .route("/v1/heartbeat/{node_ident}", post(heartbeat))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LookupQuery {
+    addresses: Option<String>,
+    node_uuid: Option<String>,
+}
+
+/// A MAC address in the canonical lower-case, colon-separated form, or `None`.
+pub(crate) fn normalize_mac(text: &str) -> Option<String> {
+    let text = text.trim();
+    let parts: Vec<&str> = text.split([':', '-']).collect();
+    let valid = parts.len() == 6
+        && parts
+            .iter()
+            .all(|part| part.len() == 2 && part.chars().all(|c| c.is_ascii_hexdigit()));
+    valid.then(|| parts.join(":").to_ascii_lowercase())
+}
+
+fn not_found() -> ApiError {
+    ApiError::not_found("Node could not be found for the given lookup parameters.")
+}
+
+/// `GET /v1/lookup?addresses=<mac>,<mac>&node_uuid=<uuid>`.
+pub async fn lookup(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Query(query): Query<LookupQuery>,
+) -> Result<Response, ApiError> {
+    require_endpoint(version, RAMDISK_SINCE, "/v1/lookup")?;
+    let mut addresses = Vec::new();
+    for text in query
+        .addresses
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .filter(|text| !text.trim().is_empty())
+    {
+        match normalize_mac(text) {
+            Some(mac) => addresses.push(mac),
+            None => tracing::warn!(address = text, "lookup: ignoring an invalid MAC address"),
+        }
+    }
+    let node_uuid = match query.node_uuid.as_deref().filter(|text| !text.is_empty()) {
+        Some(text) => Some(Uuid::parse_str(text).map_err(|_| {
+            ApiError::bad_request(format!("Invalid UUID for node_uuid: '{text}'."))
+        })?),
+        None => None,
+    };
+    if addresses.is_empty() && node_uuid.is_none() {
+        return Err(ApiError::bad_request(
+            "One or more of the addresses (valid MAC addresses) and node_uuid parameters \
+             must be provided for a lookup.",
+        ));
+    }
+    let node = find_node(&state, node_uuid, &addresses).await?;
+    let fast_track = state.conductor.config().fast_track;
+    if !agent_allowed(&node, fast_track) {
+        tracing::warn!(
+            node = %node.uuid,
+            state = %node.provision_state,
+            "lookup refused: the node does not expect an agent in this state"
+        );
+        return Err(not_found());
+    }
+    let mut config = Map::new();
+    config.insert(
+        "heartbeat_timeout".into(),
+        state
+            .conductor
+            .config()
+            .agent_heartbeat_timeout
+            .as_secs()
+            .into(),
+    );
+    config.insert("agent_token_required".into(), true.into());
+    config.insert("metrics".into(), json!({"backend": "noop"}));
+    config.insert("metrics_statsd".into(), json!({}));
+    config.insert("agent_md5_checksum_enable".into(), false.into());
+    config.insert("disable_deep_image_inspection".into(), false.into());
+    config.insert(
+        "permitted_image_formats".into(),
+        json!(["raw", "qcow2", "iso", "gpt"]),
+    );
+    config.insert("agent_containers".into(), json!({}));
+    config.insert(
+        "agent_skip_bmc_detect".into(),
+        node.management_interface
+            .as_deref()
+            .is_some_and(|name| name.contains("redfish"))
+            .into(),
+    );
+    if version.minor() >= TOKEN_SINCE {
+        let token = state
+            .conductor
+            .agent_lookup_token(node.uuid)
+            .await
+            .map_err(conductor_error)?;
+        let shown = match token {
+            AgentToken::Minted(token) => token,
+            AgentToken::AlreadyIssued => MASK.to_owned(),
+        };
+        config.insert("agent_token".into(), shown.into());
+    }
+    let mut driver_internal_info = node.driver_internal_info.clone();
+    driver_internal_info.remove(AGENT_TOKEN_KEY);
+    let base = base_url(&headers);
+    let body = json!({
+        "node": {
+            "uuid": node.uuid,
+            "properties": node.properties,
+            "instance_info": mask_secrets(&node.instance_info),
+            "driver_internal_info": driver_internal_info,
+            "links": links(&base, &format!("nodes/{}", node.uuid)),
+        },
+        "config": config,
+    });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+/// The node a lookup names: by UUID when given, else the one node all known MACs belong to.
+async fn find_node(
+    state: &ApiState,
+    node_uuid: Option<Uuid>,
+    addresses: &[String],
+) -> Result<Node, ApiError> {
+    if let Some(uuid) = node_uuid {
+        return state
+            .store
+            .node_get(&Ident::Uuid(uuid))
+            .await
+            .map_err(|_| not_found());
+    }
+    let mut owners = HashSet::new();
+    for mac in addresses {
+        let ports = state
+            .store
+            .port_list(
+                &PortFilter {
+                    address: Some(mac.clone()),
+                    ..PortFilter::default()
+                },
+                &Page::all(),
+            )
+            .await
+            .map_err(db_error)?;
+        owners.extend(ports.into_iter().map(|port| port.node_uuid));
+    }
+    match owners.len() {
+        1 => {
+            let uuid = owners.into_iter().next().ok_or_else(not_found)?;
+            state
+                .store
+                .node_get(&Ident::Uuid(uuid))
+                .await
+                .map_err(|_| not_found())
+        }
+        0 => Err(not_found()),
+        _ => {
+            tracing::warn!(
+                addresses = ?addresses,
+                "lookup: the MAC addresses belong to more than one node"
+            );
+            Err(not_found())
+        }
+    }
+}
+
+/// `POST /v1/heartbeat/{node_ident}` → 202.
+pub async fn heartbeat(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    require_endpoint(version, RAMDISK_SINCE, &format!("/v1/heartbeat/{ident}"))?;
+    let mut body = json_object_body(&body)?;
+    let mut take_string = |name: &str, since: u16, required: bool| match body.remove(name) {
+        None | Some(Value::Null) if required => Err(ApiError::bad_request(format!(
+            "Missing argument: \"{name}\"."
+        ))),
+        None | Some(Value::Null) => Ok(None),
+        Some(_) if version.minor() < since => Err(ApiError::bad_request(format!(
+            "Field \"{name}\" needs API version 1.{since} or later; this request asked \
+                 for {version}."
+        ))),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Invalid value for {name}: {other} is not a string."
+        ))),
+    };
+    let callback_url = take_string("callback_url", RAMDISK_SINCE, true)?.unwrap_or_default();
+    let agent_token = take_string("agent_token", TOKEN_SINCE, false)?;
+    let agent_version = take_string("agent_version", AGENT_VERSION_SINCE, false)?;
+    let agent_verify_ca = take_string("agent_verify_ca", VERIFY_CA_SINCE, false)?;
+    let agent_status = take_string("agent_status", AGENT_STATUS_SINCE, false)?;
+    let agent_status_message = take_string("agent_status_message", AGENT_STATUS_SINCE, false)?;
+    if let Some(unknown) = body.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "Unknown attribute for heartbeat: \"{unknown}\"."
+        )));
+    }
+    if !callback_url.is_empty() && !is_http_url(&callback_url) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid callback_url '{callback_url}': it must be an http:// or https:// URL."
+        )));
+    }
+    if let Some(status) = &agent_status
+        && !["start", "end", "error"].contains(&status.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "Invalid agent_status '{status}': expected start, end or error."
+        )));
+    }
+    let Some(agent_token) = agent_token else {
+        return Err(ApiError::bad_request(
+            "Invalid or missing agent token received.",
+        ));
+    };
+    let node = state
+        .store
+        .node_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    state
+        .conductor
+        .heartbeat(
+            node.uuid,
+            Heartbeat {
+                callback_url,
+                agent_token,
+                agent_version,
+                agent_verify_ca,
+                agent_status,
+                agent_status_message,
+            },
+        )
+        .await
+        .map_err(conductor_error)?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+fn is_http_url(text: &str) -> bool {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"));
+    rest.is_some_and(|rest| {
+        let host = rest.split(['/', '?']).next().unwrap_or("");
+        !host.is_empty() && !host.contains(char::is_whitespace)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_are_normalized_or_refused() {
+        assert_eq!(
+            normalize_mac("52:54:00:AB:cd:01").as_deref(),
+            Some("52:54:00:ab:cd:01")
+        );
+        assert_eq!(
+            normalize_mac("52-54-00-ab-cd-01").as_deref(),
+            Some("52:54:00:ab:cd:01")
+        );
+        assert_eq!(normalize_mac("52:54:00:ab:cd"), None);
+        assert_eq!(normalize_mac("zz:54:00:ab:cd:01"), None);
+    }
+
+    #[test]
+    fn callback_urls_must_be_http() {
+        assert!(is_http_url("http://10.0.0.5:9999"));
+        assert!(is_http_url("https://[fd00::5]:9999/"));
+        assert!(!is_http_url("ftp://10.0.0.5"));
+        assert!(!is_http_url("http://"));
+        assert!(!is_http_url("10.0.0.5:9999"));
+    }
+}
