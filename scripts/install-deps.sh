@@ -46,6 +46,11 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-nextest
 fi
 
+# --- tools the conductor calls: genisoimage renders config drives given as JSON -------------
+if ! command -v genisoimage >/dev/null 2>&1; then
+  apt_install genisoimage
+fi
+
 # --- the virtual lab (only with --lab): QEMU under TCG, iPXE ROMs, dnsmasq, qemu-img ----------
 # Needed by `ferric lab up` and the `lab-e2e` tests, not by the default test run. qemu-utils must
 # come from the same release as qemu-system-x86: a backported qemu-utils blocks the install

@@ -27,6 +27,9 @@ pub enum ConductorError {
     /// 409: the node is in a state where this cannot happen now.
     #[error("{0}")]
     Conflict(String),
+    /// 404: there is nothing of the kind to act on (no deployment running to abort).
+    #[error("{0}")]
+    NothingRunning(String),
     /// 404: no such node.
     #[error("Node {0} could not be found.")]
     NodeNotFound(String),

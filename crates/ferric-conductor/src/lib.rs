@@ -143,6 +143,9 @@ pub(crate) struct Inner {
     shutdown: CancellationToken,
     /// Nodes a task of this process works on right now.
     busy: Mutex<HashSet<Uuid>>,
+    /// Nodes whose running deployment was asked to stop (`DELETE /v1/nodes/{node}/provision`);
+    /// the worker that holds the node notices between two looks at the agent.
+    pub(crate) abort_requests: Mutex<HashSet<Uuid>>,
     /// Failed power reads in a row, per node (the power-sync reconciler's memory).
     pub(crate) power_failures: Mutex<HashMap<Uuid, u32>>,
     pub(crate) reconcilers: reconcilers::Registry,
@@ -213,6 +216,7 @@ impl Conductor {
                 tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
                 busy: Mutex::new(HashSet::new()),
+                abort_requests: Mutex::new(HashSet::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
                 config,

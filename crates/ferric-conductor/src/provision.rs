@@ -83,6 +83,56 @@ impl Conductor {
     }
 }
 
+impl Conductor {
+    /// Seed 001's `DELETE /v1/nodes/{node}/provision`: stops the deployment running on
+    /// `node`. A node waiting for its agent is aborted at once, as the `abort` verb does; a
+    /// step running right now is interrupted at its next look at the agent (the node ends in
+    /// `deploy failed`, powered off). [`ConductorError::Forbidden`] when the running step may
+    /// not be interrupted, [`ConductorError::NothingRunning`] when no deployment runs.
+    pub async fn abort_deployment(&self, node: Uuid) -> Result<(), ConductorError> {
+        let inner = &self.inner;
+        let current = inner
+            .store
+            .node_get(&ferric_model::resources::Ident::Uuid(node))
+            .await?;
+        match current.provision_state {
+            ProvisionState::WaitCallBack | ProvisionState::DeployHold => {
+                self.provision(node, Verb::Abort, ProvisionArgs::default())
+                    .await
+            }
+            ProvisionState::Deploying => {
+                let ports = inner
+                    .store
+                    .port_list(
+                        &ferric_db::PortFilter {
+                            node_uuid: Some(node),
+                            ..ferric_db::PortFilter::default()
+                        },
+                        &ferric_db::Page::all(),
+                    )
+                    .await?;
+                let interfaces = inner.drivers.load_with_ports(&current, &ports)?;
+                current_step_is_abortable(&interfaces, &current, StepKind::Deploy)
+                    .map_err(ConductorError::Forbidden)?;
+                if !inner.is_busy(node) {
+                    return Err(ConductorError::Conflict(format!(
+                        "Node {node} is deploying, but not on this conductor ({}); retry on \
+                         the conductor that holds it.",
+                        inner.config.hostname
+                    )));
+                }
+                crate::lock(&inner.abort_requests).insert(node);
+                tracing::info!(node = %node, "abort of the running deployment requested");
+                Ok(())
+            }
+            state => Err(ConductorError::NothingRunning(format!(
+                "No deployment is running on node {node} (it is in state \"{state}\"); there \
+                 is nothing to abort."
+            ))),
+        }
+    }
+}
+
 fn invalid(error: DriverError) -> ConductorError {
     match error {
         DriverError::Failed(message) => ConductorError::Invalid(message),
@@ -309,14 +359,7 @@ async fn abort(task: &mut Task) -> Result<Option<Job>, ConductorError> {
 
 /// Forgets the agent the node was talking to: it must look the node up again.
 pub(crate) fn forget_agent(task: &mut Task) {
-    for key in [
-        "agent_url",
-        "agent_secret_token",
-        "agent_secret_token_pregenerated",
-        "agent_verify_ca",
-    ] {
-        task.node.driver_internal_info.remove(key);
-    }
+    ferric_drivers::agent_client::forget_agent(&mut task.node);
 }
 
 fn describe_step(step: &ferric_model::resources::JsonObject) -> String {

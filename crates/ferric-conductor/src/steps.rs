@@ -40,6 +40,19 @@ fn index_key(kind: StepKind) -> String {
     format!("{}_step_index", kind.as_str())
 }
 
+/// Set while the node waits for what [`DeployInterface::prepare`] started (the agent
+/// booting): the callback resumes at the current step instead of after it.
+///
+/// [`DeployInterface::prepare`]: ferric_drivers::interfaces::DeployInterface::prepare
+fn preparing_key(kind: StepKind) -> String {
+    format!("{}_preparing", kind.as_str())
+}
+
+/// Set once the flow's environment is ready.
+fn prepared_key(kind: StepKind) -> String {
+    format!("{}_prepared", kind.as_str())
+}
+
 fn current_step_field(node: &mut Node, kind: StepKind) -> &mut JsonObject {
     match kind {
         StepKind::Clean => &mut node.clean_step,
@@ -132,6 +145,8 @@ pub(crate) fn store_plan(node: &mut Node, kind: StepKind, plan: &[StepCall]) {
 pub(crate) fn clear_plan(node: &mut Node, kind: StepKind) {
     node.driver_internal_info.remove(&plan_key(kind));
     node.driver_internal_info.remove(&index_key(kind));
+    node.driver_internal_info.remove(&preparing_key(kind));
+    node.driver_internal_info.remove(&prepared_key(kind));
     current_step_field(node, kind).clear();
 }
 
@@ -193,10 +208,41 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
         .and_then(Value::as_u64)
         .and_then(|index| usize::try_from(index).ok())
         .unwrap_or(0);
-    if resume {
+    let interfaces = task.interfaces().map_err(|error| error.to_string())?;
+    let info = &mut task.node.driver_internal_info;
+    if info.remove(&preparing_key(kind)).is_some() {
+        // The node called back because its environment is ready, not because a step ended.
+        info.insert(prepared_key(kind), true.into());
+    } else if resume {
         index += 1;
     }
-    let interfaces = task.interfaces().map_err(|error| error.to_string())?;
+    let needs_preparing = plan.get(index).is_some()
+        && !task
+            .node
+            .driver_internal_info
+            .contains_key(&prepared_key(kind));
+    if needs_preparing {
+        let prepared = interfaces
+            .deploy
+            .prepare(&mut task.node, kind)
+            .await
+            .map_err(|error| {
+                format!(
+                    "Preparing node {} for {} failed: {error}",
+                    task.uuid(),
+                    step_noun(kind)
+                )
+            })?;
+        let key = match prepared {
+            Outcome::Wait => preparing_key(kind),
+            Outcome::Done | Outcome::Poll(_) => prepared_key(kind),
+        };
+        task.node.driver_internal_info.insert(key, true.into());
+        if prepared == Outcome::Wait {
+            task.save().await.map_err(|error| error.to_string())?;
+            return Ok(Progress::Wait);
+        }
+    }
     while let Some(step) = plan.get(index) {
         *current_step_field(&mut task.node, kind) = step.to_json();
         task.node
@@ -220,8 +266,29 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             StepOutcome::Hold => return Ok(Progress::Hold),
         }
     }
+    if !plan.is_empty() {
+        interfaces
+            .deploy
+            .finish(&mut task.node, kind)
+            .await
+            .map_err(|error| {
+                format!(
+                    "Finishing {} on node {} failed: {error}",
+                    step_noun(kind),
+                    task.uuid()
+                )
+            })?;
+    }
     clear_plan(&mut task.node, kind);
     Ok(Progress::Done)
+}
+
+fn step_noun(kind: StepKind) -> &'static str {
+    match kind {
+        StepKind::Clean => "cleaning",
+        StepKind::Deploy => "deployment",
+        StepKind::Service => "servicing",
+    }
 }
 
 enum StepOutcome {
@@ -256,13 +323,27 @@ async fn execute(
         task.node.power_state = Some(action.resulting_state());
         return Ok(StepOutcome::Done);
     }
-    match interfaces
-        .deploy
-        .execute_step(&mut task.node, kind, step)
-        .await?
-    {
-        Outcome::Done => Ok(StepOutcome::Done),
-        Outcome::Wait => Ok(StepOutcome::Wait),
+    loop {
+        match interfaces
+            .deploy
+            .execute_step(&mut task.node, kind, step)
+            .await?
+        {
+            Outcome::Done => return Ok(StepOutcome::Done),
+            Outcome::Wait => return Ok(StepOutcome::Wait),
+            Outcome::Poll(after) => {
+                // Progress the step recorded becomes visible; the lease stays ours.
+                task.save()
+                    .await
+                    .map_err(|error| DriverError::Failed(error.to_string()))?;
+                if task.abort_requested() {
+                    return Err(DriverError::Failed(
+                        "aborted by request while it ran".to_owned(),
+                    ));
+                }
+                tokio::time::sleep(after).await;
+            }
+        }
     }
 }
 

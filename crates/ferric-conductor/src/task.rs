@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use chrono::Utc;
 use ferric_drivers::Interfaces;
 use ferric_model::machine::transition;
-use ferric_model::resources::{Ident, Node, NodeHistoryEntry};
+use ferric_model::resources::{Ident, Node, NodeHistoryEntry, Port};
 use ferric_model::{Event, ProvisionState};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -36,6 +36,8 @@ pub(crate) enum Cause {
 pub(crate) struct Task {
     pub(crate) inner: Arc<Inner>,
     pub(crate) node: Node,
+    /// The node's ports as they were when the task began (network boot needs their MACs).
+    pub(crate) ports: Vec<Port>,
     /// The node as last read or saved: what [`Task::save`] compares against to know which
     /// fields this task changed.
     original: Node,
@@ -73,12 +75,34 @@ impl Task {
                 return Err(error.into());
             }
         };
+        let ports = inner
+            .store
+            .port_list(
+                &ferric_db::PortFilter {
+                    node_uuid: Some(node),
+                    ..ferric_db::PortFilter::default()
+                },
+                &ferric_db::Page::all(),
+            )
+            .await;
+        let ports = match ports {
+            Ok(ports) => ports,
+            Err(error) => {
+                let _ = inner
+                    .store
+                    .node_lease_release(node, &inner.config.hostname)
+                    .await;
+                inner.unmark_busy(node);
+                return Err(error.into());
+            }
+        };
         let lost = Arc::new(AtomicBool::new(false));
         let renewal = tokio::spawn(renew(inner.clone(), node, lost.clone()));
         Ok(Task {
             inner: inner.clone(),
             original: record.clone(),
             node: record,
+            ports,
             lost,
             renewal: Some(renewal),
             released: false,
@@ -91,7 +115,20 @@ impl Task {
 
     /// The node's driver interfaces.
     pub(crate) fn interfaces(&self) -> Result<Interfaces, ConductorError> {
-        Ok(self.inner.drivers.load(&self.node)?)
+        Ok(self
+            .inner
+            .drivers
+            .load_with_ports(&self.node, &self.ports)?)
+    }
+
+    /// Whether someone asked to stop the deployment this task runs.
+    pub(crate) fn abort_requested(&self) -> bool {
+        crate::lock(&self.inner.abort_requests).contains(&self.uuid())
+    }
+
+    /// Forgets an abort request (it has been acted on, or the flow ended anyway).
+    pub(crate) fn clear_abort_request(&self) -> bool {
+        crate::lock(&self.inner.abort_requests).remove(&self.uuid())
     }
 
     /// Writes the node back (see the module comment for how concurrent API edits survive).

@@ -42,6 +42,8 @@ async fn run(mut task: Task, job: Job) {
         Job::AfterCleanAbort => after_clean_abort(&mut task).await,
         Job::AfterRescueAbort => after_rescue_abort(&mut task).await,
     };
+    // An abort that came too late to matter is forgotten with the work it meant.
+    task.clear_abort_request();
     if let Err(error) = result {
         tracing::error!(node = %node, error = %error, "conductor task failed");
         if task.node.provision_state.is_stuck_treated_as_failure() {
@@ -133,7 +135,33 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
         }
         Ok(Progress::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
         Ok(Progress::Hold) => task.fire(Event::Hold, Cause::Conductor).await,
-        Err(message) => {
+        Err(mut message) => {
+            let aborted = task.clear_abort_request();
+            if aborted {
+                message = format!(
+                    "By request, the {} was aborted: {message}. The node is powered off; \
+                     deploy again or undeploy it.",
+                    if kind == StepKind::Deploy {
+                        "deployment"
+                    } else {
+                        kind.as_str()
+                    }
+                );
+            }
+            // Undo what the flow set up (network boot, a running agent, power).
+            match task.interfaces() {
+                Ok(interfaces) => {
+                    let undone = if kind == StepKind::Deploy {
+                        interfaces.deploy.clean_up(&mut task.node).await
+                    } else {
+                        interfaces.deploy.finish(&mut task.node, kind).await
+                    };
+                    if let Err(error) = undone {
+                        message = format!("{message} Then cleaning up failed: {error}");
+                    }
+                }
+                Err(error) => message = format!("{message} Then cleaning up failed: {error}"),
+            }
             clear_plan(&mut task.node, kind);
             if kind == StepKind::Clean {
                 // Ironic puts a node whose cleaning failed into maintenance (§1.6).
@@ -188,7 +216,7 @@ async fn inspect(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
     .await;
     match result {
         Ok(Outcome::Done) => task.fire(Event::Done, Cause::Conductor).await,
-        Ok(Outcome::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
+        Ok(Outcome::Wait | Outcome::Poll(_)) => task.fire(Event::Wait, Cause::Conductor).await,
         Err(error) => {
             task.fail(format!("Failed to inspect node {}: {error}", task.uuid()))
                 .await
@@ -231,7 +259,7 @@ async fn rescue(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
     .await;
     match result {
         Ok(Outcome::Done) => task.fire(Event::Done, Cause::Conductor).await,
-        Ok(Outcome::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
+        Ok(Outcome::Wait | Outcome::Poll(_)) => task.fire(Event::Wait, Cause::Conductor).await,
         Err(error) => {
             task.node.instance_info.remove("rescue_password");
             task.fail(format!("Failed to rescue node {}: {error}", task.uuid()))

@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 
 use crate::DriverError;
 use crate::interfaces::{
-    BootDevice, BootDeviceSetting, DeployInterface, InspectInterface, ManagementInterface, Outcome,
-    PowerAction, PowerInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+    BootDevice, BootDeviceSetting, BootInterface, DeployInterface, InspectInterface,
+    ManagementInterface, Outcome, PowerAction, PowerInterface, RescueInterface, StepCall, StepDef,
+    StepKind, Validate,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -160,11 +161,21 @@ impl DeployInterface for Fake {
             abortable: true,
             argsinfo: NO_ARGS,
         };
-        match kind {
+        // A firmware update may not be interrupted (seed 001): aborting while it runs is 403.
+        let firmware = StepDef {
+            interface: InterfaceKind::Firmware,
+            step: "update",
+            priority: 0,
+            abortable: false,
+            argsinfo: NO_ARGS,
+        };
+        let mut steps = match kind {
             StepKind::Deploy => vec![step("deploy", 100)],
             StepKind::Clean => vec![step("erase_devices", 10), step("erase_devices_metadata", 0)],
             StepKind::Service => vec![step("service", 0)],
-        }
+        };
+        steps.push(firmware);
+        steps
     }
 
     async fn execute_step(
@@ -181,6 +192,28 @@ impl DeployInterface for Fake {
     }
 
     async fn clean_up(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+/// The `fake` boot interface: nothing boots from the network; every request succeeds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FakeBoot;
+
+#[async_trait]
+impl Validate for FakeBoot {
+    async fn validate(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BootInterface for FakeBoot {
+    async fn prepare_ramdisk(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    async fn clean_up_ramdisk(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
     }
 }

@@ -6,15 +6,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ferric_model::resources::{InterfaceKind, Node};
+use ferric_model::resources::{InterfaceKind, Node, Port};
 
 use crate::DriverError;
-use crate::fake::Fake;
+use crate::agent_client::AgentClient;
+use crate::direct::DirectDeploy;
+use crate::fake::{Fake, FakeBoot};
 use crate::interfaces::{
-    BootDevice, BootDeviceSetting, DeployInterface, InspectInterface, ManagementInterface,
-    PowerInterface, RescueInterface, Validate,
+    BootDevice, BootDeviceSetting, BootInterface, DeployInterface, InspectInterface,
+    ManagementInterface, PowerInterface, RescueInterface, Validate,
 };
+use crate::ipxe::IpxeBoot;
 use crate::noop::{Noop, Passive};
+use crate::settings::DriverSettings;
 
 /// A hardware type: a name and, per interface kind, the implementations it supports, the
 /// first being the default.
@@ -49,9 +53,9 @@ const FAKE_HARDWARE: HardwareType = HardwareType {
     name: "fake-hardware",
     supported: [
         &["fake", "no-bios"],
-        &["fake"],
+        &["fake", "ipxe", "pxe"],
         &["fake", "no-console"],
-        &["fake"],
+        &["fake", "direct"],
         &["fake", "no-firmware"],
         &["fake", "no-inspect"],
         &["fake"],
@@ -82,16 +86,16 @@ const FAKE_PROPERTIES: &[(&str, &str)] = &[
     ),
 ];
 
-// Until the network-boot and agent interfaces exist, manual-management deploys with the fake
-// deploy interface; power and boot device are the operator's job (that is the point of the
-// type), so its power interface records what it is told.
+// Power and boot device are the operator's job (that is the point of the type), so its power
+// interface records what it is told; it network-boots the agent and deploys through it like
+// any other type, or with the fake deploy interface for demos.
 const MANUAL_MANAGEMENT: HardwareType = HardwareType {
     name: "manual-management",
     supported: [
         &["no-bios"],
-        &["fake"],
+        &["fake", "ipxe", "pxe"],
         &["no-console"],
-        &["fake"],
+        &["fake", "direct"],
         &["no-firmware"],
         &["no-inspect"],
         &["noop", "fake"],
@@ -108,18 +112,19 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
 /// Every hardware type Ferric knows, enabled or not.
 pub const HARDWARE_TYPES: [&HardwareType; 2] = [&FAKE_HARDWARE, &MANUAL_MANAGEMENT];
 
-/// The hardware types enabled in this deployment.
+/// The hardware types enabled in this deployment, and what their interfaces share: the
+/// site's settings and the client every node's agent is reached with.
 #[derive(Debug, Clone)]
 pub struct Drivers {
     enabled: Vec<&'static HardwareType>,
+    settings: Arc<DriverSettings>,
+    agent: AgentClient,
 }
 
 impl Default for Drivers {
     /// Every known hardware type.
     fn default() -> Self {
-        Self {
-            enabled: HARDWARE_TYPES.to_vec(),
-        }
+        Self::from_types(HARDWARE_TYPES.to_vec())
     }
 }
 
@@ -143,7 +148,28 @@ impl Drivers {
                     })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Self { enabled })
+        Ok(Self::from_types(enabled))
+    }
+
+    fn from_types(enabled: Vec<&'static HardwareType>) -> Self {
+        let settings = DriverSettings::default();
+        let agent = AgentClient::new(settings.deploy.agent_command_timeout);
+        Self {
+            enabled,
+            settings: Arc::new(settings),
+            agent,
+        }
+    }
+
+    /// The same types with the site's `settings`.
+    pub fn with_settings(mut self, settings: DriverSettings) -> Self {
+        self.agent = AgentClient::new(settings.deploy.agent_command_timeout);
+        self.settings = Arc::new(settings);
+        self
+    }
+
+    pub fn settings(&self) -> &DriverSettings {
+        &self.settings
     }
 
     pub fn enabled(&self) -> &[&'static HardwareType] {
@@ -197,8 +223,13 @@ impl Drivers {
     }
 
     /// The interfaces a node uses, built from its `<kind>_interface` fields (defaults where
-    /// unset).
+    /// unset), for work that does not boot it from the network (power, management).
     pub fn load(&self, node: &Node) -> Result<Interfaces, DriverError> {
+        self.load_with_ports(node, &[])
+    }
+
+    /// The interfaces a node uses, knowing its ports (network boot needs their MACs).
+    pub fn load_with_ports(&self, node: &Node, ports: &[Port]) -> Result<Interfaces, DriverError> {
         let mut node = node.clone();
         self.apply_defaults(&mut node)?;
         let name = |kind| node.interface(kind).unwrap_or_default().to_owned();
@@ -216,8 +247,21 @@ impl Drivers {
                 "noop" => Arc::new(NoopManagement),
                 _ => return Err(unsupported(InterfaceKind::Management)),
             };
+        let boot: Arc<dyn BootInterface> = match name(InterfaceKind::Boot).as_str() {
+            "ipxe" | "pxe" => Arc::new(IpxeBoot::new(self.settings.boot.clone(), ports)),
+            _ => Arc::new(FakeBoot),
+        };
         let deploy: Arc<dyn DeployInterface> = match name(InterfaceKind::Deploy).as_str() {
             "fake" => Arc::new(Fake),
+            "direct" => Arc::new(DirectDeploy {
+                power: power.clone(),
+                management: management.clone(),
+                boot: boot.clone(),
+                agent: self.agent.clone(),
+                settings: self.settings.deploy.clone(),
+                http_url: self.settings.boot.http_url.clone(),
+                ports: ports.to_vec(),
+            }),
             _ => return Err(unsupported(InterfaceKind::Deploy)),
         };
         let inspect: Arc<dyn InspectInterface> = match name(InterfaceKind::Inspect).as_str() {
@@ -238,6 +282,7 @@ impl Drivers {
                 InterfaceKind::Power => power.clone(),
                 InterfaceKind::Management => management.clone(),
                 InterfaceKind::Deploy => deploy.clone(),
+                InterfaceKind::Boot => boot.clone(),
                 InterfaceKind::Inspect => inspect.clone(),
                 InterfaceKind::Rescue => rescue.clone(),
                 _ => match name(kind).as_str() {
@@ -251,6 +296,7 @@ impl Drivers {
         Ok(Interfaces {
             power,
             management,
+            boot,
             deploy,
             inspect,
             rescue,
@@ -264,6 +310,7 @@ impl Drivers {
 pub struct Interfaces {
     pub power: Arc<dyn PowerInterface>,
     pub management: Arc<dyn ManagementInterface>,
+    pub boot: Arc<dyn BootInterface>,
     pub deploy: Arc<dyn DeployInterface>,
     pub inspect: Arc<dyn InspectInterface>,
     pub rescue: Arc<dyn RescueInterface>,

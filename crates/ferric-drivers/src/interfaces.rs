@@ -19,6 +19,9 @@ use crate::DriverError;
 pub enum Outcome {
     Done,
     Wait,
+    /// Still running (on the agent): the conductor saves the node — with whatever progress
+    /// the step wrote into it — and runs the same step again after this long.
+    Poll(Duration),
 }
 
 /// A power request (`PUT /v1/nodes/{node}/states/power` targets).
@@ -260,10 +263,30 @@ pub trait DeployInterface: Validate {
         kind: StepKind,
         step: &StepCall,
     ) -> Result<Outcome, DriverError>;
+    /// Readies what the steps of `kind` need before the first one runs (the `direct`
+    /// interface boots the agent ramdisk for cleaning). `Wait`: the node calls back when it
+    /// is ready.
+    async fn prepare(&self, _node: &mut Node, _kind: StepKind) -> Result<Outcome, DriverError> {
+        Ok(Outcome::Done)
+    }
+    /// Undoes [`DeployInterface::prepare`] after the last step of `kind`, or after the flow
+    /// failed.
+    async fn finish(&self, _node: &mut Node, _kind: StepKind) -> Result<(), DriverError> {
+        Ok(())
+    }
     /// Removes the instance (undeploy), before automated cleaning.
     async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError>;
     /// Undoes what a failed or aborted deployment left behind.
     async fn clean_up(&self, node: &mut Node) -> Result<(), DriverError>;
+}
+
+/// Network boot: what makes a machine boot the agent ramdisk, and stop doing so.
+#[async_trait]
+pub trait BootInterface: Validate {
+    /// Makes the node boot the agent ramdisk from the network at its next power-on.
+    async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
+    /// Stops the node from booting the ramdisk (it boots its own disk again).
+    async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
 }
 
 #[async_trait]

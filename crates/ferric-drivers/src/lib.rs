@@ -8,14 +8,20 @@
 //! no bookkeeping of their own: they act on the hardware and write what they learn into the
 //! node they are handed; the conductor owns leases, states and saving.
 
+pub mod agent_client;
+mod configdrive;
+pub mod direct;
 mod error;
 pub mod fake;
 mod hardware;
 pub mod interfaces;
+pub mod ipxe;
 pub mod noop;
+pub mod settings;
 
 pub use error::DriverError;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
     BootDevice, BootDeviceSetting, Outcome, PowerAction, StepCall, StepDef, StepKind,
 };
+pub use settings::{BootSettings, DeploySettings, DriverSettings};

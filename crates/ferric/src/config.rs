@@ -86,6 +86,38 @@ pub(crate) struct Settings {
     /// The largest request body the API accepts, in bytes (Ironic's `max_json_body_size`).
     pub(crate) api_max_body_size: usize,
     // --- end of API access settings ---
+
+    // --- Network boot and the agent ---
+    /// The URL agents on the machines reach this API at, put on the ramdisk's kernel command
+    /// line (e.g. `http://10.231.0.1:6385`). Required for network boot.
+    pub(crate) api_url: Option<String>,
+    /// Address the boot file server listens on (agent kernel and ramdisk, iPXE scripts,
+    /// images, with range requests); unset: no boot file server.
+    pub(crate) boot_http_listen: Option<SocketAddr>,
+    /// The URL machines reach the boot file server at; default `http://<boot_http_listen>`.
+    pub(crate) boot_http_url: Option<String>,
+    /// The directory the boot file server serves; Ferric writes `boot.ipxe` and
+    /// `ipxe/<mac>.ipxe` into it, and images placed under `images/` may be named by file name
+    /// in `instance_info.image_source`.
+    pub(crate) boot_http_root: PathBuf,
+    /// The agent kernel and ramdisk: file names under `boot_http_root` or URLs (a node's
+    /// `driver_info.deploy_kernel` / `deploy_ramdisk` win). `ferric ramdisk build` makes them.
+    pub(crate) deploy_kernel: String,
+    pub(crate) deploy_ramdisk: String,
+    /// Extra kernel command-line parameters for the agent ramdisk.
+    pub(crate) kernel_append_params: String,
+    /// A dnsmasq `--dhcp-hostsdir` Ferric writes per-MAC entries (tag `ferric`) into while a
+    /// node is in a ramdisk phase; unset: DHCP is configured by the operator.
+    pub(crate) dhcp_hostsdir: Option<PathBuf>,
+    /// Priority of the agent's full disk erase in automated cleaning; 0: not run.
+    pub(crate) erase_devices_priority: u32,
+    /// Priority of the agent's partition-table wipe in automated cleaning; 0: not run.
+    pub(crate) erase_devices_metadata_priority: u32,
+    /// Fast track: agents may stay up between operations and skip the reboot into the ramdisk.
+    pub(crate) fast_track: bool,
+    /// Seconds an agent may stay silent; it heartbeats every 30–60 % of this.
+    pub(crate) agent_heartbeat_timeout: u64,
+    // --- end of network boot settings ---
 }
 
 impl Default for Settings {
@@ -115,6 +147,18 @@ impl Default for Settings {
             auth_strategy: AuthStrategySetting::Noauth,
             http_basic_auth_user_file: None,
             api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
+            api_url: None,
+            boot_http_listen: None,
+            boot_http_url: None,
+            boot_http_root: PathBuf::from("ferric-boot"),
+            deploy_kernel: "agent.kernel".to_owned(),
+            deploy_ramdisk: "agent.ramdisk".to_owned(),
+            kernel_append_params: "console=ttyS0".to_owned(),
+            dhcp_hostsdir: None,
+            erase_devices_priority: 0,
+            erase_devices_metadata_priority: 99,
+            fast_track: false,
+            agent_heartbeat_timeout: 300,
         }
     }
 }
@@ -162,12 +206,34 @@ pub(crate) struct SettingsOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     api_max_body_size: Option<usize>,
     // --- end of API access settings ---
+    /// URL agents reach this API at, for the ramdisk's kernel command line.
+    /// [env: FERRIC_API_URL]
+    #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_url: Option<String>,
+
+    /// Address for the boot file server (unset: none). [env: FERRIC_BOOT_HTTP_LISTEN]
+    #[arg(long, value_name = "ADDR:PORT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_http_listen: Option<SocketAddr>,
+
+    /// URL machines reach the boot file server at (default http://<boot-http-listen>).
+    /// [env: FERRIC_BOOT_HTTP_URL]
+    #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_http_url: Option<String>,
+
+    /// Directory the boot file server serves (default ./ferric-boot).
+    /// [env: FERRIC_BOOT_HTTP_ROOT]
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_http_root: Option<PathBuf>,
 }
 
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 21] = [
+    pub(crate) const KEYS: [&'static str; 33] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -190,6 +256,19 @@ impl Settings {
         "auth_strategy",
         "http_basic_auth_user_file",
         "api_max_body_size",
+        // network boot and the agent
+        "api_url",
+        "boot_http_listen",
+        "boot_http_url",
+        "boot_http_root",
+        "deploy_kernel",
+        "deploy_ramdisk",
+        "kernel_append_params",
+        "dhcp_hostsdir",
+        "erase_devices_priority",
+        "erase_devices_metadata_priority",
+        "fast_track",
+        "agent_heartbeat_timeout",
     ];
 
     /// The conductor's settings, with the hardware types checked.
@@ -222,9 +301,47 @@ impl Settings {
             inspect_wait_timeout: optional(self.inspect_wait_timeout),
             rescue_callback_timeout: optional(self.rescue_callback_timeout),
             service_callback_timeout: optional(self.service_callback_timeout),
+            fast_track: self.fast_track,
+            agent_heartbeat_timeout: seconds(self.agent_heartbeat_timeout.max(10)),
             ..ferric_conductor::ConductorConfig::default()
         };
+        let drivers = drivers.with_settings(self.driver_settings());
         Ok((drivers, config))
+    }
+
+    /// The URL machines reach the boot file server at, if there is one.
+    pub(crate) fn boot_http_url(&self) -> Option<String> {
+        self.boot_http_url
+            .clone()
+            .or_else(|| {
+                self.boot_http_listen
+                    .filter(|address| !address.ip().is_unspecified())
+                    .map(|address| format!("http://{address}"))
+            })
+            .map(|url| url.trim_end_matches('/').to_owned())
+    }
+
+    /// What the drivers need to know about the site.
+    pub(crate) fn driver_settings(&self) -> ferric_drivers::DriverSettings {
+        ferric_drivers::DriverSettings {
+            boot: ferric_drivers::BootSettings {
+                http_url: self.boot_http_url(),
+                http_root: self.boot_http_root.clone(),
+                api_url: self
+                    .api_url
+                    .clone()
+                    .map(|url| url.trim_end_matches('/').to_owned()),
+                deploy_kernel: self.deploy_kernel.clone(),
+                deploy_ramdisk: self.deploy_ramdisk.clone(),
+                kernel_append_params: self.kernel_append_params.clone(),
+                dhcp_hostsdir: self.dhcp_hostsdir.clone(),
+            },
+            deploy: ferric_drivers::DeploySettings {
+                erase_devices_priority: self.erase_devices_priority,
+                erase_devices_metadata_priority: self.erase_devices_metadata_priority,
+                ..ferric_drivers::DeploySettings::default()
+            },
+        }
     }
 
     /// Layers defaults, the optional TOML file, `FERRIC_*` variables and the flags.

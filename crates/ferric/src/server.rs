@@ -32,6 +32,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(database = %database, backend = store.backend_name(), "database ready");
 
     let (drivers, conductor_config) = settings.conductor()?;
+    let boot_server = match settings.boot_http_listen {
+        Some(address) => Some(boot_files(&settings, address).await?),
+        None => None,
+    };
     let conductor = Conductor::new(store.clone(), drivers, conductor_config);
     conductor
         .start()
@@ -66,10 +70,48 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     .with_graceful_shutdown(shutdown)
     .await
     .context("the API server failed")?;
+    if let Some(boot_server) = boot_server {
+        boot_server.abort();
+    }
     conductor.shutdown(SHUTDOWN_GRACE).await;
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the boot file server: `boot_http_root` over HTTP with range requests, where
+/// machines fetch `boot.ipxe`, their iPXE script, the agent kernel and ramdisk, and images.
+async fn boot_files(
+    settings: &Settings,
+    address: std::net::SocketAddr,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let root = &settings.boot_http_root;
+    ferric_drivers::ipxe::write_boot_script(&settings.driver_settings().boot).with_context(
+        || {
+            format!(
+                "cannot write boot.ipxe into boot_http_root {}",
+                root.display()
+            )
+        },
+    )?;
+    let listener = TcpListener::bind(address).await.with_context(|| {
+        format!("cannot listen on {address} for the boot file server (boot_http_listen)")
+    })?;
+    let service = tower_http::services::ServeDir::new(root);
+    let app = axum::Router::new()
+        .fallback_service(service)
+        .layer(tower_http::trace::TraceLayer::new_for_http());
+    tracing::info!(
+        %address,
+        root = %root.display(),
+        url = settings.boot_http_url().as_deref().unwrap_or("(boot_http_url not set)"),
+        "boot file server listening"
+    );
+    Ok(tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::error!(error = %error, "the boot file server failed");
+        }
+    }))
 }
 
 /// Installs the SIGINT and SIGTERM handlers now, and returns a future that resolves on the

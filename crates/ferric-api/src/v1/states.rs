@@ -41,6 +41,10 @@ pub(crate) fn routes() -> Router<ApiState> {
             "/v1/nodes/{node_ident}/management/boot_device/supported",
             get(node_boot_device_supported),
         )
+        .route(
+            "/v1/nodes/{node_ident}/provision",
+            axum::routing::delete(node_deployment_abort),
+        )
         .route("/v1/nodes/{node_ident}/validate", get(node_validate))
         .route(
             "/v1/nodes/{node_ident}/maintenance",
@@ -60,6 +64,7 @@ pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
         ConductorError::Invalid(message) => ApiError::bad_request(message),
         ConductorError::Forbidden(message) => ApiError::new(StatusCode::FORBIDDEN, message),
         error @ ConductorError::NodeNotFound(_) => ApiError::not_found(error.to_string()),
+        ConductorError::NothingRunning(message) => ApiError::not_found(message),
         ConductorError::Driver(error) if error.is_caller_error() => {
             ApiError::bad_request(error.to_string())
         }
@@ -69,6 +74,23 @@ pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
         }
         ConductorError::Storage(error) => ApiError::internal(&error),
     }
+}
+
+/// `DELETE /v1/nodes/{node}/provision` (seed 001): abort the running deployment. 202 when
+/// the abort is accepted, 403 when the running step may not be interrupted, 404 when no
+/// deployment runs.
+pub async fn node_deployment_abort(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+) -> Result<Response, ApiError> {
+    let node = node(&state, &ident).await?;
+    state
+        .conductor
+        .abort_deployment(node.uuid)
+        .await
+        .map_err(conductor_error)?;
+    Ok(accepted(&headers, &ident))
 }
 
 async fn node(state: &ApiState, ident: &str) -> Result<Node, ApiError> {

@@ -73,13 +73,21 @@ impl Api {
     }
 
     pub(crate) async fn with_config(db: TestDb, config: ConductorConfig) -> Self {
+        Self::with_drivers(db, config, Drivers::default()).await
+    }
+
+    pub(crate) async fn with_drivers(
+        db: TestDb,
+        config: ConductorConfig,
+        drivers: Drivers,
+    ) -> Self {
         let store = db.store.clone();
         let config = ConductorConfig {
             hostname: "test-conductor".to_owned(),
             periodic: false,
             ..config
         };
-        let conductor = Conductor::new(store.clone(), Drivers::default(), config);
+        let conductor = Conductor::new(store.clone(), drivers, config);
         conductor.start().await.unwrap();
         Self {
             state: ApiState { store, conductor },

@@ -1,0 +1,283 @@
+//! The conductor's client of the agent REST API (`reference/ironic.md` §4.1–4.2): what the
+//! `direct` deploy interface uses to run commands on the agent a node booted, whether that
+//! agent is `ferric-agent` or ironic-python-agent.
+//!
+//! Commands go to `POST {agent_url}/v1/commands/?wait=…&agent_token=…`; asynchronous ones
+//! answer `RUNNING` at once and are followed with `GET /v1/commands/{id}`. An agent that is
+//! busy answers 409 and is asked again later; connection failures are retried a few times.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::DriverError;
+
+/// How a command ended, or that it is still running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandStatus {
+    Running,
+    Succeeded,
+    Failed,
+    /// The agent's steps changed since the conductor read them (IPA's CLEAN_VERSION_MISMATCH).
+    VersionMismatch,
+}
+
+/// A command result as the agent reports it.
+#[derive(Debug, Clone)]
+pub struct CommandResult {
+    pub id: String,
+    pub name: String,
+    pub status: CommandStatus,
+    /// `command_error.message` (or the error as text) when the command failed.
+    pub error: Option<String>,
+    pub result: Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawResult {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    command_name: String,
+    command_status: String,
+    #[serde(default)]
+    command_error: Value,
+    #[serde(default)]
+    command_result: Value,
+}
+
+impl RawResult {
+    fn into_result(self) -> Result<CommandResult, DriverError> {
+        let status = match self.command_status.as_str() {
+            "RUNNING" => CommandStatus::Running,
+            "SUCCEEDED" => CommandStatus::Succeeded,
+            "FAILED" => CommandStatus::Failed,
+            "CLEAN_VERSION_MISMATCH" => CommandStatus::VersionMismatch,
+            other => {
+                return Err(DriverError::Failed(format!(
+                    "The agent reported an unknown command status \"{other}\"."
+                )));
+            }
+        };
+        let error = match self.command_error {
+            Value::Null => None,
+            Value::Object(object) => Some(
+                object
+                    .get("message")
+                    .or_else(|| object.get("details"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| Value::Object(object).to_string()),
+            ),
+            Value::String(text) => Some(text),
+            other => Some(other.to_string()),
+        };
+        Ok(CommandResult {
+            id: self.id,
+            name: self.command_name,
+            status,
+            error,
+            result: self.command_result,
+        })
+    }
+}
+
+/// What the agent said to a command.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Result(CommandResult),
+    /// It is busy with another command (HTTP 409): ask again later.
+    Busy,
+}
+
+/// The `driver_internal_info` keys that tie a node to the agent it talks to.
+pub const AGENT_KEYS: [&str; 5] = [
+    "agent_url",
+    "agent_secret_token",
+    "agent_secret_token_pregenerated",
+    "agent_verify_ca",
+    "agent_command",
+];
+
+/// Forgets the agent the node was talking to: the next agent must look the node up again
+/// and gets a new token.
+pub fn forget_agent(node: &mut ferric_model::resources::Node) {
+    for key in AGENT_KEYS {
+        node.driver_internal_info.remove(key);
+    }
+}
+
+/// A client for agents; cheap to clone (one connection pool).
+#[derive(Debug, Clone)]
+pub struct AgentClient {
+    http: reqwest::Client,
+    attempts: u32,
+}
+
+impl Default for AgentClient {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(60))
+    }
+}
+
+impl AgentClient {
+    /// A client whose requests time out after `timeout` (Ironic's `[agent]command_timeout`).
+    pub fn new(timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(timeout)
+            .build()
+            .unwrap_or_default();
+        Self { http, attempts: 3 }
+    }
+
+    fn url(agent_url: &str, path: &str) -> String {
+        format!("{}/v1/{path}", agent_url.trim_end_matches('/'))
+    }
+
+    /// Runs `name` (`extension.command`) with `params`. With `wait`, the agent answers when
+    /// the command has finished; otherwise an asynchronous command answers `RUNNING`.
+    pub async fn execute(
+        &self,
+        agent_url: &str,
+        token: &str,
+        name: &str,
+        params: Map<String, Value>,
+        wait: bool,
+    ) -> Result<Reply, DriverError> {
+        let url = Self::url(agent_url, "commands/");
+        let body = json!({"name": name, "params": params});
+        let mut last_error = String::new();
+        for attempt in 1..=self.attempts {
+            let sent = self
+                .http
+                .post(&url)
+                .query(&[
+                    ("wait", if wait { "true" } else { "false" }),
+                    ("agent_token", token),
+                ])
+                .json(&body)
+                .send()
+                .await;
+            match sent {
+                Ok(response) => return Self::read(agent_url, name, response).await,
+                Err(error) if error.is_connect() && attempt < self.attempts => {
+                    last_error = error.to_string();
+                    tokio::time::sleep(Duration::from_secs(2 * u64::from(attempt))).await;
+                }
+                Err(error) => {
+                    return Err(DriverError::Failed(format!(
+                        "Could not reach the agent at {agent_url} to run {name}: {}",
+                        describe(&error)
+                    )));
+                }
+            }
+        }
+        Err(DriverError::Failed(format!(
+            "Could not reach the agent at {agent_url} to run {name} after {} attempts: \
+             {last_error}",
+            self.attempts
+        )))
+    }
+
+    /// The current result of command `id`.
+    pub async fn command(
+        &self,
+        agent_url: &str,
+        token: &str,
+        id: &str,
+    ) -> Result<Reply, DriverError> {
+        let url = Self::url(agent_url, &format!("commands/{id}"));
+        let response = self
+            .http
+            .get(&url)
+            .query(&[("agent_token", token)])
+            .send()
+            .await
+            .map_err(|error| {
+                DriverError::Failed(format!(
+                    "Could not reach the agent at {agent_url} to follow command {id}: {}",
+                    describe(&error)
+                ))
+            })?;
+        Self::read(agent_url, id, response).await
+    }
+
+    async fn read(
+        agent_url: &str,
+        what: &str,
+        response: reqwest::Response,
+    ) -> Result<Reply, DriverError> {
+        let status = response.status();
+        let text = response.text().await.map_err(|error| {
+            DriverError::Failed(format!(
+                "The agent at {agent_url} did not finish its answer about {what}: {error}"
+            ))
+        })?;
+        if status == reqwest::StatusCode::CONFLICT {
+            return Ok(Reply::Busy);
+        }
+        if !status.is_success() {
+            let detail = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|body| {
+                    body.get("faultstring")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or(text);
+            return Err(DriverError::Failed(format!(
+                "The agent at {agent_url} refused {what} (HTTP {}): {detail}",
+                status.as_u16()
+            )));
+        }
+        serde_json::from_str::<RawResult>(&text)
+            .map_err(|error| {
+                DriverError::Failed(format!(
+                    "The agent at {agent_url} answered {what} with something that is not a \
+                     command result ({error})."
+                ))
+            })?
+            .into_result()
+            .map(Reply::Result)
+    }
+}
+
+/// A reqwest error in words an operator can act on.
+fn describe(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        "the request timed out".to_owned()
+    } else if error.is_connect() {
+        "connection refused or unreachable".to_owned()
+    } else {
+        error.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_read_as_the_agent_sends_them() {
+        let raw: RawResult = serde_json::from_value(json!({
+            "id": "c1",
+            "command_name": "execute_deploy_step",
+            "command_status": "FAILED",
+            "command_error": {"type": "ImageChecksumError", "code": 500,
+                              "message": "checksum mismatch", "details": "…"},
+            "command_result": null,
+        }))
+        .expect("shape");
+        let result = raw.into_result().expect("known status");
+        assert_eq!(result.status, CommandStatus::Failed);
+        assert_eq!(result.error.as_deref(), Some("checksum mismatch"));
+
+        let raw: RawResult = serde_json::from_value(json!({
+            "id": "c2", "command_name": "x", "command_status": "EXPLODED",
+        }))
+        .expect("shape");
+        assert!(raw.into_result().is_err());
+    }
+}

@@ -1,0 +1,480 @@
+//! The `direct` deploy interface (`reference/ironic.md` §4.5): the machine boots the agent
+//! ramdisk from the network, the agent writes the image straight onto its disk, and the
+//! machine is switched to boot from that disk.
+//!
+//! Deploy steps, highest priority first:
+//!
+//! | step | priority | what |
+//! |---|---|---|
+//! | `deploy.deploy` | 100 | network boot of the agent: `wait call-back` until it heartbeats |
+//! | `deploy.write_image` | 80 | the agent streams the image onto the root disk, plus the config drive |
+//! | `deploy.prepare_instance_boot` | 60 | boot device disk, persistently; the iPXE script goes |
+//! | `deploy.tear_down_agent` | 40 | flush the disks, power off |
+//! | `deploy.boot_instance` | 20 | power on into the deployed image → `active` |
+//!
+//! Cleaning runs the agent's `erase_devices_metadata` (and `erase_devices` when given a
+//! priority) after [`DeployInterface::prepare`] has booted the agent; the node is powered off
+//! and its network boot removed afterwards. A step that runs on the agent is started once and
+//! then followed ([`Outcome::Poll`]); its command id is kept in
+//! `driver_internal_info.agent_command`, and the bytes written so far in
+//! `driver_internal_info.deploy_progress` for everyone to watch.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use ferric_model::resources::{InterfaceKind, JsonObject, Node, Port, PowerState};
+use serde_json::{Value, json};
+
+use crate::DriverError;
+use crate::agent_client::{AgentClient, CommandStatus, Reply, forget_agent};
+use crate::interfaces::{
+    BootDevice, BootInterface, DeployInterface, ManagementInterface, Outcome, PowerAction,
+    PowerInterface, StepCall, StepDef, StepKind, Validate,
+};
+use crate::ipxe::boot_file_url;
+use crate::settings::DeploySettings;
+
+const NO_ARGS: &[(&str, &str)] = &[];
+const WRITE_IMAGE_ARGS: &[(&str, &str)] = &[
+    (
+        "image_info",
+        "Filled by Ferric from instance_info (image_source, checksum, disk format).",
+    ),
+    (
+        "configdrive",
+        "Filled by Ferric from the provision request or instance_info.",
+    ),
+];
+
+/// Where a running agent command is remembered.
+const COMMAND_KEY: &str = "agent_command";
+/// Where the progress of a running agent step is shown.
+const PROGRESS_KEY: &str = "deploy_progress";
+
+/// The `direct` deploy interface of one node, composed with that node's power, management
+/// and boot interfaces.
+pub struct DirectDeploy {
+    pub(crate) power: Arc<dyn PowerInterface>,
+    pub(crate) management: Arc<dyn ManagementInterface>,
+    pub(crate) boot: Arc<dyn BootInterface>,
+    pub(crate) agent: AgentClient,
+    pub(crate) settings: DeploySettings,
+    /// The boot file server's URL, for `image_source` given as a file name.
+    pub(crate) http_url: Option<String>,
+    pub(crate) ports: Vec<Port>,
+}
+
+impl std::fmt::Debug for DirectDeploy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectDeploy").finish_non_exhaustive()
+    }
+}
+
+fn info_str<'a>(object: &'a JsonObject, key: &str) -> Option<&'a str> {
+    object
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
+}
+
+impl DirectDeploy {
+    fn step_def(
+        step: &'static str,
+        priority: u32,
+        args: &'static [(&'static str, &'static str)],
+    ) -> StepDef {
+        StepDef {
+            interface: InterfaceKind::Deploy,
+            step,
+            priority,
+            abortable: true,
+            argsinfo: args,
+        }
+    }
+
+    /// The image as the agent's `image_info` (§4.5).
+    fn image_info(&self, node: &Node) -> Result<JsonObject, DriverError> {
+        let info = &node.instance_info;
+        let source = info_str(info, "image_source").ok_or_else(|| {
+            DriverError::MissingParameter(format!(
+                "Node {} has no instance_info image_source: set it to the image's http(s) URL \
+                 or to a file name under the boot file server's images/ directory.",
+                node.uuid
+            ))
+        })?;
+        let url = if source.starts_with("http://") || source.starts_with("https://") {
+            source.to_owned()
+        } else {
+            let http_url = self.http_url.as_deref().ok_or_else(|| {
+                DriverError::MissingParameter(format!(
+                    "instance_info image_source \"{source}\" names a local file, but no boot \
+                     file server is configured (boot_http_url); give an http(s) URL instead."
+                ))
+            })?;
+            boot_file_url(
+                http_url,
+                &format!("images/{}", source.trim_start_matches('/')),
+            )?
+        };
+        let checksum = info_str(info, "image_checksum");
+        let algo = info_str(info, "image_os_hash_algo");
+        let hash = info_str(info, "image_os_hash_value");
+        if checksum.is_none() && (algo.is_none() || hash.is_none()) {
+            return Err(DriverError::MissingParameter(format!(
+                "Node {} needs instance_info image_checksum, or image_os_hash_algo and \
+                 image_os_hash_value, so the written image can be verified.",
+                node.uuid
+            )));
+        }
+        if let Some(algo) = algo
+            && !["sha256", "sha512", "md5"].contains(&algo)
+        {
+            return Err(DriverError::InvalidParameter(format!(
+                "instance_info image_os_hash_algo \"{algo}\" is not supported; use sha256 or \
+                 sha512."
+            )));
+        }
+        let disk_format = info_str(info, "image_disk_format").unwrap_or("raw");
+        if !["raw", "qcow2"].contains(&disk_format) {
+            return Err(DriverError::InvalidParameter(format!(
+                "instance_info image_disk_format \"{disk_format}\" is not supported; use raw \
+                 or qcow2."
+            )));
+        }
+        let mut image = JsonObject::new();
+        image.insert(
+            "id".into(),
+            source.rsplit('/').next().unwrap_or(source).into(),
+        );
+        image.insert("urls".into(), json!([url]));
+        image.insert("disk_format".into(), disk_format.into());
+        image.insert("container_format".into(), "bare".into());
+        image.insert("stream_raw_images".into(), true.into());
+        image.insert("node_uuid".into(), node.uuid.to_string().into());
+        if let Some(checksum) = checksum {
+            image.insert("checksum".into(), checksum.into());
+        }
+        if let (Some(algo), Some(hash)) = (algo, hash) {
+            image.insert("os_hash_algo".into(), algo.into());
+            image.insert("os_hash_value".into(), hash.into());
+        }
+        Ok(image)
+    }
+
+    /// The config drive as the agent takes it: a URL or base64 gzipped ISO; the JSON form is
+    /// rendered into an ISO here.
+    async fn configdrive(&self, node: &Node) -> Result<Value, DriverError> {
+        match node.instance_info.get("configdrive") {
+            None | Some(Value::Null) => Ok(Value::Null),
+            Some(Value::String(text)) if text.is_empty() => Ok(Value::Null),
+            Some(Value::String(text)) => Ok(Value::String(text.clone())),
+            Some(Value::Object(object)) => {
+                let iso = crate::configdrive::render(object, &self.settings.iso_tool).await?;
+                Ok(Value::String(iso))
+            }
+            Some(other) => Err(DriverError::InvalidParameter(format!(
+                "The config drive must be a URL, base64 text or a JSON object, not {other}."
+            ))),
+        }
+    }
+
+    /// The node as the agent sees it: no token, no config drive blob.
+    fn node_for_agent(node: &Node) -> Value {
+        let mut internal = node.driver_internal_info.clone();
+        internal.remove("agent_secret_token");
+        let mut instance = node.instance_info.clone();
+        instance.remove("configdrive");
+        json!({
+            "uuid": node.uuid,
+            "name": node.name,
+            "properties": node.properties,
+            "instance_info": instance,
+            "driver_internal_info": internal,
+        })
+    }
+
+    fn ports_for_agent(&self) -> Value {
+        Value::Array(
+            self.ports
+                .iter()
+                .map(|port| {
+                    json!({
+                        "uuid": port.uuid,
+                        "address": port.address,
+                        "pxe_enabled": port.pxe_enabled,
+                        "local_link_connection": port.local_link_connection,
+                        "physical_network": port.physical_network,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    fn agent_of(node: &Node) -> Result<(String, String), DriverError> {
+        let url = info_str(&node.driver_internal_info, "agent_url");
+        let token = info_str(&node.driver_internal_info, "agent_secret_token");
+        match (url, token) {
+            (Some(url), Some(token)) => Ok((url.to_owned(), token.to_owned())),
+            _ => Err(DriverError::Failed(format!(
+                "Node {}'s agent has not called back yet (no agent URL or token); it must boot \
+                 the ramdisk and heartbeat first.",
+                node.uuid
+            ))),
+        }
+    }
+
+    /// Runs `step` on the agent, or follows the run already started.
+    async fn run_on_agent(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+        step: &StepCall,
+    ) -> Result<Outcome, DriverError> {
+        let (url, token) = Self::agent_of(node)?;
+        let poll = Outcome::Poll(self.settings.command_poll_interval);
+        let started = node
+            .driver_internal_info
+            .get(COMMAND_KEY)
+            .and_then(Value::as_object)
+            .filter(|command| command.get("step").and_then(Value::as_str) == Some(&step.step))
+            .and_then(|command| command.get("id").and_then(Value::as_str))
+            .map(str::to_owned);
+        let reply = match started {
+            Some(id) => self.agent.command(&url, &token, &id).await?,
+            None => {
+                let mut call = step.clone();
+                if kind == StepKind::Deploy && step.step == "write_image" {
+                    call.args
+                        .insert("image_info".into(), Value::Object(self.image_info(node)?));
+                    call.args
+                        .insert("configdrive".into(), self.configdrive(node).await?);
+                }
+                let mut params = JsonObject::new();
+                params.insert("step".into(), Value::Object(call.to_json()));
+                params.insert("node".into(), Self::node_for_agent(node));
+                params.insert("ports".into(), self.ports_for_agent());
+                params.insert(format!("{}_version", kind.as_str()), json!({}));
+                let name = format!("{0}.execute_{0}_step", kind.as_str());
+                self.agent
+                    .execute(&url, &token, &name, params, false)
+                    .await?
+            }
+        };
+        let result = match reply {
+            Reply::Busy => return Ok(poll),
+            Reply::Result(result) => result,
+        };
+        match result.status {
+            CommandStatus::Running => {
+                node.driver_internal_info.insert(
+                    COMMAND_KEY.into(),
+                    json!({"id": result.id, "step": step.step}),
+                );
+                let mut progress = JsonObject::new();
+                progress.insert("step".into(), step.step.clone().into());
+                if let Value::Object(reported) = &result.result {
+                    for key in ["bytes_written", "total_bytes", "total", "percent"] {
+                        if let Some(value) = reported.get(key) {
+                            progress.insert(key.into(), value.clone());
+                        }
+                    }
+                }
+                node.driver_internal_info
+                    .insert(PROGRESS_KEY.into(), Value::Object(progress));
+                Ok(poll)
+            }
+            CommandStatus::Succeeded => {
+                node.driver_internal_info.remove(COMMAND_KEY);
+                if let Some(Value::Object(progress)) =
+                    node.driver_internal_info.get_mut(PROGRESS_KEY)
+                    && let Value::Object(reported) = &result.result
+                    && let Some(written) = reported.get("bytes_written")
+                {
+                    progress.insert("bytes_written".into(), written.clone());
+                }
+                Ok(Outcome::Done)
+            }
+            CommandStatus::Failed | CommandStatus::VersionMismatch => {
+                node.driver_internal_info.remove(COMMAND_KEY);
+                Err(DriverError::Failed(format!(
+                    "The agent failed {}: {}",
+                    step.step,
+                    result
+                        .error
+                        .unwrap_or_else(|| "it gave no reason".to_owned())
+                )))
+            }
+        }
+    }
+
+    /// Boots the agent ramdisk: network boot prepared, boot device network (once), power on
+    /// or reboot. The node waits for the agent's heartbeat.
+    async fn boot_agent(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+        forget_agent(node);
+        node.driver_internal_info.remove(PROGRESS_KEY);
+        self.boot.prepare_ramdisk(node).await?;
+        self.management
+            .set_boot_device(node, BootDevice::Pxe, false)
+            .await?;
+        let action = match self.power.get_power_state(node).await? {
+            PowerState::On => PowerAction::Reboot,
+            _ => PowerAction::On,
+        };
+        self.power.set_power(node, action, None).await?;
+        node.power_state = Some(PowerState::On);
+        Ok(Outcome::Wait)
+    }
+
+    /// Power off, unless the node says not to.
+    async fn power_off(&self, node: &mut Node) -> Result<(), DriverError> {
+        if node.disable_power_off {
+            return Ok(());
+        }
+        self.power.set_power(node, PowerAction::Off, None).await?;
+        node.power_state = Some(PowerState::Off);
+        Ok(())
+    }
+
+    /// Asks the agent, if there is one, to flush its disks; a silent agent is no reason to
+    /// fail (the BMC powers the machine off next).
+    async fn sync_agent(&self, node: &Node) {
+        if let Ok((url, token)) = Self::agent_of(node)
+            && let Err(error) = self
+                .agent
+                .execute(&url, &token, "standby.sync", JsonObject::new(), true)
+                .await
+        {
+            tracing::warn!(node = %node.uuid, error = %error, "the agent did not sync its disks");
+        }
+    }
+}
+
+#[async_trait]
+impl Validate for DirectDeploy {
+    async fn validate(&self, node: &Node) -> Result<(), DriverError> {
+        self.boot.validate(node).await?;
+        // The image settings matter only once an image is asked for.
+        if node.instance_info.contains_key("image_source") {
+            self.image_info(node)?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DeployInterface for DirectDeploy {
+    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        match kind {
+            StepKind::Deploy => vec![
+                Self::step_def("deploy", 100, NO_ARGS),
+                Self::step_def("write_image", 80, WRITE_IMAGE_ARGS),
+                Self::step_def("prepare_instance_boot", 60, NO_ARGS),
+                Self::step_def("tear_down_agent", 40, NO_ARGS),
+                Self::step_def("boot_instance", 20, NO_ARGS),
+            ],
+            StepKind::Clean => vec![
+                Self::step_def(
+                    "erase_devices_metadata",
+                    self.settings.erase_devices_metadata_priority,
+                    NO_ARGS,
+                ),
+                Self::step_def(
+                    "erase_devices",
+                    self.settings.erase_devices_priority,
+                    NO_ARGS,
+                ),
+            ],
+            StepKind::Service => Vec::new(),
+        }
+    }
+
+    async fn execute_step(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+        step: &StepCall,
+    ) -> Result<Outcome, DriverError> {
+        match (kind, step.step.as_str()) {
+            (StepKind::Deploy, "deploy") => {
+                self.image_info(node)?;
+                self.boot_agent(node).await
+            }
+            (StepKind::Deploy, "prepare_instance_boot") => {
+                self.management
+                    .set_boot_device(node, BootDevice::Disk, true)
+                    .await?;
+                self.boot.clean_up_ramdisk(node).await?;
+                Ok(Outcome::Done)
+            }
+            (StepKind::Deploy, "tear_down_agent") => {
+                self.sync_agent(node).await;
+                self.power_off(node).await?;
+                forget_agent(node);
+                Ok(Outcome::Done)
+            }
+            (StepKind::Deploy, "boot_instance") => {
+                self.power.set_power(node, PowerAction::On, None).await?;
+                node.power_state = Some(PowerState::On);
+                Ok(Outcome::Done)
+            }
+            _ => self.run_on_agent(node, kind, step).await,
+        }
+    }
+
+    async fn prepare(&self, node: &mut Node, kind: StepKind) -> Result<Outcome, DriverError> {
+        match kind {
+            // The `deploy` step boots the agent itself.
+            StepKind::Deploy => Ok(Outcome::Done),
+            StepKind::Clean | StepKind::Service => self.boot_agent(node).await,
+        }
+    }
+
+    async fn finish(&self, node: &mut Node, kind: StepKind) -> Result<(), DriverError> {
+        if kind == StepKind::Deploy {
+            return Ok(());
+        }
+        self.boot.clean_up_ramdisk(node).await?;
+        self.power_off(node).await?;
+        forget_agent(node);
+        Ok(())
+    }
+
+    async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError> {
+        self.power_off(node).await?;
+        self.boot.clean_up_ramdisk(node).await?;
+        forget_agent(node);
+        node.driver_internal_info.remove(PROGRESS_KEY);
+        Ok(())
+    }
+
+    async fn clean_up(&self, node: &mut Node) -> Result<(), DriverError> {
+        // Tell a running agent to stop what it does before the BMC cuts the power.
+        if let Ok((url, token)) = Self::agent_of(node) {
+            let stopped = self
+                .agent
+                .execute(&url, &token, "standby.power_off", JsonObject::new(), false)
+                .await;
+            if let Err(error) = stopped {
+                tracing::warn!(node = %node.uuid, error = %error, "could not tell the agent to stop");
+            }
+        }
+        forget_agent(node);
+        self.boot.clean_up_ramdisk(node).await?;
+        self.power_off(node).await
+    }
+}
+
+/// Base64 of gzip of `bytes` — the form the agent takes a config drive in.
+pub(crate) fn gzip_base64(bytes: &[u8]) -> Result<String, DriverError> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder
+        .write_all(bytes)
+        .and_then(|()| encoder.finish())
+        .map(|compressed| STANDARD.encode(compressed))
+        .map_err(|error| {
+            DriverError::Failed(format!("Could not compress the config drive: {error}"))
+        })
+}

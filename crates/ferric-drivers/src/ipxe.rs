@@ -1,0 +1,300 @@
+//! The `ipxe` boot interface (and its alias `pxe`): network boot of the agent ramdisk.
+//!
+//! Theory of operation: every machine that DHCP chains into iPXE fetches the generic
+//! `boot.ipxe` from Ferric's boot file server. That script chains to `ipxe/<mac>.ipxe`, which
+//! exists only while the node is in a ramdisk phase (deploying, cleaning, inspecting,
+//! rescuing); without it iPXE exits and the firmware boots the next device — the disk. So a
+//! deployed machine never netboots into the ramdisk again, even if its boot order still
+//! names the network first. When Ferric feeds a dnsmasq `--dhcp-hostsdir`, the node's MACs
+//! are also listed there (tagged `ferric`) only during the ramdisk phase.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use ferric_model::resources::{Node, Port};
+use serde_json::Value;
+
+use crate::DriverError;
+use crate::interfaces::{BootInterface, Validate};
+use crate::settings::BootSettings;
+
+/// The generic script DHCP hands to iPXE (`--dhcp-boot=tag:ipxe,<http_url>/boot.ipxe`).
+pub const BOOT_SCRIPT: &str = "#!ipxe\n\
+# Written by Ferric. Machines in a ramdisk phase have a script of their own;\n\
+# every other machine leaves iPXE and boots from its next boot device.\n\
+chain ipxe/${mac:hexhyp}.ipxe || goto local\n\
+:local\n\
+echo No network boot requested for ${mac}; booting from the next device.\n\
+exit 0\n";
+
+/// Writes `boot.ipxe` into the boot file server's root (at server start).
+pub fn write_boot_script(settings: &BootSettings) -> std::io::Result<()> {
+    std::fs::create_dir_all(settings.http_root.join("ipxe"))?;
+    std::fs::create_dir_all(settings.http_root.join("images"))?;
+    write_atomically(&settings.http_root.join("boot.ipxe"), BOOT_SCRIPT)
+}
+
+fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, contents)?;
+    std::fs::rename(&temporary, path)
+}
+
+/// `52:54:00:ab:cd:ef` → `52-54-00-ab-cd-ef` (iPXE's `${mac:hexhyp}`).
+fn hexhyp(mac: &str) -> String {
+    mac.to_ascii_lowercase().replace(':', "-")
+}
+
+/// A URL for `name`: itself when it is one, else a file under the boot server's root.
+pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> {
+    if name.starts_with("http://") || name.starts_with("https://") {
+        return Ok(name.to_owned());
+    }
+    let relative = name.trim_start_matches('/');
+    let safe = !relative.is_empty()
+        && !relative.contains("://")
+        && relative
+            .split('/')
+            .all(|part| !part.is_empty() && part != "..");
+    if !safe {
+        return Err(DriverError::InvalidParameter(format!(
+            "\"{name}\" is neither an http(s) URL nor a file name under the boot file server's \
+             root."
+        )));
+    }
+    Ok(format!("{}/{relative}", http_url.trim_end_matches('/')))
+}
+
+/// The `ipxe` boot interface of one node.
+#[derive(Debug, Clone)]
+pub struct IpxeBoot {
+    pub(crate) settings: BootSettings,
+    /// The node's MACs that may network-boot (ports with `pxe_enabled`).
+    pub(crate) macs: Vec<String>,
+}
+
+impl IpxeBoot {
+    pub fn new(settings: BootSettings, ports: &[Port]) -> Self {
+        let macs = ports
+            .iter()
+            .filter(|port| port.pxe_enabled)
+            .map(|port| port.address.to_ascii_lowercase())
+            .collect();
+        Self { settings, macs }
+    }
+
+    fn script_path(&self, mac: &str) -> PathBuf {
+        self.settings
+            .http_root
+            .join("ipxe")
+            .join(format!("{}.ipxe", hexhyp(mac)))
+    }
+
+    fn host_path(hostsdir: &Path, mac: &str) -> PathBuf {
+        hostsdir.join(format!("ferric-{}", hexhyp(mac)))
+    }
+
+    fn http_url(&self) -> Result<&str, DriverError> {
+        self.settings.http_url.as_deref().ok_or_else(|| {
+            DriverError::MissingParameter(
+                "Network boot is not configured: set boot_http_url (the URL machines reach \
+                 Ferric's boot file server at) and api_url in Ferric's settings."
+                    .to_owned(),
+            )
+        })
+    }
+
+    fn node_setting<'a>(node: &'a Node, key: &str, default: &'a str) -> &'a str {
+        node.driver_info
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+            .unwrap_or(default)
+    }
+
+    /// The per-MAC iPXE script that boots the agent ramdisk.
+    pub fn ramdisk_script(&self, node: &Node, mac: &str) -> Result<String, DriverError> {
+        let http_url = self.http_url()?;
+        let api_url = self.settings.api_url.as_deref().ok_or_else(|| {
+            DriverError::MissingParameter(
+                "Network boot is not configured: set api_url (the URL agents reach Ferric's \
+                 API at) in Ferric's settings."
+                    .to_owned(),
+            )
+        })?;
+        let kernel = boot_file_url(
+            http_url,
+            Self::node_setting(node, "deploy_kernel", &self.settings.deploy_kernel),
+        )?;
+        let ramdisk = boot_file_url(
+            http_url,
+            Self::node_setting(node, "deploy_ramdisk", &self.settings.deploy_ramdisk),
+        )?;
+        let mut append = format!(
+            "initrd=ramdisk ipa-api-url={api_url} ferric.api_url={api_url} \
+             ipa-node-uuid={} BOOTIF=01-{}",
+            node.uuid,
+            hexhyp(mac)
+        );
+        for extra in [
+            self.settings.kernel_append_params.as_str(),
+            Self::node_setting(node, "kernel_append_params", ""),
+        ] {
+            if !extra.is_empty() {
+                append.push(' ');
+                append.push_str(extra);
+            }
+        }
+        Ok(format!(
+            "#!ipxe\n# Written by Ferric for node {uuid} (MAC {mac}): boot the agent ramdisk.\n\
+             kernel {kernel} {append} || goto retry\n\
+             initrd --name ramdisk {ramdisk} || goto retry\n\
+             boot\n\
+             :retry\n\
+             echo Fetching the agent failed; retrying in 5 seconds.\n\
+             sleep 5\n\
+             chain {http_url}/ipxe/{name}.ipxe\n",
+            uuid = node.uuid,
+            name = hexhyp(mac),
+            http_url = http_url.trim_end_matches('/'),
+        ))
+    }
+
+    fn io_error(what: &str, path: &Path, error: &std::io::Error) -> DriverError {
+        DriverError::Failed(format!("Could not {what} {}: {error}", path.display()))
+    }
+}
+
+#[async_trait]
+impl Validate for IpxeBoot {
+    async fn validate(&self, node: &Node) -> Result<(), DriverError> {
+        self.http_url()?;
+        if self.macs.is_empty() {
+            return Err(DriverError::MissingParameter(format!(
+                "Node {} has no port with pxe_enabled, so it cannot boot from the network; \
+                 create a port with the MAC of its boot NIC.",
+                node.uuid
+            )));
+        }
+        // Renders the script, so a bad kernel name or a missing API URL shows up here.
+        self.ramdisk_script(node, &self.macs[0]).map(|_| ())
+    }
+}
+
+#[async_trait]
+impl BootInterface for IpxeBoot {
+    async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        self.validate(node).await?;
+        for mac in &self.macs {
+            let script = self.ramdisk_script(node, mac)?;
+            let path = self.script_path(mac);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|error| Self::io_error("create", parent, &error))?;
+            }
+            write_atomically(&path, &script)
+                .map_err(|error| Self::io_error("write", &path, &error))?;
+            if let Some(hostsdir) = &self.settings.dhcp_hostsdir {
+                let host = Self::host_path(hostsdir, mac);
+                write_atomically(&host, &format!("{mac},set:ferric\n"))
+                    .map_err(|error| Self::io_error("write", &host, &error))?;
+            }
+        }
+        tracing::info!(node = %node.uuid, macs = ?self.macs, "network boot of the agent prepared");
+        Ok(())
+    }
+
+    async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        let mut paths: Vec<PathBuf> = self.macs.iter().map(|mac| self.script_path(mac)).collect();
+        if let Some(hostsdir) = &self.settings.dhcp_hostsdir {
+            paths.extend(self.macs.iter().map(|mac| Self::host_path(hostsdir, mac)));
+        }
+        for path in paths {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(Self::io_error("remove", &path, &error)),
+            }
+        }
+        tracing::info!(node = %node.uuid, "network boot of the agent removed");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferric_model::ProvisionState;
+    use uuid::Uuid;
+
+    fn boot(root: &Path) -> IpxeBoot {
+        let settings = BootSettings {
+            http_url: Some("http://10.0.0.1:8080".into()),
+            http_root: root.to_owned(),
+            api_url: Some("http://10.0.0.1:6385".into()),
+            dhcp_hostsdir: Some(root.join("hosts")),
+            ..BootSettings::default()
+        };
+        let node = Uuid::nil();
+        let mut quiet = Port::new(Uuid::new_v4(), node, "52:54:00:00:00:02");
+        quiet.pxe_enabled = false;
+        IpxeBoot::new(
+            settings,
+            &[Port::new(Uuid::new_v4(), node, "52:54:00:AB:CD:01"), quiet],
+        )
+    }
+
+    #[tokio::test]
+    async fn a_ramdisk_phase_writes_and_removes_the_scripts_and_hosts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("hosts")).expect("hosts dir");
+        let boot = boot(dir.path());
+        let node = Node::new(Uuid::nil(), "redfish", ProvisionState::Deploying);
+        boot.prepare_ramdisk(&node).await.expect("prepare");
+        let script = std::fs::read_to_string(dir.path().join("ipxe/52-54-00-ab-cd-01.ipxe"))
+            .expect("script written");
+        assert!(script.contains("kernel http://10.0.0.1:8080/agent.kernel "));
+        assert!(script.contains("ipa-api-url=http://10.0.0.1:6385"));
+        assert!(script.contains("BOOTIF=01-52-54-00-ab-cd-01"));
+        assert!(script.contains("initrd --name ramdisk http://10.0.0.1:8080/agent.ramdisk"));
+        assert!(!dir.path().join("ipxe/52-54-00-00-00-02.ipxe").exists());
+        let host = std::fs::read_to_string(dir.path().join("hosts/ferric-52-54-00-ab-cd-01"))
+            .expect("host written");
+        assert_eq!(host, "52:54:00:ab:cd:01,set:ferric\n");
+
+        boot.clean_up_ramdisk(&node).await.expect("clean up");
+        assert!(!dir.path().join("ipxe/52-54-00-ab-cd-01.ipxe").exists());
+        assert!(!dir.path().join("hosts/ferric-52-54-00-ab-cd-01").exists());
+        // Twice is fine.
+        boot.clean_up_ramdisk(&node).await.expect("clean up again");
+    }
+
+    #[tokio::test]
+    async fn unconfigured_or_portless_nodes_do_not_validate() {
+        let node = Node::new(Uuid::nil(), "redfish", ProvisionState::Available);
+        let unconfigured = IpxeBoot::new(BootSettings::default(), &[]);
+        let error = unconfigured.validate(&node).await.unwrap_err();
+        assert!(error.to_string().contains("boot_http_url"), "{error}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut portless = boot(dir.path());
+        portless.macs.clear();
+        let error = portless.validate(&node).await.unwrap_err();
+        assert!(error.to_string().contains("pxe_enabled"), "{error}");
+    }
+
+    #[test]
+    fn boot_files_are_urls_or_safe_names() {
+        let base = "http://h:8080/";
+        assert_eq!(
+            boot_file_url(base, "images/os.img").expect("name"),
+            "http://h:8080/images/os.img"
+        );
+        assert_eq!(
+            boot_file_url(base, "https://x/y").expect("url"),
+            "https://x/y"
+        );
+        assert!(boot_file_url(base, "../etc/passwd").is_err());
+        assert!(boot_file_url(base, "file:///etc/passwd").is_err());
+        assert!(boot_file_url(base, "").is_err());
+    }
+}

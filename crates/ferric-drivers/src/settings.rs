@@ -1,0 +1,76 @@
+//! Site-wide settings the drivers need: where boot files are served, where the API is, how
+//! cleaning erases disks. `ferric server` fills them from its configuration.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Network boot (`ipxe` boot interface) and the boot file server.
+#[derive(Debug, Clone)]
+pub struct BootSettings {
+    /// The base URL machines fetch boot files from (Ferric's boot file server), e.g.
+    /// `http://10.231.0.1:8080`. `None`: network boot is not configured and the `ipxe` boot
+    /// interface refuses to validate.
+    pub http_url: Option<String>,
+    /// The directory the boot file server serves: the agent kernel and ramdisk, the iPXE
+    /// scripts Ferric writes (`boot.ipxe`, `ipxe/<mac>.ipxe`) and images (`images/`).
+    pub http_root: PathBuf,
+    /// The API URL the agent is told on its kernel command line (`ipa-api-url=`).
+    pub api_url: Option<String>,
+    /// The agent kernel and ramdisk: a URL, or a file name under `http_root`. A node's
+    /// `driver_info.deploy_kernel` / `deploy_ramdisk` override them.
+    pub deploy_kernel: String,
+    pub deploy_ramdisk: String,
+    /// Appended to the agent's kernel command line.
+    pub kernel_append_params: String,
+    /// dnsmasq's `--dhcp-hostsdir`: Ferric writes one file per MAC of a node in a ramdisk
+    /// phase (tagged `ferric`) and removes it afterwards. `None`: DHCP is the operator's.
+    pub dhcp_hostsdir: Option<PathBuf>,
+}
+
+impl Default for BootSettings {
+    fn default() -> Self {
+        Self {
+            http_url: None,
+            http_root: PathBuf::from("./ferric-boot"),
+            api_url: None,
+            deploy_kernel: "agent.kernel".to_owned(),
+            deploy_ramdisk: "agent.ramdisk".to_owned(),
+            kernel_append_params: "console=ttyS0 console=tty0".to_owned(),
+            dhcp_hostsdir: None,
+        }
+    }
+}
+
+/// The `direct` deploy interface and cleaning through the agent.
+#[derive(Debug, Clone)]
+pub struct DeploySettings {
+    /// Priority of the agent's full `erase_devices` in automated cleaning (0: not run).
+    pub erase_devices_priority: u32,
+    /// Priority of `erase_devices_metadata` in automated cleaning (0: not run).
+    pub erase_devices_metadata_priority: u32,
+    /// How often a running agent command is looked at.
+    pub command_poll_interval: Duration,
+    /// How long one request to an agent may take.
+    pub agent_command_timeout: Duration,
+    /// The executable that renders a config drive given as JSON into an ISO 9660 image.
+    pub iso_tool: String,
+}
+
+impl Default for DeploySettings {
+    fn default() -> Self {
+        Self {
+            erase_devices_priority: 0,
+            erase_devices_metadata_priority: 99,
+            command_poll_interval: Duration::from_secs(2),
+            agent_command_timeout: Duration::from_secs(60),
+            iso_tool: "genisoimage".to_owned(),
+        }
+    }
+}
+
+/// Everything above, shared by every node's interfaces.
+#[derive(Debug, Clone, Default)]
+pub struct DriverSettings {
+    pub boot: BootSettings,
+    pub deploy: DeploySettings,
+}
