@@ -10,6 +10,7 @@
 
 pub mod agent_client;
 mod configdrive;
+pub mod dhcp;
 pub mod direct;
 mod error;
 pub mod fake;

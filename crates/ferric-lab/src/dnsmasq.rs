@@ -1,7 +1,7 @@
 //! dnsmasq for the lab's segment: DHCP, router advertisements and the iPXE chain to HTTP.
 //!
-//! Kept to this one module because Ferric's boot service will take over managing dnsmasq
-//! (hostsdir entries, the PXE filter); then `lab up` calls that instead of [`start`].
+//! The flags are Ferric's own (`ferric_drivers::dhcp`); `ferric server` writes its nodes'
+//! hostsdir entries into `DIR/dhcp-hosts/` when started with `--dhcp-hostsdir` pointing there.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,41 +33,22 @@ impl DnsmasqConfig {
         }
     }
 
-    /// The flags, each of which lab-facts found to matter (see the comments for why).
+    /// The flags: Ferric's network-boot dnsmasq, answering every machine on the segment
+    /// and sending router advertisements (the bridge has an IPv6 address).
     pub fn args(&self) -> Vec<String> {
         let (first, last) = DHCP_RANGE;
-        let bridge = &self.bridge;
-        vec![
-            // Ignore /etc/dnsmasq.conf and the host's resolver: this instance is only the lab's.
-            "--conf-file=/dev/null".into(),
-            "--no-resolv".into(),
-            "--no-hosts".into(),
-            // No DNS at all; DHCP only.
-            "--port=0".into(),
-            "--bind-interfaces".into(),
-            format!("--interface={bridge}"),
-            // Stay root: the state directory may not be readable by the dnsmasq user.
-            "--user=root".into(),
-            "--group=root".into(),
-            format!("--pid-file={}", self.pid_file.display()),
-            format!("--log-facility={}", self.log_file.display()),
-            format!("--dhcp-leasefile={}", self.lease_file.display()),
-            "--log-dhcp".into(),
-            // dnsmasq would ping each address ~3 s before offering it.
-            "--no-ping".into(),
-            "--dhcp-authoritative".into(),
-            format!("--dhcp-range={first},{last},255.255.255.0,1h"),
-            // Per-MAC entries, re-read without restarts; Ferric will write them.
-            format!("--dhcp-hostsdir={}", self.hosts_dir.display()),
-            // Router advertisements stop iPXE's ~13 s wait for IPv6 autoconfiguration.
-            "--enable-ra".into(),
-            format!("--dhcp-range=::,constructor:{bridge},ra-only"),
-            // iPXE announces itself with option 175; give it the HTTP script, and set
-            // "no ProxyDHCP wait" (encapsulated 175.176 = 1), which saves it 2 s.
-            "--dhcp-match=set:ipxe,175".into(),
-            "--dhcp-option=tag:ipxe,encap:175,176,1".into(),
-            format!("--dhcp-boot=tag:ipxe,{}", self.boot_url),
-        ]
+        ferric_drivers::dhcp::DnsmasqOptions {
+            interface: self.bridge.clone(),
+            range: format!("{first},{last},255.255.255.0,1h"),
+            boot_url: self.boot_url.clone(),
+            hosts_dir: self.hosts_dir.clone(),
+            lease_file: self.lease_file.clone(),
+            log_file: Some(self.log_file.clone()),
+            pid_file: Some(self.pid_file.clone()),
+            known_hosts_only: false,
+            router_advertisements: true,
+        }
+        .args()
     }
 }
 

@@ -36,6 +36,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         Some(address) => Some(boot_files(&settings, address).await?),
         None => None,
     };
+    let dhcp = match settings.dnsmasq()? {
+        Some(options) => Some(start_dnsmasq(&options)?),
+        None => None,
+    };
     let conductor = Conductor::new(store.clone(), drivers, conductor_config);
     conductor
         .start()
@@ -72,6 +76,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     .context("the API server failed")?;
     if let Some(boot_server) = boot_server {
         boot_server.abort();
+    }
+    if let Some(mut dhcp) = dhcp {
+        let _ = dhcp.kill().await;
     }
     conductor.shutdown(SHUTDOWN_GRACE).await;
     store.close().await;
@@ -112,6 +119,42 @@ async fn boot_files(
             tracing::error!(error = %error, "the boot file server failed");
         }
     }))
+}
+
+/// Starts Ferric's own dnsmasq as a child that dies with the server; its log lines join ours.
+fn start_dnsmasq(
+    options: &ferric_drivers::dhcp::DnsmasqOptions,
+) -> anyhow::Result<tokio::process::Child> {
+    std::fs::create_dir_all(&options.hosts_dir).with_context(|| {
+        format!(
+            "cannot create the DHCP hosts directory {}",
+            options.hosts_dir.display()
+        )
+    })?;
+    let mut child = tokio::process::Command::new("dnsmasq")
+        .args(options.args())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start dnsmasq (install Debian's dnsmasq-base, or unset dhcp_interface)")?;
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(target: "dnsmasq", "{line}");
+            }
+        });
+    }
+    tracing::info!(
+        interface = %options.interface,
+        range = %options.range,
+        hosts = %options.hosts_dir.display(),
+        "managed dnsmasq started (DHCP only for nodes in a ramdisk phase)"
+    );
+    Ok(child)
 }
 
 /// Installs the SIGINT and SIGTERM handlers now, and returns a future that resolves on the
