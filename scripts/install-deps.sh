@@ -57,7 +57,10 @@ fi
 # ("held broken packages"), so both are named together.
 if [ "${1:-}" = "--lab" ]; then
   lab_missing=()
-  for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2; do
+  # Also: the host kernel and busybox for the agent ramdisk, and syslinux/mtools/dosfstools/fdisk
+  # to build the bootable test image of the end-to-end suite without mounts.
+  for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
+    linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done

@@ -9,6 +9,7 @@
 mod bmc;
 pub mod dnsmasq;
 pub mod host;
+pub mod image;
 mod lab;
 pub mod layout;
 pub mod machine;

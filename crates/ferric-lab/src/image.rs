@@ -1,0 +1,172 @@
+//! A small bootable disk image for end-to-end tests and demos: an MBR disk whose one FAT
+//! partition holds syslinux, a kernel and an initramfs. Deployed to a lab machine, it proves
+//! that the disk the agent wrote is the disk that booted (its `/init` prints a marker on the
+//! serial console).
+//!
+//! Built from files only (lab-facts: no loop devices or mounts, which this host cannot do):
+//! `mkfs.vfat -C` makes the partition as a file, `syslinux --install` (the mtools flavour)
+//! makes it bootable, `mcopy` fills it, and the partition is copied into the disk file behind
+//! an MBR from `sfdisk` with syslinux's `mbr.bin` as boot code.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::host::{self, HostError};
+
+/// Where Debian's syslinux keeps its MBR boot code.
+pub const SYSLINUX_MBR: &str = "/usr/lib/syslinux/mbr/mbr.bin";
+
+/// The partition starts at 1 MiB, as partitioning tools align it.
+const PARTITION_START_SECTOR: u64 = 2048;
+const SECTOR: u64 = 512;
+
+/// What goes into the image.
+#[derive(Debug, Clone)]
+pub struct BootImage {
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    /// The kernel command line (`console=ttyS0` to reach the serial console).
+    pub append: String,
+    /// Disk size in MiB; must hold the kernel and the initramfs with some room.
+    pub size_mib: u64,
+}
+
+fn file_error(path: &Path, source: std::io::Error) -> HostError {
+    HostError::File {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl BootImage {
+    /// Writes the raw disk image to `output`, using `work` for intermediate files.
+    pub fn build(&self, output: &Path, work: &Path) -> Result<(), HostError> {
+        std::fs::create_dir_all(work).map_err(|source| file_error(work, source))?;
+        let disk_bytes = self.size_mib * 1024 * 1024;
+        let partition_bytes = disk_bytes - PARTITION_START_SECTOR * SECTOR;
+
+        // The FAT partition as a file, bootable by syslinux, with the kernel and initramfs.
+        let partition = work.join("partition.img");
+        let _ = std::fs::remove_file(&partition);
+        host::run(
+            "mkfs.vfat",
+            [
+                "-n".to_owned(),
+                "FERRICTEST".to_owned(),
+                "-C".to_owned(),
+                partition.display().to_string(),
+                (partition_bytes / 1024).to_string(),
+            ],
+        )?;
+        host::run(
+            "syslinux",
+            ["--install".to_owned(), partition.display().to_string()],
+        )?;
+        let config = work.join("syslinux.cfg");
+        std::fs::write(
+            &config,
+            format!(
+                "SERIAL 0 115200\nDEFAULT test\nPROMPT 0\nTIMEOUT 0\nLABEL test\n  \
+                 KERNEL vmlinuz\n  INITRD initrd\n  APPEND {}\n",
+                self.append
+            ),
+        )
+        .map_err(|source| file_error(&config, source))?;
+        for (source, name) in [
+            (&self.kernel, "vmlinuz"),
+            (&self.initramfs, "initrd"),
+            (&config, "syslinux.cfg"),
+        ] {
+            host::run(
+                "mcopy",
+                [
+                    "-o".to_owned(),
+                    "-i".to_owned(),
+                    partition.display().to_string(),
+                    source.display().to_string(),
+                    format!("::{name}"),
+                ],
+            )?;
+        }
+
+        // The disk: MBR partition table, syslinux's boot code, the partition at 1 MiB.
+        let disk = std::fs::File::create(output).map_err(|source| file_error(output, source))?;
+        disk.set_len(disk_bytes)
+            .map_err(|source| file_error(output, source))?;
+        drop(disk);
+        sfdisk(
+            output,
+            &format!("label: dos\nstart={PARTITION_START_SECTOR}, type=c, bootable\n"),
+        )?;
+        let mbr = std::fs::read(SYSLINUX_MBR)
+            .map_err(|source| file_error(Path::new(SYSLINUX_MBR), source))?;
+        let mut disk = std::fs::OpenOptions::new()
+            .write(true)
+            .open(output)
+            .map_err(|source| file_error(output, source))?;
+        // The boot code is the first 440 bytes; the partition table after it stays.
+        disk.write_all(&mbr[..mbr.len().min(440)])
+            .map_err(|source| file_error(output, source))?;
+        disk.seek(SeekFrom::Start(PARTITION_START_SECTOR * SECTOR))
+            .map_err(|source| file_error(output, source))?;
+        let mut part =
+            std::fs::File::open(&partition).map_err(|source| file_error(&partition, source))?;
+        let mut buffer = vec![0u8; 1 << 20];
+        loop {
+            let read = part
+                .read(&mut buffer)
+                .map_err(|source| file_error(&partition, source))?;
+            if read == 0 {
+                break;
+            }
+            disk.write_all(&buffer[..read])
+                .map_err(|source| file_error(output, source))?;
+        }
+        disk.sync_all()
+            .map_err(|source| file_error(output, source))?;
+        Ok(())
+    }
+}
+
+/// Runs `sfdisk DISK` with `script` on its standard input.
+fn sfdisk(disk: &Path, script: &str) -> Result<(), HostError> {
+    let mut child = std::process::Command::new("sfdisk")
+        .arg("--quiet")
+        .arg("--no-reread")
+        .arg("--no-tell-kernel")
+        .arg(disk)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|source| HostError::Spawn {
+            program: "sfdisk".to_owned(),
+            source,
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(script.as_bytes())
+            .map_err(|source| file_error(disk, source))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|source| HostError::Spawn {
+            program: "sfdisk".to_owned(),
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(HostError::Failed {
+            command: format!("sfdisk {}", disk.display()),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether `disk` starts with a DOS partition table (the boot signature `55 AA` at byte 510).
+/// Cleaning through the agent wipes it.
+pub fn has_partition_table(disk: &Path) -> std::io::Result<bool> {
+    let mut sector = [0u8; 512];
+    std::fs::File::open(disk)?.read_exact(&mut sector)?;
+    Ok(sector[510] == 0x55 && sector[511] == 0xAA)
+}
