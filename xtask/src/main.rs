@@ -17,6 +17,8 @@ commands:
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
   ci      lint, then test (what .ci/run does)
+  e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
+          ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
   docs    regenerate the generated documents (docs/state-machine.md, …)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
@@ -35,6 +37,7 @@ fn main() -> anyhow::Result<()> {
             test(&extra)
         }
         "docs" => docs(),
+        "e2e" => e2e(),
         "clients" => clients::clients(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
@@ -99,6 +102,53 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         "cargo",
         &args,
         &[("FERRIC_TEST_POSTGRES_URL", &postgres_url)],
+    )
+}
+
+/// Where cargo puts build products.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+fn e2e() -> anyhow::Result<()> {
+    run("bash", &["scripts/install-deps.sh", "--lab"], &[])?;
+    // A release agent keeps the ramdisk small: guests unpack it under TCG.
+    run(
+        "cargo",
+        &["build", "--release", "--locked", "-p", "ferric-agent"],
+        &[],
+    )?;
+    let agent = target_dir().join("release").join("ferric-agent");
+    let agent = agent.to_string_lossy().into_owned();
+    run(
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "ferric-lab",
+            "--features",
+            "lab-e2e",
+            "--test",
+            "lab_e2e",
+        ],
+        &[],
+    )?;
+    run(
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "ferric",
+            "--features",
+            "lab-e2e",
+            "--test",
+            "lab_lifecycle",
+        ],
+        &[("FERRIC_E2E_AGENT", &agent)],
     )
 }
 

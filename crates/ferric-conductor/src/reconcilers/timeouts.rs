@@ -123,6 +123,34 @@ async fn expire(
             format!("Timeout reached while servicing the node {node} (after {minutes} minutes).")
         }
     };
+    // What the wait set up goes too (network boot, a half-booted ramdisk, power), as after
+    // an abort; the node is failed first so that a slow BMC cannot delay the verdict.
+    let interfaces = task.interfaces();
     crate::provision::forget_agent(task);
-    task.fail(message).await
+    task.fail(message).await?;
+    let undone = match interfaces {
+        Ok(interfaces) => match state {
+            ProvisionState::WaitCallBack => interfaces.deploy.clean_up(&mut task.node).await,
+            ProvisionState::CleanWait => {
+                interfaces
+                    .deploy
+                    .finish(&mut task.node, StepKind::Clean)
+                    .await
+            }
+            ProvisionState::ServiceWait => {
+                interfaces
+                    .deploy
+                    .finish(&mut task.node, StepKind::Service)
+                    .await
+            }
+            ProvisionState::RescueWait => interfaces.rescue.clean_up(&mut task.node).await,
+            _ => Ok(()),
+        },
+        Err(error) => Err(ferric_drivers::DriverError::Failed(error.to_string())),
+    };
+    if let Err(error) = undone {
+        let previous = task.node.last_error.take().unwrap_or_default();
+        task.node.last_error = Some(format!("{previous} Then cleaning up failed: {error}"));
+    }
+    task.save().await
 }

@@ -1,0 +1,529 @@
+//! End-to-end: a node's whole life on QEMU machines of the virtual lab, through a real
+//! `ferric server`, the lab's virtual BMCs, network boot of the real agent ramdisk, and an
+//! image that boots from the disk the agent wrote.
+//!
+//! Runs only with `--features lab-e2e` (root; `scripts/install-deps.sh --lab`; the agent built
+//! beside the `ferric` binary): `cargo xtask e2e`, or
+//! `cargo test -p ferric --features lab-e2e --test lab_lifecycle`. It is a `harness = false`
+//! binary: the lab's network exists only inside its namespace, so after `ferric lab up` the
+//! binary runs itself again inside the namespace (`inside DIR`) for the scenario.
+//!
+//! Phases, each timed: enroll and manage (verifying against the BMC); provide (cleaning
+//! through the agent: power-on → first heartbeat, then the wipe); deploy a test image (the
+//! machine then boots it from its own disk and prints a marker); undeploy (cleaning wipes the
+//! partition table, checked on the disk file); abort in `wait call-back`; a callback timeout.
+//! When it fails it keeps the directory with consoles, logs and the database, and says where.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "ferric-e2e";
+const API: &str = "http://10.231.0.1:6385";
+/// Generous: boots under TCG on a busy 2-core host take several times what lab-facts measured.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a node may wait for its agent before the callback timeout fails it.
+const CALLBACK_TIMEOUT_SECS: u64 = 120;
+
+fn ferric() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferric"))
+}
+
+fn run(command: &mut Command, what: &str) -> anyhow::Result<String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {what}"))?;
+    ensure!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let result = match (args.get(1).map(String::as_str), args.get(2)) {
+        (Some("inside"), Some(dir)) => inside(Path::new(dir)),
+        _ => outside(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("lab_lifecycle: FAILED: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds the ramdisk and the test image, brings the lab up, runs the scenario inside its
+/// namespace, and takes the lab down.
+fn outside() -> anyhow::Result<()> {
+    let dir = PathBuf::from(format!("/tmp/ferric-e2e-{}", std::process::id()));
+    let boot = dir.join("boot");
+    std::fs::create_dir_all(boot.join("images"))?;
+    let started = Instant::now();
+    let result = (|| {
+        let mut build = ferric();
+        build.args(["ramdisk", "build", "--output"]).arg(&boot);
+        if let Some(agent) = std::env::var_os("FERRIC_E2E_AGENT") {
+            build.arg("--agent").arg(agent);
+        }
+        let ramdisk = run(&mut build, "ferric ramdisk build")?;
+        eprintln!("lab_lifecycle: ramdisk built:\n{}", ramdisk.trim_end());
+        build_test_image(&dir)?;
+        eprintln!(
+            "lab_lifecycle: ramdisk and test image ready: {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        run(
+            ferric()
+                .args([
+                    "lab",
+                    "up",
+                    "--nodes",
+                    "2",
+                    "--memory",
+                    "512",
+                    "--namespace",
+                    NAMESPACE,
+                ])
+                .arg("--dir")
+                .arg(dir.join("lab")),
+            "ferric lab up",
+        )?;
+        let status = Command::new("ip")
+            .args(["netns", "exec", NAMESPACE])
+            .arg(std::env::current_exe()?)
+            .arg("inside")
+            .arg(&dir)
+            .status()
+            .context("cannot run the scenario inside the lab's namespace")?;
+        ensure!(status.success(), "the scenario failed ({status})");
+        Ok(())
+    })();
+    let down = run(
+        ferric()
+            .args(["lab", "down", "--namespace", NAMESPACE])
+            .arg("--dir")
+            .arg(dir.join("lab")),
+        "ferric lab down",
+    );
+    match (result, down) {
+        (Ok(()), Ok(_)) => {
+            eprintln!(
+                "lab_lifecycle: passed in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(())
+        }
+        (result, down) => {
+            eprintln!(
+                "lab_lifecycle: kept for inspection: {} (server.log, ferric.db, lab/node-*/console.log, lab/dnsmasq.log, lab/bmc.log)",
+                dir.display()
+            );
+            result?;
+            down.map(|_| ())
+        }
+    }
+}
+
+/// A 64 MiB disk whose `/init` prints `marker` on the serial console forever.
+fn build_test_image(dir: &Path) -> anyhow::Result<()> {
+    let marker = format!("FERRIC-E2E-MARKER-{}", std::process::id());
+    let init = format!(
+        "#!/bin/busybox sh\n\
+         /bin/busybox mkdir -p /dev /proc\n\
+         /bin/busybox mount -t devtmpfs dev /dev\n\
+         while true; do echo {marker} > /dev/ttyS0; /bin/busybox sleep 2; done\n"
+    );
+    let busybox = std::fs::read("/bin/busybox").context("busybox-static is missing")?;
+    let mut archive = Vec::new();
+    {
+        let mut gzip = flate2::write::GzEncoder::new(&mut archive, flate2::Compression::fast());
+        let mut out: &mut dyn std::io::Write = &mut gzip;
+        let entries: [(&str, u32, &[u8]); 4] = [
+            ("bin", 0o040755, b""),
+            ("dev", 0o040755, b""),
+            ("bin/busybox", 0o100755, &busybox),
+            ("init", 0o100755, init.as_bytes()),
+        ];
+        for (inode, (name, mode, data)) in (1u32..).zip(entries) {
+            let mut writer = cpio::newc::Builder::new(name)
+                .ino(inode)
+                .mode(mode)
+                .nlink(1)
+                .write(out, u32::try_from(data.len())?);
+            std::io::Write::write_all(&mut writer, data)?;
+            out = writer.finish()?;
+        }
+        cpio::newc::trailer(out)?;
+        gzip.finish()?;
+    }
+    let initramfs = dir.join("marker.initramfs");
+    std::fs::write(&initramfs, archive)?;
+    let kernel = std::fs::read_dir("/boot")?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .max()
+        .context("no /boot/vmlinuz-*: install linux-image-amd64")?;
+    let image = dir.join("boot/images/marker.img");
+    ferric_lab::image::BootImage {
+        kernel,
+        initramfs,
+        append: "console=ttyS0 quiet".into(),
+        size_mib: 64,
+    }
+    .build(&image, &dir.join("image-work"))?;
+    std::fs::write(dir.join("marker"), &marker)?;
+    let digest = sha256_hex(&std::fs::read(&image)?);
+    std::fs::write(dir.join("marker.img.sha256"), digest)?;
+    Ok(())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The API, as the test sees it.
+struct Client {
+    http: reqwest::blocking::Client,
+}
+
+impl Client {
+    fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut request = self
+            .http
+            .request(method.clone(), format!("{API}{path}"))
+            .header("X-OpenStack-Ironic-API-Version", "1.110");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().with_context(|| format!("{method} {path}"))?;
+        let status = response.status().as_u16();
+        let text = response.text()?;
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    fn expect(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        status: u16,
+    ) -> anyhow::Result<Value> {
+        let (got, body) = self.send(method.clone(), path, body)?;
+        ensure!(
+            got == status,
+            "{method} {path}: expected {status}, got {got}: {body}"
+        );
+        Ok(body)
+    }
+
+    fn provision(&self, uuid: &str, body: Value) -> anyhow::Result<()> {
+        self.expect(
+            reqwest::Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(body),
+            202,
+        )
+        .map(|_| ())
+    }
+
+    fn node(&self, uuid: &str) -> anyhow::Result<Value> {
+        self.expect(
+            reqwest::Method::GET,
+            &format!("/v1/nodes/{uuid}"),
+            None,
+            200,
+        )
+    }
+
+    /// Waits until the node rests in `target`; a different resting or failed state is an
+    /// error with the node's `last_error`.
+    fn wait_for(&self, uuid: &str, target: &str) -> anyhow::Result<Value> {
+        let started = Instant::now();
+        loop {
+            let node = self.node(uuid)?;
+            let state = node["provision_state"].as_str().unwrap_or("?");
+            if state == target {
+                return Ok(node);
+            }
+            let resting = node["target_provision_state"].is_null();
+            if resting && state != target && !state.ends_with("wait") {
+                bail!(
+                    "node {uuid} rests in {state}, not {target}: last_error {}",
+                    node["last_error"]
+                );
+            }
+            ensure!(
+                started.elapsed() < PHASE_TIMEOUT,
+                "node {uuid} still in {state} after {PHASE_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+
+    /// Waits until the node's agent has heartbeated.
+    fn wait_for_agent(&self, uuid: &str) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let node = self.node(uuid)?;
+            if node["driver_internal_info"]["agent_last_heartbeat"].is_string() {
+                return Ok(());
+            }
+            ensure!(
+                !node["provision_state"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("failed"),
+                "node {uuid} failed while waiting for its agent: {}",
+                node["last_error"]
+            );
+            ensure!(
+                started.elapsed() < PHASE_TIMEOUT,
+                "no heartbeat from node {uuid}'s agent after {PHASE_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// The server, started inside the namespace; killed when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn phase(name: &str, started: Instant) {
+    eprintln!(
+        "lab_lifecycle: phase {name}: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The scenario, run inside the lab's namespace.
+fn inside(dir: &Path) -> anyhow::Result<()> {
+    let lab: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("lab/lab.json"))?)?;
+    let log = std::fs::File::create(dir.join("server.log"))?;
+    let _server = Server(
+        ferric()
+            .arg("server")
+            .args(["--api-listen", "10.231.0.1:6385", "--api-url", API])
+            .args(["--boot-http-listen", "10.231.0.1:8080", "--boot-http-root"])
+            .arg(dir.join("boot"))
+            .current_dir(dir)
+            .env("FERRIC_DHCP_HOSTSDIR", dir.join("lab/dhcp-hosts"))
+            .env("FERRIC_DEPLOY_KERNEL", "ferric-agent.kernel")
+            .env("FERRIC_DEPLOY_RAMDISK", "ferric-agent.initramfs")
+            .env(
+                "FERRIC_DEPLOY_CALLBACK_TIMEOUT",
+                CALLBACK_TIMEOUT_SECS.to_string(),
+            )
+            .env("FERRIC_CHECK_PROVISION_STATE_INTERVAL", "5")
+            .env("FERRIC_LOG_LEVEL", "info,ferric_api=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("cannot start ferric server")?,
+    );
+    let client = Client {
+        http: reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()?,
+    };
+    let up = Instant::now();
+    while client.send(reqwest::Method::GET, "/v1", None).is_err() {
+        ensure!(
+            up.elapsed() < Duration::from_secs(120),
+            "ferric server did not start; see server.log"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let marker = std::fs::read_to_string(dir.join("marker"))?;
+    let digest = std::fs::read_to_string(dir.join("marker.img.sha256"))?;
+    let nodes = lab["nodes"].as_array().context("lab.json has no nodes")?;
+    let enroll = |machine: &Value, extra: Value| -> anyhow::Result<String> {
+        let mut body = json!({
+            "name": machine["name"],
+            "driver": "redfish",
+            "boot_interface": "ipxe",
+            "deploy_interface": "direct",
+            "driver_info": {
+                "redfish_address": machine["redfish_address"],
+                "redfish_system_id": machine["redfish_system_id"],
+                "redfish_username": machine["redfish_username"],
+                "redfish_password": machine["redfish_password"],
+            },
+            "instance_info": {
+                "image_source": "marker.img",
+                "image_disk_format": "raw",
+                "image_os_hash_algo": "sha256",
+                "image_os_hash_value": digest.trim(),
+            },
+        });
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        let created = client.expect(reqwest::Method::POST, "/v1/nodes", Some(body), 201)?;
+        let uuid = created["uuid"].as_str().context("no uuid")?.to_owned();
+        client.expect(
+            reqwest::Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": machine["mac"]})),
+            201,
+        )?;
+        Ok(uuid)
+    };
+
+    // node-1 never finds its ramdisk: its deploy must end at the callback timeout. It runs
+    // beside node-0's phases.
+    let started = Instant::now();
+    let late = enroll(
+        &nodes[1],
+        json!({"automated_clean": false, "driver_info": {
+            "redfish_address": nodes[1]["redfish_address"],
+            "redfish_system_id": nodes[1]["redfish_system_id"],
+            "redfish_username": nodes[1]["redfish_username"],
+            "redfish_password": nodes[1]["redfish_password"],
+            "deploy_ramdisk": "no-such-ramdisk",
+        }}),
+    )?;
+    client.provision(&late, json!({"target": "manage"}))?;
+    client.wait_for(&late, "manageable")?;
+    client.provision(&late, json!({"target": "provide"}))?;
+    client.wait_for(&late, "available")?;
+    client.provision(&late, json!({"target": "active"}))?;
+    let late_started = Instant::now();
+
+    let uuid = enroll(&nodes[0], json!({}))?;
+    client.provision(&uuid, json!({"target": "manage"}))?;
+    let node = client.wait_for(&uuid, "manageable")?;
+    ensure!(
+        node["power_state"] == "power off",
+        "verifying read the power state: {node}"
+    );
+    phase("enroll + manage (verifying)", started);
+
+    let started = Instant::now();
+    client.provision(&uuid, json!({"target": "provide"}))?;
+    client.wait_for_agent(&uuid)?;
+    phase("power-on to first heartbeat", started);
+    client.wait_for(&uuid, "available")?;
+    phase("cleaning", started);
+
+    let started = Instant::now();
+    client.provision(&uuid, json!({"target": "active"}))?;
+    let node = client.wait_for(&uuid, "active")?;
+    phase("deploy", started);
+    ensure!(
+        node["driver_internal_info"]["deploy_progress"]["bytes_written"].as_u64() == Some(64 << 20),
+        "the agent reported the bytes it wrote: {}",
+        node["driver_internal_info"]
+    );
+    let console = dir.join("lab/node-0/console.log");
+    let booted = Instant::now();
+    loop {
+        let text =
+            String::from_utf8_lossy(&std::fs::read(&console).unwrap_or_default()).into_owned();
+        if text.contains(marker.trim()) {
+            break;
+        }
+        ensure!(
+            booted.elapsed() < PHASE_TIMEOUT,
+            "the deployed image did not print its marker; see {}",
+            console.display()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    phase("boot from disk", booted);
+
+    let started = Instant::now();
+    client.provision(&uuid, json!({"target": "deleted"}))?;
+    let node = client.wait_for(&uuid, "available")?;
+    phase("undeploy (cleaning)", started);
+    ensure!(
+        node["power_state"] == "power off",
+        "cleaning powers the node off: {node}"
+    );
+    ensure!(
+        !ferric_lab::image::has_partition_table(&dir.join("lab/node-0/disk.img"))?,
+        "cleaning left the partition table on node-0's disk"
+    );
+
+    let started = Instant::now();
+    client.provision(&uuid, json!({"target": "active"}))?;
+    client.wait_for(&uuid, "wait call-back")?;
+    client.provision(&uuid, json!({"target": "abort"}))?;
+    let node = client.wait_for(&uuid, "deploy failed")?;
+    ensure!(
+        node["power_state"] == "power off",
+        "abort powers the node off: {node}"
+    );
+    let bmc = bmc_power(&nodes[0])?;
+    ensure!(
+        bmc == "Off",
+        "the BMC says the machine is {bmc} after the abort"
+    );
+    phase("abort in wait call-back", started);
+
+    let node = client.wait_for(&late, "deploy failed")?;
+    ensure!(
+        node["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Timeout"),
+        "node-1 failed for another reason: {}",
+        node["last_error"]
+    );
+    phase("callback timeout (node-1, from its deploy)", late_started);
+    Ok(())
+}
+
+/// The power state the lab's BMC reports for `machine`, read over Redfish.
+fn bmc_power(machine: &Value) -> anyhow::Result<String> {
+    let url = format!(
+        "{}{}",
+        machine["redfish_address"].as_str().unwrap_or(""),
+        machine["redfish_system_id"].as_str().unwrap_or("")
+    );
+    let body: Value = reqwest::blocking::Client::new()
+        .get(url)
+        .basic_auth(
+            machine["redfish_username"].as_str().unwrap_or(""),
+            machine["redfish_password"].as_str(),
+        )
+        .send()?
+        .json()?;
+    Ok(body["PowerState"].as_str().unwrap_or("?").to_owned())
+}
