@@ -18,6 +18,10 @@ commands:
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
   ci      lint, then test (what .ci/run does)
   docs    regenerate the generated documents (docs/state-machine.md, …)
+  bench-power-sync
+          one power-sync pass over 10,000 redfish nodes against an in-repo BMC simulator that
+          answers after 200 ms; prints wall and CPU time (release build; flags after `--`:
+          --nodes --delay-ms --nodes-per-bmc --workers --per-bmc)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
           (`cargo xtask clients --help`; not part of `ci` yet)
@@ -36,6 +40,7 @@ fn main() -> anyhow::Result<()> {
         }
         "docs" => docs(),
         "clients" => clients::clients(&extra),
+        "bench-power-sync" => bench_power_sync(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -100,6 +105,22 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         &args,
         &[("FERRIC_TEST_POSTGRES_URL", &postgres_url)],
     )
+}
+
+/// `crates/ferric-conductor/examples/power_sync_bench.rs`, optimised as in production.
+fn bench_power_sync(extra: &[String]) -> anyhow::Result<()> {
+    let mut args = vec![
+        "run",
+        "--release",
+        "--locked",
+        "-p",
+        "ferric-conductor",
+        "--example",
+        "power_sync_bench",
+        "--",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    run("cargo", &args, &[])
 }
 
 fn docs() -> anyhow::Result<()> {
