@@ -20,6 +20,10 @@ commands:
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
   docs    regenerate the generated documents (docs/state-machine.md, …)
+  bench-power-sync
+          one power-sync pass over 10,000 redfish nodes against an in-repo BMC simulator that
+          answers after 200 ms; prints wall and CPU time (release build; flags after `--`:
+          --nodes --delay-ms --nodes-per-bmc --workers --per-bmc)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
           (`cargo xtask clients --help`; not part of `ci` yet)
@@ -39,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         "docs" => docs(),
         "e2e" => e2e(),
         "clients" => clients::clients(&extra),
+        "bench-power-sync" => bench_power_sync(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -150,6 +155,22 @@ fn e2e() -> anyhow::Result<()> {
         ],
         &[("FERRIC_E2E_AGENT", &agent)],
     )
+}
+
+/// `crates/ferric-conductor/examples/power_sync_bench.rs`, optimised as in production.
+fn bench_power_sync(extra: &[String]) -> anyhow::Result<()> {
+    let mut args = vec![
+        "run",
+        "--release",
+        "--locked",
+        "-p",
+        "ferric-conductor",
+        "--example",
+        "power_sync_bench",
+        "--",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    run("cargo", &args, &[])
 }
 
 fn docs() -> anyhow::Result<()> {

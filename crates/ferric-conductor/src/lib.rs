@@ -64,8 +64,11 @@ pub struct ConductorConfig {
     pub sync_power_state_interval: Option<Duration>,
     /// Failed power reads in a row before a node goes into maintenance (`fault: power failure`).
     pub power_state_sync_max_retries: u32,
-    /// How many BMCs the power sync talks to at once.
+    /// How many power reads the power sync has in flight at once, in total (they are
+    /// asynchronous requests, not threads: hundreds cost little).
     pub power_sync_workers: usize,
+    /// How many of them may go to one BMC at once.
+    pub power_sync_max_per_bmc: usize,
     /// How long one BMC may take to answer a power read before it counts as failed.
     pub power_sync_timeout: Duration,
     /// Period of the callback-timeout and recovery reconcilers.
@@ -96,7 +99,8 @@ impl Default for ConductorConfig {
             automated_clean: true,
             sync_power_state_interval: Some(Duration::from_secs(120)),
             power_state_sync_max_retries: 3,
-            power_sync_workers: 8,
+            power_sync_workers: 256,
+            power_sync_max_per_bmc: 2,
             power_sync_timeout: Duration::from_secs(60),
             check_provision_state_interval: Duration::from_secs(60),
             deploy_callback_timeout: half_hour,

@@ -10,14 +10,17 @@ use ferric_model::resources::{InterfaceKind, Node, Port};
 
 use crate::DriverError;
 use crate::agent_client::AgentClient;
+use crate::bmc::{BmcSettings, BmcState};
 use crate::direct::DirectDeploy;
 use crate::fake::{Fake, FakeBoot};
 use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootInterface, DeployInterface, InspectInterface,
     ManagementInterface, PowerInterface, RescueInterface, Validate,
 };
+use crate::ipmi::Ipmi;
 use crate::ipxe::IpxeBoot;
 use crate::noop::{Noop, Passive};
+use crate::redfish::Redfish;
 use crate::settings::DriverSettings;
 
 /// A hardware type: a name and, per interface kind, the implementations it supports, the
@@ -109,16 +112,61 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
     properties: FAKE_PROPERTIES,
 };
 
+// The BMC types network-boot the agent and deploy through it by default, as Ironic's do;
+// `fake` boot and deploy remain for demos on real BMCs without a boot server.
+const REDFISH: HardwareType = HardwareType {
+    name: "redfish",
+    supported: [
+        &["no-bios"],
+        &["ipxe", "pxe", "fake"],
+        &["no-console"],
+        &["direct", "fake"],
+        &["no-firmware"],
+        &["no-inspect"],
+        &["redfish", "noop"],
+        &["noop", "flat"],
+        &["redfish"],
+        &["no-raid"],
+        &["no-rescue"],
+        &["noop"],
+        &["no-vendor"],
+    ],
+    properties: crate::redfish::PROPERTIES,
+};
+
+const IPMI: HardwareType = HardwareType {
+    name: "ipmi",
+    supported: [
+        &["no-bios"],
+        &["ipxe", "pxe", "fake"],
+        &["no-console"],
+        &["direct", "fake"],
+        &["no-firmware"],
+        &["no-inspect"],
+        &["ipmitool", "noop"],
+        &["noop", "flat"],
+        &["ipmitool"],
+        &["no-raid"],
+        &["no-rescue"],
+        &["noop"],
+        &["no-vendor"],
+    ],
+    properties: crate::ipmi::PROPERTIES,
+};
+
 /// Every hardware type Ferric knows, enabled or not.
-pub const HARDWARE_TYPES: [&HardwareType; 2] = [&FAKE_HARDWARE, &MANUAL_MANAGEMENT];
+pub const HARDWARE_TYPES: [&HardwareType; 4] =
+    [&FAKE_HARDWARE, &MANUAL_MANAGEMENT, &REDFISH, &IPMI];
 
 /// The hardware types enabled in this deployment, and what their interfaces share: the
-/// site's settings and the client every node's agent is reached with.
+/// site's settings, the client every node's agent is reached with, and the BMC connections,
+/// sessions and request limits (created once; clones share them).
 #[derive(Debug, Clone)]
 pub struct Drivers {
     enabled: Vec<&'static HardwareType>,
     settings: Arc<DriverSettings>,
     agent: AgentClient,
+    bmc: Arc<BmcState>,
 }
 
 impl Default for Drivers {
@@ -158,7 +206,18 @@ impl Drivers {
             enabled,
             settings: Arc::new(settings),
             agent,
+            bmc: Arc::new(BmcState::new(BmcSettings::default())),
         }
+    }
+
+    /// The same types talking to BMCs with `settings`.
+    pub fn with_bmc_settings(mut self, settings: BmcSettings) -> Self {
+        self.bmc = Arc::new(BmcState::new(settings));
+        self
+    }
+
+    pub fn bmc_settings(&self) -> &BmcSettings {
+        &self.bmc.settings
     }
 
     /// The same types with the site's `settings`.
@@ -237,13 +296,23 @@ impl Drivers {
             driver: node.driver.clone(),
             kind,
         };
+        let redfish = || Redfish {
+            state: self.bmc.clone(),
+        };
+        let ipmi = || Ipmi {
+            state: self.bmc.clone(),
+        };
         let power: Arc<dyn PowerInterface> = match name(InterfaceKind::Power).as_str() {
             "fake" => Arc::new(Fake),
+            "redfish" => Arc::new(redfish()),
+            "ipmitool" => Arc::new(ipmi()),
             _ => return Err(unsupported(InterfaceKind::Power)),
         };
         let management: Arc<dyn ManagementInterface> =
             match name(InterfaceKind::Management).as_str() {
                 "fake" => Arc::new(Fake),
+                "redfish" => Arc::new(redfish()),
+                "ipmitool" => Arc::new(ipmi()),
                 "noop" => Arc::new(NoopManagement),
                 _ => return Err(unsupported(InterfaceKind::Management)),
             };

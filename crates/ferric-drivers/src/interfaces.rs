@@ -145,6 +145,40 @@ impl FromStr for BootDevice {
     }
 }
 
+/// A node's firmware boot mode (`PUT /v1/nodes/{node}/states/boot_mode`, the node's
+/// `boot_mode` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BootMode {
+    Uefi,
+    Bios,
+}
+
+impl BootMode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Uefi => "uefi",
+            Self::Bios => "bios",
+        }
+    }
+}
+
+impl fmt::Display for BootMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BootMode {
+    type Err = ();
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        [Self::Uefi, Self::Bios]
+            .into_iter()
+            .find(|mode| mode.as_str() == name)
+            .ok_or(())
+    }
+}
+
 /// The boot device a BMC reports; either part may be unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BootDeviceSetting {
@@ -239,6 +273,12 @@ pub trait PowerInterface: Validate {
         timeout: Option<Duration>,
     ) -> Result<(), DriverError>;
     fn supported_power_actions(&self) -> &'static [PowerAction];
+
+    /// The BMC this node's power is read through, when it has one (its address): the power
+    /// sync limits how many requests one BMC gets at once by it.
+    fn bmc_address(&self, _node: &Node) -> Option<String> {
+        None
+    }
 }
 
 #[async_trait]
@@ -251,6 +291,29 @@ pub trait ManagementInterface: Validate {
         device: BootDevice,
         persistent: bool,
     ) -> Result<(), DriverError>;
+
+    /// The firmware boot mode the BMC reports (`None`: it does not say).
+    async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    async fn set_boot_mode(&self, node: &mut Node, _mode: BootMode) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// Sends a non-maskable interrupt (`PUT /v1/nodes/{node}/management/inject_nmi`).
+    async fn inject_nmi(&self, node: &Node) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
 }
 
 /// Deploying and cleaning: an ordered list of steps per [`StepKind`].

@@ -9,6 +9,7 @@
 //! node they are handed; the conductor owns leases, states and saving.
 
 pub mod agent_client;
+mod bmc;
 mod configdrive;
 pub mod dhcp;
 pub mod direct;
@@ -16,13 +17,16 @@ mod error;
 pub mod fake;
 mod hardware;
 pub mod interfaces;
+mod ipmi;
 pub mod ipxe;
 pub mod noop;
+mod redfish;
 pub mod settings;
 
+pub use bmc::BmcSettings;
 pub use error::DriverError;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
-    BootDevice, BootDeviceSetting, Outcome, PowerAction, StepCall, StepDef, StepKind,
+    BootDevice, BootDeviceSetting, BootMode, Outcome, PowerAction, StepCall, StepDef, StepKind,
 };
 pub use settings::{BootSettings, DeploySettings, DriverSettings};

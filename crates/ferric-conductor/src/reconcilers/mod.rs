@@ -138,6 +138,16 @@ pub(crate) async fn run_named(
     name: &str,
     now: DateTime<Utc>,
 ) -> Result<usize, ConductorError> {
+    run_paced(inner, name, now, None).await
+}
+
+/// [`run_named`]; `spread` lets the power sync start its reads evenly over that long.
+async fn run_paced(
+    inner: &Arc<Inner>,
+    name: &str,
+    now: DateTime<Utc>,
+    spread: Option<Duration>,
+) -> Result<usize, ConductorError> {
     let (name, started) = match name {
         POWER_SYNC => (POWER_SYNC, Instant::now()),
         CALLBACK_TIMEOUTS => (CALLBACK_TIMEOUTS, Instant::now()),
@@ -151,7 +161,7 @@ pub(crate) async fn run_named(
         }
     };
     let result = match name {
-        POWER_SYNC => power_sync::run_once(inner).await,
+        POWER_SYNC => power_sync::run_once(inner, spread).await,
         CALLBACK_TIMEOUTS => timeouts::run_once(inner, now).await,
         RECOVERY => recovery::run_once(inner).await,
         _ => heartbeat(inner).await,
@@ -202,12 +212,15 @@ pub(crate) fn spawn_all(inner: Arc<Inner>) {
         };
         tokio::spawn(async move {
             loop {
-                tokio::select! {
+                let woken = tokio::select! {
                     () = inner.shutdown.cancelled() => return,
-                    () = tokio::time::sleep(period) => {}
-                    () = wake.notified() => {}
-                }
-                let _ = run_named(&inner, name, Utc::now()).await;
+                    () = tokio::time::sleep(period) => false,
+                    () = wake.notified() => true,
+                };
+                // The periodic power sync spreads its reads over half the period (see
+                // power_sync.rs); one woken on purpose answers at once.
+                let spread = (name == POWER_SYNC && !woken).then(|| period / 2);
+                let _ = run_paced(&inner, name, Utc::now(), spread).await;
             }
         });
     }

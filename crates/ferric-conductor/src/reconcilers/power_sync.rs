@@ -1,6 +1,11 @@
 //! Power-state sync (`reference/ironic.md` §6.2): reads every eligible node's power state
-//! from its BMC, many at once but at most `power_sync_workers` in flight, each bounded by
-//! `power_sync_timeout`, so a hung BMC holds up nobody but itself.
+//! from its BMC, many at once but at most `power_sync_workers` in flight in total and
+//! `power_sync_max_per_bmc` at one BMC (nodes behind one chassis manager share it), each read
+//! bounded by `power_sync_timeout`, so a hung BMC holds up nobody but its own nodes. A read
+//! waits for its BMC's turn before it takes a worker, so a slow BMC never sits on workers
+//! other BMCs could use. The periodic run spreads its reads evenly over half of
+//! `sync_power_state_interval` (a steady trickle, not a burst every period); a run asked for
+//! by hand (`run_reconciler`) reads at full speed.
 //!
 //! A state that differs from the record is recorded (Ferric does not push the recorded state
 //! back to the hardware, unlike Ironic's `force_power_state_during_sync=true`: a machine
@@ -10,9 +15,12 @@
 //! Skipped: nodes in `enroll` (seed 003), nodes waiting for a ramdisk callback or in
 //! `adopt failed`, nodes with a power action under way, and nodes a task holds.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferric_db::{NodeFilter, Page};
+use ferric_drivers::interfaces::PowerInterface;
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Node, PowerState};
 use tokio::sync::Semaphore;
@@ -40,20 +48,18 @@ fn eligible(inner: &Inner, node: &Node) -> bool {
         && !inner.is_busy(node.uuid)
 }
 
-async fn read(inner: Arc<Inner>, node: Node) -> (Node, Result<PowerState, String>) {
-    let reading = async {
-        let interfaces = inner
-            .drivers
-            .load(&node)
-            .map_err(|error| error.to_string())?;
-        interfaces
-            .power
-            .get_power_state(&node)
-            .await
-            .map_err(|error| error.to_string())
-    };
-    let result = match tokio::time::timeout(inner.config.power_sync_timeout, reading).await {
-        Ok(result) => result,
+async fn read(
+    inner: Arc<Inner>,
+    node: Node,
+    power: Arc<dyn PowerInterface>,
+) -> (Node, Result<PowerState, String>) {
+    let result = match tokio::time::timeout(
+        inner.config.power_sync_timeout,
+        power.get_power_state(&node),
+    )
+    .await
+    {
+        Ok(result) => result.map_err(|error| error.to_string()),
         Err(_) => Err(format!(
             "the BMC did not answer within {} seconds",
             inner.config.power_sync_timeout.as_secs()
@@ -62,34 +68,77 @@ async fn read(inner: Arc<Inner>, node: Node) -> (Node, Result<PowerState, String
     (node, result)
 }
 
-pub(crate) async fn run_once(inner: &Arc<Inner>) -> Result<usize, ConductorError> {
-    let nodes = inner
+/// One pass. `spread`: start the reads evenly over this long instead of all at once.
+pub(crate) async fn run_once(
+    inner: &Arc<Inner>,
+    spread: Option<Duration>,
+) -> Result<usize, ConductorError> {
+    let nodes: Vec<Node> = inner
         .store
         .node_list(&NodeFilter::default(), &Page::all())
-        .await?;
-    let limit = Arc::new(Semaphore::new(inner.config.power_sync_workers.max(1)));
+        .await?
+        .into_iter()
+        .filter(|node| eligible(inner, node))
+        .collect();
+    let total = Arc::new(Semaphore::new(inner.config.power_sync_workers.max(1)));
+    let mut per_bmc: HashMap<String, Arc<Semaphore>> = HashMap::new();
+    let started = tokio::time::Instant::now();
+    let count = nodes.len().max(1) as u32;
     let mut reads = JoinSet::new();
-    for node in nodes.into_iter().filter(|node| eligible(inner, node)) {
+    let mut acted = 0;
+    for (index, node) in nodes.into_iter().enumerate() {
+        let power = match inner.drivers.load(&node) {
+            Ok(interfaces) => interfaces.power,
+            Err(error) => {
+                // A node whose driver cannot even be loaded counts as a failed read.
+                acted += usize::from(apply_logged(inner, &node, Err(error.to_string())).await?);
+                continue;
+            }
+        };
+        let bmc_limit = power.bmc_address(&node).map(|address| {
+            per_bmc
+                .entry(address)
+                .or_insert_with(|| {
+                    Arc::new(Semaphore::new(inner.config.power_sync_max_per_bmc.max(1)))
+                })
+                .clone()
+        });
+        let start_at = spread.map(|spread| started + spread * index as u32 / count);
         let inner = inner.clone();
-        let limit = limit.clone();
+        let total = total.clone();
         reads.spawn(async move {
-            let _slot = limit.acquire_owned().await;
-            read(inner, node).await
+            if let Some(start_at) = start_at {
+                tokio::time::sleep_until(start_at).await;
+            }
+            // The BMC's turn first, then a worker: waiting for a busy BMC holds no worker.
+            let _bmc = match &bmc_limit {
+                Some(limit) => limit.clone().acquire_owned().await.ok(),
+                None => None,
+            };
+            let _worker = total.acquire_owned().await;
+            read(inner, node, power).await
         });
     }
-    let mut acted = 0;
     while let Some(joined) = reads.join_next().await {
         let Ok((node, result)) = joined else {
             continue;
         };
-        match apply(inner, &node, result).await {
-            Ok(true) => acted += 1,
-            Ok(false) => {}
-            Err(ConductorError::NodeLocked { .. } | ConductorError::NodeNotFound(_)) => {}
-            Err(error) => return Err(error),
-        }
+        acted += usize::from(apply_logged(inner, &node, result).await?);
     }
     Ok(acted)
+}
+
+/// [`apply`], with a node that vanished or got busy meanwhile counted as untouched.
+async fn apply_logged(
+    inner: &Arc<Inner>,
+    node: &Node,
+    result: Result<PowerState, String>,
+) -> Result<bool, ConductorError> {
+    match apply(inner, node, result).await {
+        Ok(changed) => Ok(changed),
+        Err(ConductorError::NodeLocked { .. } | ConductorError::NodeNotFound(_)) => Ok(false),
+        Err(error) => Err(error),
+    }
 }
 
 /// Records one read; `true` if the node was changed.

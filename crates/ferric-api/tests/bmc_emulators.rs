@@ -1,0 +1,344 @@
+//! The `redfish` and `ipmi` hardware types through the HTTP API and the real conductor,
+//! against BMC emulators other people wrote: sushy-tools' Redfish emulator and OpenIPMI's
+//! `ipmi_sim`, each started on 127.0.0.1 for the test. Every change the API makes is read
+//! back from the emulator's side (sushy's own Redfish resource, ipmi_sim's chassis state and
+//! `ipmitool` as an independent client). Tests step the conductor (`settle`); the only waits
+//! are the drivers' own polls for a power state to show.
+#![allow(
+    clippy::unwrap_used,
+    reason = "in tests a failed unwrap is a failed test"
+)]
+
+mod common;
+mod emulators;
+
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use common::Api;
+use emulators::{IpmiSim, Sushy, closed_tcp_port, closed_udp_port};
+use ferric_conductor::ConductorConfig;
+use ferric_db::testing::TestDb;
+use ferric_drivers::{BmcSettings, Drivers};
+use serde_json::{Value, json};
+
+const LATEST: u16 = 110;
+
+/// Quick retries and polls: emulators on loopback answer at once or never.
+async fn api() -> Api {
+    let settings = BmcSettings {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(10),
+        retries: 1,
+        retry_backoff: Duration::from_millis(50),
+        power_state_poll_interval: Duration::from_millis(250),
+        ipmi_retransmit_interval: Duration::from_millis(500),
+        ..BmcSettings::default()
+    };
+    Api::with_drivers(
+        TestDb::sqlite().await,
+        ConductorConfig::default(),
+        Drivers::default().with_bmc_settings(settings),
+    )
+    .await
+}
+
+async fn enroll(api: &Api, driver: &str, driver_info: Value) -> String {
+    let created = api
+        .send_at(
+            LATEST,
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"driver": driver, "driver_info": driver_info})),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    created.body["uuid"].as_str().unwrap().to_owned()
+}
+
+async fn node(api: &Api, uuid: &str) -> Value {
+    let shown = api
+        .send_at(LATEST, Method::GET, &format!("/v1/nodes/{uuid}"), None)
+        .await;
+    assert_eq!(shown.status, StatusCode::OK, "{}", shown.body);
+    shown.body
+}
+
+/// `manage`, then lets the conductor finish verifying.
+async fn manage(api: &Api, uuid: &str) -> Value {
+    let answer = api
+        .send_at(
+            LATEST,
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(json!({"target": "manage"})),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    api.settle().await;
+    node(api, uuid).await
+}
+
+async fn power(api: &Api, uuid: &str, target: &str) -> Value {
+    let answer = api
+        .send_at(
+            LATEST,
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/power"),
+            Some(json!({ "target": target })),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    api.settle().await;
+    let node = node(api, uuid).await;
+    assert_eq!(node["last_error"], Value::Null, "{target}: {node:#}");
+    node
+}
+
+async fn set_boot_device(api: &Api, uuid: &str, device: &str, persistent: bool) {
+    let answer = api
+        .send_at(
+            LATEST,
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/management/boot_device"),
+            Some(json!({"boot_device": device, "persistent": persistent})),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT, "{}", answer.body);
+}
+
+async fn boot_device(api: &Api, uuid: &str) -> Value {
+    let answer = api
+        .send_at(
+            LATEST,
+            Method::GET,
+            &format!("/v1/nodes/{uuid}/management/boot_device"),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    answer.body
+}
+
+/// A node whose verification must fail: back in `enroll`, `last_error` naming the BMC and
+/// containing `problem`.
+async fn expect_verification_failure(api: &Api, uuid: &str, bmc: &str, problem: &str) {
+    let node = manage(api, uuid).await;
+    assert_eq!(node["provision_state"], "enroll", "{node:#}");
+    let last_error = node["last_error"].as_str().unwrap_or_default();
+    assert!(
+        last_error.contains(bmc),
+        "names the BMC {bmc}: {last_error}"
+    );
+    assert!(
+        last_error.contains(problem),
+        "says {problem:?}: {last_error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_against_sushy_tools() {
+    let sushy = Sushy::start("admin", "password").await;
+    let api = api().await;
+    // No redfish_system_id: the driver finds the emulator's only system itself.
+    let uuid = enroll(
+        &api,
+        "redfish",
+        json!({
+            "redfish_address": sushy.address,
+            "redfish_username": "admin",
+            "redfish_password": "password",
+        }),
+    )
+    .await;
+    let shown = node(&api, &uuid).await;
+    assert_eq!(shown["power_interface"], "redfish");
+    assert_eq!(shown["management_interface"], "redfish");
+
+    let managed = manage(&api, &uuid).await;
+    assert_eq!(
+        managed["provision_state"],
+        "manageable",
+        "{managed:#}\n{}",
+        sushy.log()
+    );
+    assert_eq!(managed["power_state"], "power off");
+
+    let on = power(&api, &uuid, "power on").await;
+    assert_eq!(on["power_state"], "power on");
+    assert_eq!(sushy.system().await["PowerState"], "On");
+
+    set_boot_device(&api, &uuid, "pxe", true).await;
+    assert_eq!(
+        sushy.system().await["Boot"]["BootSourceOverrideTarget"],
+        "Pxe"
+    );
+    assert_eq!(boot_device(&api, &uuid).await["boot_device"], "pxe");
+    set_boot_device(&api, &uuid, "disk", false).await;
+    assert_eq!(
+        sushy.system().await["Boot"]["BootSourceOverrideTarget"],
+        "Hdd"
+    );
+
+    let off = power(&api, &uuid, "power off").await;
+    assert_eq!(off["power_state"], "power off");
+    assert_eq!(sushy.system().await["PowerState"], "Off");
+
+    // Rebooting a machine that is off powers it on.
+    let rebooted = power(&api, &uuid, "rebooting").await;
+    assert_eq!(rebooted["power_state"], "power on");
+    assert_eq!(sushy.system().await["PowerState"], "On");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_wrong_password_and_unreachable_bmc_explain_themselves() {
+    let sushy = Sushy::start("admin", "password").await;
+    let api = api().await;
+    let wrong = enroll(
+        &api,
+        "redfish",
+        json!({
+            "redfish_address": sushy.address,
+            "redfish_system_id": sushy.system_path,
+            "redfish_username": "admin",
+            "redfish_password": "not-the-password",
+        }),
+    )
+    .await;
+    expect_verification_failure(
+        &api,
+        &wrong,
+        &sushy.address,
+        "authentication failed (HTTP 401) — check redfish_username/redfish_password",
+    )
+    .await;
+
+    let address = format!("http://127.0.0.1:{}", closed_tcp_port());
+    let unreachable = enroll(
+        &api,
+        "redfish",
+        json!({"redfish_address": address, "redfish_username": "admin", "redfish_password": "x"}),
+    )
+    .await;
+    expect_verification_failure(&api, &unreachable, &address, "cannot connect").await;
+
+    // A node without the required address never reaches the BMC: validation says why.
+    let missing = enroll(&api, "redfish", json!({})).await;
+    expect_verification_failure(&api, &missing, "", "redfish_address").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipmi_against_openipmi_ipmi_sim() {
+    let sim = IpmiSim::start("admin", "password").await;
+    let api = api().await;
+    let uuid = enroll(
+        &api,
+        "ipmi",
+        json!({
+            "ipmi_address": "127.0.0.1",
+            "ipmi_port": sim.port,
+            "ipmi_username": "admin",
+            "ipmi_password": "password",
+        }),
+    )
+    .await;
+    let shown = node(&api, &uuid).await;
+    assert_eq!(shown["power_interface"], "ipmitool");
+
+    // No ipmi_cipher_suite: 17 is refused by ipmi_sim (SHA1 only), so 3 is used.
+    let managed = manage(&api, &uuid).await;
+    assert_eq!(managed["provision_state"], "manageable", "{managed:#}");
+    assert_eq!(managed["power_state"], "power off");
+
+    let on = power(&api, &uuid, "power on").await;
+    assert_eq!(on["power_state"], "power on");
+    assert_eq!(sim.power(), "1");
+    let status = sim
+        .ipmitool_as("admin", "password", &["chassis", "power", "status"])
+        .unwrap();
+    assert!(status.contains("Chassis Power is on"), "{status}");
+
+    set_boot_device(&api, &uuid, "pxe", true).await;
+    assert_eq!(sim.boot(), "pxe");
+    assert_eq!(boot_device(&api, &uuid).await["boot_device"], "pxe");
+    set_boot_device(&api, &uuid, "bios", false).await;
+    assert_eq!(sim.boot(), "bios");
+    let flags = sim
+        .ipmitool_as("admin", "password", &["chassis", "bootparam", "get", "5"])
+        .unwrap();
+    assert!(flags.contains("Force Boot into BIOS Setup"), "{flags}");
+    set_boot_device(&api, &uuid, "disk", true).await;
+    assert_eq!(sim.boot(), "default");
+
+    let off = power(&api, &uuid, "power off").await;
+    assert_eq!(off["power_state"], "power off");
+    assert_eq!(sim.power(), "0");
+    let status = sim
+        .ipmitool_as("admin", "password", &["chassis", "power", "status"])
+        .unwrap();
+    assert!(status.contains("Chassis Power is off"), "{status}");
+
+    let rebooted = power(&api, &uuid, "rebooting").await;
+    assert_eq!(rebooted["power_state"], "power on");
+    assert_eq!(sim.power(), "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipmi_wrong_password_unreachable_bmc_and_refused_suite_explain_themselves() {
+    let sim = IpmiSim::start("admin", "password").await;
+    let api = api().await;
+    let endpoint = format!("127.0.0.1:{}", sim.port);
+    let wrong = enroll(
+        &api,
+        "ipmi",
+        json!({
+            "ipmi_address": "127.0.0.1", "ipmi_port": sim.port,
+            "ipmi_username": "admin", "ipmi_password": "not-the-password",
+            "ipmi_cipher_suite": 3,
+        }),
+    )
+    .await;
+    expect_verification_failure(
+        &api,
+        &wrong,
+        &endpoint,
+        "authentication failed (the BMC's RAKP 2 code does not match the password) — check \
+         ipmi_username/ipmi_password",
+    )
+    .await;
+
+    let unknown_user = enroll(
+        &api,
+        "ipmi",
+        json!({"ipmi_address": "127.0.0.1", "ipmi_port": sim.port,
+               "ipmi_username": "nobody", "ipmi_password": "password"}),
+    )
+    .await;
+    expect_verification_failure(&api, &unknown_user, &endpoint, "authentication failed").await;
+
+    // Suite 17 asked for explicitly, and ipmi_sim only speaks SHA1: the BMC's refusal is shown.
+    let suite17 = enroll(
+        &api,
+        "ipmi",
+        json!({"ipmi_address": "127.0.0.1", "ipmi_port": sim.port,
+               "ipmi_username": "admin", "ipmi_password": "password", "ipmi_cipher_suite": "17"}),
+    )
+    .await;
+    expect_verification_failure(
+        &api,
+        &suite17,
+        &endpoint,
+        "cipher suite 17: Open Session refused: invalid authentication algorithm",
+    )
+    .await;
+
+    let closed = format!("127.0.0.1:{}", closed_udp_port());
+    let unreachable = enroll(
+        &api,
+        "ipmi",
+        json!({"ipmi_address": "127.0.0.1", "ipmi_port": closed.rsplit(':').next().unwrap(),
+               "ipmi_username": "admin", "ipmi_password": "password"}),
+    )
+    .await;
+    expect_verification_failure(&api, &unreachable, &closed, "no answer after").await;
+}

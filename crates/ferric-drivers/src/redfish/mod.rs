@@ -1,0 +1,330 @@
+//! The `redfish` power and management interfaces (DMTF DSP0266 over HTTPS): power state and
+//! `ComputerSystem.Reset`, boot source override (device, once/continuous, UEFI/Legacy mode)
+//! and NMI, on the ComputerSystem that `redfish_system_id` names (or the BMC's only one).
+//!
+//! A power action is done when the BMC reports the power state it leads to: BMCs (and
+//! sushy-tools' emulator) apply resets asynchronously, so the driver polls the state every
+//! `power_state_poll_interval` up to `power_state_change_timeout`, as Ironic's does.
+
+mod client;
+mod info;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferric_model::resources::{Node, PowerState};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+pub(crate) use client::Clients;
+pub(crate) use info::PROPERTIES;
+
+use crate::DriverError;
+use crate::bmc::BmcState;
+use crate::interfaces::{
+    BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
+    Validate,
+};
+use client::RedfishError;
+use info::RedfishInfo;
+
+/// Boot devices and their `BootSourceOverrideTarget` names.
+const TARGETS: [(BootDevice, &str); 4] = [
+    (BootDevice::Pxe, "Pxe"),
+    (BootDevice::Disk, "Hdd"),
+    (BootDevice::Cdrom, "Cd"),
+    (BootDevice::Bios, "BiosSetup"),
+];
+
+/// The `redfish` power and management interface; one value serves both kinds.
+#[derive(Debug, Clone)]
+pub(crate) struct Redfish {
+    pub(crate) state: Arc<BmcState>,
+}
+
+impl From<RedfishError> for DriverError {
+    fn from(error: RedfishError) -> Self {
+        DriverError::Failed(error.to_string())
+    }
+}
+
+impl Redfish {
+    fn clients(&self) -> &Clients {
+        &self.state.redfish
+    }
+
+    /// The ComputerSystem's path: `redfish_system_id`, or the BMC's only system.
+    async fn system_path(&self, info: &RedfishInfo) -> Result<String, DriverError> {
+        if let Some(path) = &info.system_id {
+            return Ok(path.clone());
+        }
+        if let Some(path) = self.clients().default_system(&info.address) {
+            return Ok(path);
+        }
+        let systems = self
+            .clients()
+            .send(info, Method::GET, "/redfish/v1/Systems", None)
+            .await?
+            .body;
+        let members: Vec<&str> = systems
+            .get("Members")
+            .and_then(Value::as_array)
+            .map(|members| {
+                members
+                    .iter()
+                    .filter_map(|member| member.get("@odata.id").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match members.as_slice() {
+            [only] => {
+                let path = only.trim_end_matches('/').to_owned();
+                self.clients().remember_default_system(&info.address, &path);
+                Ok(path)
+            }
+            [] => Err(DriverError::Failed(format!(
+                "Redfish BMC {}: it lists no ComputerSystem under /redfish/v1/Systems",
+                info.address
+            ))),
+            several => Err(DriverError::InvalidParameter(format!(
+                "Redfish BMC {} has {} systems; set driver_info redfish_system_id to one of: {}",
+                info.address,
+                several.len(),
+                several.join(", ")
+            ))),
+        }
+    }
+
+    async fn system(&self, info: &RedfishInfo) -> Result<(String, Value), DriverError> {
+        let path = self.system_path(info).await?;
+        let body = self
+            .clients()
+            .send(info, Method::GET, &path, None)
+            .await?
+            .body;
+        Ok((path, body))
+    }
+
+    async fn power_state(&self, info: &RedfishInfo) -> Result<PowerState, DriverError> {
+        let (_, system) = self.system(info).await?;
+        Ok(power_state_of(&system))
+    }
+
+    async fn reset(
+        &self,
+        info: &RedfishInfo,
+        path: &str,
+        reset_type: &str,
+    ) -> Result<(), DriverError> {
+        // The action's target, as the system advertises it (DSP0266 requires following it).
+        let target = format!("{path}/Actions/ComputerSystem.Reset");
+        self.clients()
+            .send(
+                info,
+                Method::POST,
+                &target,
+                Some(&json!({ "ResetType": reset_type })),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Polls until the BMC reports `expected`, or fails after `timeout`.
+    async fn wait_for(
+        &self,
+        info: &RedfishInfo,
+        expected: PowerState,
+        timeout: Duration,
+    ) -> Result<(), DriverError> {
+        let settings = self.clients().settings();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let state = self.power_state(info).await?;
+            if state == expected {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(DriverError::Failed(format!(
+                    "Redfish BMC {}: the power state is still \"{state}\" {} s after the \
+                     request; expected \"{expected}\"",
+                    info.address,
+                    timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(settings.power_state_poll_interval).await;
+        }
+    }
+}
+
+/// Ironic's mapping: transitional states count as where they lead.
+fn power_state_of(system: &Value) -> PowerState {
+    match system.get("PowerState").and_then(Value::as_str) {
+        Some("On" | "PoweringOn") => PowerState::On,
+        Some("Off" | "PoweringOff") => PowerState::Off,
+        _ => PowerState::Error,
+    }
+}
+
+#[async_trait]
+impl Validate for Redfish {
+    async fn validate(&self, node: &Node) -> Result<(), DriverError> {
+        RedfishInfo::parse(node).map(|_| ())
+    }
+}
+
+#[async_trait]
+impl PowerInterface for Redfish {
+    async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        self.power_state(&info).await
+    }
+
+    async fn set_power(
+        &self,
+        node: &Node,
+        action: PowerAction,
+        timeout: Option<Duration>,
+    ) -> Result<(), DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let (path, system) = self.system(&info).await?;
+        let current = power_state_of(&system);
+        let reset_type = match (action, current) {
+            (PowerAction::On, PowerState::On)
+            | (PowerAction::Off | PowerAction::SoftOff, PowerState::Off) => None,
+            (PowerAction::On, _) => Some("On"),
+            (PowerAction::Off, _) => Some("ForceOff"),
+            (PowerAction::SoftOff, _) => Some("GracefulShutdown"),
+            // Rebooting a machine that is off powers it on, as Ironic does.
+            (PowerAction::Reboot | PowerAction::SoftReboot, PowerState::Off) => Some("On"),
+            (PowerAction::Reboot, _) => Some("ForceRestart"),
+            (PowerAction::SoftReboot, _) => Some("GracefulRestart"),
+        };
+        if let Some(reset_type) = reset_type {
+            self.reset(&info, &path, reset_type).await?;
+        }
+        let settings = self.clients().settings();
+        let timeout = match timeout {
+            Some(timeout) if action.is_soft() => timeout,
+            _ => settings.power_state_change_timeout,
+        };
+        self.wait_for(&info, action.resulting_state(), timeout)
+            .await
+    }
+
+    fn supported_power_actions(&self) -> &'static [PowerAction] {
+        &PowerAction::ALL
+    }
+
+    fn bmc_address(&self, node: &Node) -> Option<String> {
+        RedfishInfo::parse(node).ok().map(|info| info.address)
+    }
+}
+
+#[async_trait]
+impl ManagementInterface for Redfish {
+    fn supported_boot_devices(&self, _node: &Node) -> Vec<BootDevice> {
+        TARGETS.iter().map(|(device, _)| *device).collect()
+    }
+
+    async fn get_boot_device(&self, node: &Node) -> Result<BootDeviceSetting, DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let (_, system) = self.system(&info).await?;
+        let target = system
+            .pointer("/Boot/BootSourceOverrideTarget")
+            .and_then(Value::as_str);
+        let enabled = system
+            .pointer("/Boot/BootSourceOverrideEnabled")
+            .and_then(Value::as_str);
+        Ok(BootDeviceSetting {
+            device: if enabled == Some("Disabled") {
+                None
+            } else {
+                TARGETS
+                    .iter()
+                    .find(|(_, name)| Some(*name) == target)
+                    .map(|(device, _)| *device)
+            },
+            persistent: match enabled {
+                Some("Continuous") => Some(true),
+                Some("Once") => Some(false),
+                _ => None,
+            },
+        })
+    }
+
+    async fn set_boot_device(
+        &self,
+        node: &mut Node,
+        device: BootDevice,
+        persistent: bool,
+    ) -> Result<(), DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let target = TARGETS
+            .iter()
+            .find(|(candidate, _)| *candidate == device)
+            .map(|(_, name)| *name)
+            .ok_or_else(|| {
+                DriverError::InvalidParameter(format!(
+                    "The redfish management interface cannot set boot device {device}."
+                ))
+            })?;
+        let path = self.system_path(&info).await?;
+        let enabled = if persistent { "Continuous" } else { "Once" };
+        self.clients()
+            .send(
+                &info,
+                Method::PATCH,
+                &path,
+                Some(&json!({"Boot": {
+                    "BootSourceOverrideTarget": target,
+                    "BootSourceOverrideEnabled": enabled,
+                }})),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let (_, system) = self.system(&info).await?;
+        Ok(
+            match system
+                .pointer("/Boot/BootSourceOverrideMode")
+                .and_then(Value::as_str)
+            {
+                Some("UEFI") => Some(BootMode::Uefi),
+                Some("Legacy") => Some(BootMode::Bios),
+                _ => None,
+            },
+        )
+    }
+
+    async fn set_boot_mode(&self, node: &mut Node, mode: BootMode) -> Result<(), DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let path = self.system_path(&info).await?;
+        let name = match mode {
+            BootMode::Uefi => "UEFI",
+            BootMode::Bios => "Legacy",
+        };
+        self.clients()
+            .send(
+                &info,
+                Method::PATCH,
+                &path,
+                Some(&json!({"Boot": {"BootSourceOverrideMode": name}})),
+            )
+            .await?;
+        node.boot_mode = Some(mode.as_str().to_owned());
+        Ok(())
+    }
+
+    async fn inject_nmi(&self, node: &Node) -> Result<(), DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let path = self.system_path(&info).await?;
+        self.reset(&info, &path, "Nmi").await
+    }
+}
+
+#[cfg(test)]
+mod tests;
