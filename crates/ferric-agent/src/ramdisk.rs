@@ -1,0 +1,1 @@
+//! `ferric ramdisk build`.
