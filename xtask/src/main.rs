@@ -20,6 +20,10 @@ commands:
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
   docs    regenerate the generated documents (docs/state-machine.md, …)
+  bench-agent-write
+          build ferric-agent in release mode and time it writing a 2 GiB raw and qcow2 image
+          to a file-backed disk next to dd, with its peak RSS (extra arguments go to
+          ferric-agent-bench, e.g. `-- --size-mib 512 --dir /var/tmp`)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
           (`cargo xtask clients --help`; not part of `ci` yet)
@@ -39,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         "docs" => docs(),
         "e2e" => e2e(),
         "clients" => clients::clients(&extra),
+        "bench-agent-write" => bench_agent_write(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -158,4 +163,26 @@ fn docs() -> anyhow::Result<()> {
         &["test", "--workspace", "--locked", "--", "doc_is_up_to_date"],
         &[("FERRIC_UPDATE_DOCS", "1")],
     )
+}
+
+/// `cargo xtask bench-agent-write`: a release build, then the benchmark binary.
+fn bench_agent_write(extra: &[String]) -> anyhow::Result<()> {
+    run(
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "ferric-agent",
+            "--bins",
+        ],
+        &[],
+    )?;
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"));
+    let bench = target.join("release/ferric-agent-bench");
+    let args: Vec<&str> = extra.iter().map(String::as_str).collect();
+    run(&bench.to_string_lossy(), &args, &[])
 }
