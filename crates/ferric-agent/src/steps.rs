@@ -103,7 +103,9 @@ pub(crate) fn validate_execute_step(params: &Params) -> Result<(), CommandError>
 
 fn check_version(params: &Params, key: &str) -> Result<(), CommandError> {
     match params.get(key) {
+        // Absent or empty means "not checked", as in IPA (Ferric's conductor sends `{}`).
         None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(given)) if given.is_empty() => Ok(()),
         Some(given) if *given == manager_version() => Ok(()),
         Some(given) => Err(CommandError {
             version_mismatch: true,

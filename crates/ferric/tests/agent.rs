@@ -652,3 +652,115 @@ fn a_running_image_write_shows_progress_and_keeps_the_agent_busy() {
     assert_eq!(read_disk(&disk, 47 * MIB as u64, MIB), vec![0x5au8; MIB]);
     drop(agent);
 }
+
+/// Starts an agent on the fake machine, as a freshly booted ramdisk would.
+fn boot_agent(
+    runtime: &tokio::runtime::Runtime,
+    server: &Server,
+    sys: &Path,
+    proc: &Path,
+    disk: &Path,
+) -> ferric_agent::RunningAgent {
+    let mut config = AgentConfig::new(vec![server.url("")]);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.disks = vec![disk.to_owned()];
+    config.sys_root = sys.to_owned();
+    config.proc_root = proc.to_owned();
+    config.power = PowerMode::Dry;
+    config.lookup_timeout = Duration::from_secs(120);
+    runtime
+        .block_on(ferric_agent::RunningAgent::start(config))
+        .unwrap()
+}
+
+#[test]
+fn the_conductor_cleans_and_deploys_through_the_real_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        Server::start_with_env(dir.path(), &[], &[("FERRIC_ERASE_DEVICES_PRIORITY", "10")]);
+    let operator = Operator {
+        server: &server,
+        http: Client::new(),
+    };
+    let (sys, proc, disk) = fake_machine(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    let raw = raw_image();
+    std::fs::write(images.join("os.raw"), &raw).unwrap();
+    let image_address = image_server(&images, &runtime);
+
+    let node = operator.send(
+        reqwest::Method::POST,
+        "/v1/nodes",
+        Some(json!({
+            "driver": "fake-hardware",
+            "deploy_interface": "direct",
+            "properties": {"root_device": {"name": disk.display().to_string()}},
+            "instance_info": {
+                "image_source": format!("http://{image_address}/os.raw"),
+                "image_os_hash_algo": "sha256",
+                "image_os_hash_value": sha(&raw, "sha256"),
+            },
+        })),
+    );
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    operator.send(
+        reqwest::Method::POST,
+        "/v1/ports",
+        Some(json!({"node_uuid": uuid, "address": MAC})),
+    );
+    operator.provision(&uuid, "manage", "manageable");
+
+    // Cleaning: the machine boots the agent, the conductor has it erase the disk.
+    let file = std::fs::File::options().write(true).open(&disk).unwrap();
+    file.write_all_at(&[0xee; 4096], 0).unwrap();
+    file.write_all_at(&[0xee; 4096], DISK_BYTES / 2).unwrap();
+    operator.provision(&uuid, "provide", "clean wait");
+    let cleaner = boot_agent(&runtime, &server, &sys, &proc, &disk);
+    let available = eventually("available after cleaning", || {
+        let node = operator.node(&uuid);
+        assert_ne!(node["provision_state"], "clean failed", "{node:#}");
+        (node["provision_state"] == "available").then_some(node)
+    });
+    assert_eq!(available["last_error"], Value::Null);
+    let names: Vec<String> = cleaner
+        .agent
+        .command_results()
+        .iter()
+        .map(|result| result.command_name.clone())
+        .collect();
+    assert!(
+        names.contains(&"execute_clean_step".to_owned()),
+        "{names:?}"
+    );
+    assert!(read_disk(&disk, 0, 4096).iter().all(|byte| *byte == 0));
+    assert!(
+        read_disk(&disk, DISK_BYTES / 2, 4096)
+            .iter()
+            .all(|byte| *byte == 0),
+        "erase_devices (priority 10) overwrote the middle of the disk"
+    );
+    drop(cleaner);
+
+    // Deploying: a new boot of the agent writes the image the node's instance_info names.
+    operator.provision(&uuid, "active", "wait call-back");
+    let deployer = boot_agent(&runtime, &server, &sys, &proc, &disk);
+    let active = eventually("active after the deploy", || {
+        let node = operator.node(&uuid);
+        assert_ne!(node["provision_state"], "deploy failed", "{node:#}");
+        (node["provision_state"] == "active").then_some(node)
+    });
+    assert_eq!(active["last_error"], Value::Null);
+    assert_eq!(read_disk(&disk, MIB as u64, 38 * MIB), raw[MIB..39 * MIB]);
+    let results = deployer.agent.command_results();
+    let write = results
+        .iter()
+        .find(|result| result.command_name == "execute_deploy_step")
+        .expect("the conductor ran write_image on the agent");
+    assert_eq!(
+        write.command_result.as_ref().unwrap()["deploy_result"]["bytes_written"],
+        raw.len()
+    );
+    drop(deployer);
+}
