@@ -179,10 +179,7 @@ fn bench_agent_write(extra: &[String]) -> anyhow::Result<()> {
         ],
         &[],
     )?;
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace_root().join("target"));
-    let bench = target.join("release/ferric-agent-bench");
+    let bench = target_dir().join("release").join("ferric-agent-bench");
     let args: Vec<&str> = extra.iter().map(String::as_str).collect();
     run(&bench.to_string_lossy(), &args, &[])
 }
