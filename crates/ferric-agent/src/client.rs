@@ -130,15 +130,17 @@ async fn lookup_until_found(
 ) -> Result<NodeInfo, ClientError> {
     let started = Instant::now();
     let mut backoff = 1.0_f64;
+    // Consecutive rounds that met a 409: IPA waits 5, then 10, then 30 s.
     let mut conflicts = 0usize;
     loop {
+        let mut conflicted = false;
         for api_url in &agent.config.api_urls {
             match lookup_once(agent, http, api_url, macs).await {
                 LookupOutcome::Found(info) => return Ok(info),
                 LookupOutcome::Retry(reason) => {
                     tracing::info!(%api_url, "lookup: {reason}");
                 }
-                LookupOutcome::Conflict => conflicts += 1,
+                LookupOutcome::Conflict => conflicted = true,
             }
         }
         if !agent.config.lookup_timeout.is_zero() && started.elapsed() > agent.config.lookup_timeout
@@ -148,15 +150,20 @@ async fn lookup_until_found(
                 macs.join(","),
             ));
         }
-        // IPA: 5 → 10 → 30 s after conflicts; otherwise random exponential backoff to 60 s.
-        let delay = if conflicts > 0 {
-            [5.0, 10.0, 30.0][conflicts.min(3) - 1]
+        // Otherwise random exponential backoff, up to 60 s.
+        let delay = if conflicted {
+            conflicts += 1;
+            match conflicts {
+                1 => 5.0,
+                2 => 10.0,
+                _ => 30.0,
+            }
         } else {
+            conflicts = 0;
             let delay = backoff * rand::thread_rng().gen_range(1.0..2.0);
             backoff = (backoff * 2.0).min(60.0);
             delay.min(60.0)
         };
-        conflicts = 0;
         tokio::time::sleep(Duration::from_secs_f64(delay)).await;
     }
 }
