@@ -81,8 +81,9 @@ fi
 # ("held broken packages"), so both are named together.
 if [ "${1:-}" = "--lab" ]; then
   lab_missing=()
-  # Also: the host kernel and busybox for the agent ramdisk, and syslinux/mtools/dosfstools/fdisk
-  # to build the bootable test image of the end-to-end suite without mounts.
+  # Also: the host kernel and busybox for the agent ramdisk (`ferric ramdisk build`), and
+  # syslinux/mtools/dosfstools/fdisk to build the bootable test image of the end-to-end suite
+  # without mounts.
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
     linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
@@ -91,4 +92,11 @@ if [ "${1:-}" = "--lab" ]; then
   if [ "${#lab_missing[@]}" -gt 0 ]; then
     apt_install "${lab_missing[@]}"
   fi
+fi
+
+# --- qemu-img: the agent's tests make qcow2 images with it ---------------------------------
+# Checked last: installing the lab's qemu-system-x86 next to a backported qemu-utils removes
+# the latter, and the default tests still need qemu-img.
+if ! command -v qemu-img >/dev/null 2>&1; then
+  apt_install qemu-utils
 fi

@@ -24,6 +24,10 @@ commands:
           one power-sync pass over 10,000 redfish nodes against an in-repo BMC simulator that
           answers after 200 ms; prints wall and CPU time (release build; flags after `--`:
           --nodes --delay-ms --nodes-per-bmc --workers --per-bmc)
+  bench-agent-write
+          build ferric-agent in release mode and time it writing a 2 GiB raw and qcow2 image
+          to a file-backed disk next to dd, with its peak RSS (extra arguments go to
+          ferric-agent-bench, e.g. `-- --size-mib 512 --dir /var/tmp`)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
           (`cargo xtask clients --help`; not part of `ci` yet)
@@ -44,6 +48,7 @@ fn main() -> anyhow::Result<()> {
         "e2e" => e2e(),
         "clients" => clients::clients(&extra),
         "bench-power-sync" => bench_power_sync(&extra),
+        "bench-agent-write" => bench_agent_write(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -179,4 +184,23 @@ fn docs() -> anyhow::Result<()> {
         &["test", "--workspace", "--locked", "--", "doc_is_up_to_date"],
         &[("FERRIC_UPDATE_DOCS", "1")],
     )
+}
+
+/// `cargo xtask bench-agent-write`: a release build, then the benchmark binary.
+fn bench_agent_write(extra: &[String]) -> anyhow::Result<()> {
+    run(
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "ferric-agent",
+            "--bins",
+        ],
+        &[],
+    )?;
+    let bench = target_dir().join("release").join("ferric-agent-bench");
+    let args: Vec<&str> = extra.iter().map(String::as_str).collect();
+    run(&bench.to_string_lossy(), &args, &[])
 }

@@ -37,6 +37,11 @@ enum Command {
     /// behind a virtual BMC (Redfish). Needs root and `scripts/install-deps.sh --lab`.
     #[command(subcommand)]
     Lab(ferric_lab::LabCommand),
+
+    /// The agent ramdisk: `ferric ramdisk build --output DIR` packs this host's kernel, busybox
+    /// and ferric-agent into a kernel + initramfs pair that boots into the agent (docs/agent.md).
+    #[command(subcommand)]
+    Ramdisk(ferric_agent::ramdisk::RamdiskCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -56,6 +61,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("ferric lab: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Ramdisk(command) => match ferric_agent::ramdisk::run(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("ferric ramdisk: {error:#}");
                 ExitCode::FAILURE
             }
         },

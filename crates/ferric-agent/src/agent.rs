@@ -1,0 +1,244 @@
+//! The agent's shared state (token, node, command history) and its start-up: bind the API,
+//! look the node up, then heartbeat.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::commands::{
+    self, CommandError, CommandResult, Invocation, LookupError, Mode, Params, Progress, Record,
+};
+use crate::config::AgentConfig;
+
+/// Why a command was not started (the API maps each to a status code).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    #[error("Invalid command parameters: {}", .0.details)]
+    InvalidParams(CommandError),
+    #[error("Agent is busy")]
+    Busy,
+}
+
+/// What the agent learnt from the lookup.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    /// The node document (`uuid`, `properties`, `instance_info`, `driver_internal_info`).
+    pub node: Value,
+    /// The `config` document (`heartbeat_timeout`, `agent_token`, …).
+    pub config: Value,
+}
+
+/// The agent: settings, token, node and command history, shared by the API, the heartbeat
+/// loop and the command handlers.
+#[derive(Debug)]
+pub struct Agent {
+    pub config: AgentConfig,
+    started_at: f64,
+    token: RwLock<Option<String>>,
+    node: RwLock<Option<NodeInfo>>,
+    commands: Mutex<Vec<Arc<Record>>>,
+    /// Signalled when an asynchronous command finishes: the heartbeat loop sends one early.
+    pub heartbeat_now: Notify,
+}
+
+impl Agent {
+    pub fn new(config: AgentConfig) -> Arc<Agent> {
+        let started_at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_secs_f64())
+            .unwrap_or_default();
+        let token = config.agent_token.clone();
+        Arc::new(Agent {
+            config,
+            started_at,
+            token: RwLock::new(token),
+            node: RwLock::new(None),
+            commands: Mutex::new(Vec::new()),
+            heartbeat_now: Notify::new(),
+        })
+    }
+
+    /// Seconds since the epoch when the agent started (`/v1/status`).
+    pub fn started_at(&self) -> f64 {
+        self.started_at
+    }
+
+    /// The token commands must carry, once known.
+    pub fn token(&self) -> Option<String> {
+        self.token
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_token(&self, token: String) {
+        *self.token.write().unwrap_or_else(PoisonError::into_inner) = Some(token);
+    }
+
+    /// The node found by the lookup, if any.
+    pub fn node_info(&self) -> Option<NodeInfo> {
+        self.node
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_node_info(&self, info: NodeInfo) {
+        *self.node.write().unwrap_or_else(PoisonError::into_inner) = Some(info);
+    }
+
+    /// Whether md5 image checksums are accepted (flag, or Ironic's lookup config).
+    pub fn md5_allowed(&self) -> bool {
+        self.config.allow_md5
+            || self
+                .node_info()
+                .is_some_and(|info| info.config["agent_md5_checksum_enable"] == true)
+    }
+
+    /// Every command so far, oldest first.
+    pub fn command_results(&self) -> Vec<CommandResult> {
+        self.commands
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|record| record.snapshot())
+            .collect()
+    }
+
+    /// One command by id.
+    pub fn command(&self, id: &str) -> Option<Arc<Record>> {
+        self.commands
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|record| record.id() == id)
+            .cloned()
+    }
+
+    /// Starts a command. Synchronous commands finish before this returns; asynchronous ones
+    /// run on and are awaited only when `wait` is set.
+    pub async fn execute(
+        self: &Arc<Self>,
+        name: &str,
+        params: Params,
+        wait: bool,
+    ) -> Result<CommandResult, ExecuteError> {
+        let spec = commands::find(name)?;
+        (spec.validate)(&params).map_err(ExecuteError::InvalidParams)?;
+        let short_name = name.split_once('.').map_or(name, |(_, command)| command);
+        let record = {
+            let mut history = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+            if history.last().is_some_and(|last| last.is_running()) {
+                return Err(ExecuteError::Busy);
+            }
+            let record = Record::new(short_name);
+            history.push(record.clone());
+            record
+        };
+        tracing::info!(command = name, id = %record.id(), "command started");
+        let invocation = Invocation {
+            agent: self.clone(),
+            params,
+            progress: Progress::new(record.clone()),
+        };
+        let run = spec.run;
+        let agent = self.clone();
+        let task_record = record.clone();
+        let command_name = name.to_owned();
+        let task = tokio::spawn(async move {
+            let outcome = tokio::task::spawn_blocking(move || run(&invocation))
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::error!(command = %command_name, "command panicked: {error}");
+                    Err(CommandError::internal(format!(
+                        "the command {command_name} stopped unexpectedly"
+                    )))
+                });
+            match &outcome {
+                Ok(_) => tracing::info!(command = %command_name, "command succeeded"),
+                Err(error) => tracing::warn!(
+                    command = %command_name,
+                    kind = %error.kind,
+                    "command failed: {}", error.details
+                ),
+            }
+            task_record.finish(outcome);
+            if spec.mode == Mode::Async {
+                agent.heartbeat_now.notify_one();
+            }
+        });
+        if spec.mode == Mode::Sync || wait {
+            let _ = task.await;
+        }
+        Ok(record.snapshot())
+    }
+}
+
+/// An agent started by [`RunningAgent::start`]: its API address and its tasks.
+#[derive(Debug)]
+pub struct RunningAgent {
+    pub agent: Arc<Agent>,
+    /// The address the command API listens on.
+    pub address: SocketAddr,
+    server: JoinHandle<()>,
+    client: Option<JoinHandle<Result<(), crate::client::ClientError>>>,
+}
+
+impl RunningAgent {
+    /// Binds the API, then (unless standalone) starts the lookup and heartbeat loop.
+    pub async fn start(config: AgentConfig) -> std::io::Result<RunningAgent> {
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let address = listener.local_addr()?;
+        let agent = Agent::new(config);
+        let router = crate::api::router(agent.clone());
+        let server = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, router).await {
+                tracing::error!("agent API stopped: {error}");
+            }
+        });
+        tracing::info!(%address, "agent API listening");
+        let client = if agent.config.standalone {
+            None
+        } else {
+            let agent = agent.clone();
+            Some(tokio::spawn(async move {
+                crate::client::run(agent, address.port()).await
+            }))
+        };
+        Ok(RunningAgent {
+            agent,
+            address,
+            server,
+            client,
+        })
+    }
+
+    /// Runs until the lookup gives up (an error) or forever.
+    pub async fn wait(mut self) -> Result<(), crate::client::ClientError> {
+        match self.client.take() {
+            Some(client) => match client.await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
+            },
+            None => {
+                let _ = (&mut self.server).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for RunningAgent {
+    fn drop(&mut self) {
+        self.server.abort();
+        if let Some(client) = &self.client {
+            client.abort();
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The agent's side of the Bare Metal API: lookup until the node is found, then heartbeats
+//! (IPA §4.3).
+
+use std::net::{IpAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, NodeInfo};
+
+/// The newest microversions the agent needs: lookup with tokens (1.62), heartbeat with
+/// `agent_verify_ca` (1.68). The server's maximum caps both.
+const LOOKUP_VERSION: u32 = 62;
+const HEARTBEAT_VERSION: u32 = 68;
+/// Used when `GET /` does not say (IPA's fallback).
+const FALLBACK_MAX_VERSION: u32 = 31;
+const VERSION_HEADER: &str = "X-OpenStack-Ironic-API-Version";
+/// A token shorter than this is refused, as IPA does.
+const MIN_TOKEN_LENGTH: usize = 32;
+/// Forced heartbeats (after a command) come at most this often.
+const MIN_FORCED_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Why the agent stopped talking to the API.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no API URL: pass --api-url or boot with ipa-api-url=/ferric.api_url=")]
+    NoApiUrl,
+    #[error("lookup found no node within {0:?} (addresses {1})")]
+    LookupTimedOut(Duration, String),
+    #[error("cannot build the HTTP client")]
+    Http(#[source] reqwest::Error),
+}
+
+/// A lookup's outcome for one try.
+#[derive(Debug)]
+enum LookupOutcome {
+    Found(NodeInfo),
+    /// Not (yet) found or refused: try again after the backoff.
+    Retry(String),
+    /// 409: the node is busy; IPA waits longer.
+    Conflict,
+}
+
+/// Runs the lookup, then heartbeats forever.
+pub async fn run(agent: Arc<Agent>, listen_port: u16) -> Result<(), ClientError> {
+    let api_url = agent
+        .config
+        .api_urls
+        .first()
+        .cloned()
+        .ok_or(ClientError::NoApiUrl)?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .map_err(ClientError::Http)?;
+    let macs = crate::inventory::mac_addresses(&agent.config);
+    let info = lookup_until_found(&agent, &http, &macs).await?;
+    let node_uuid = info.node["uuid"].as_str().unwrap_or_default().to_owned();
+    accept_lookup(&agent, &info);
+    let heartbeat_timeout = info.config["heartbeat_timeout"].as_f64().unwrap_or(300.0);
+    agent.set_node_info(info);
+    let advertise = advertise_host(&agent, &api_url);
+    let callback_url = format!("http://{}:{listen_port}", bracket_ipv6(&advertise));
+    tracing::info!(node = %node_uuid, %callback_url, "lookup succeeded; heartbeating");
+
+    let mut last_forced = Instant::now() - MIN_FORCED_INTERVAL;
+    loop {
+        let delay = match heartbeat(&agent, &http, &node_uuid, &callback_url).await {
+            Ok(()) => heartbeat_timeout * rand::thread_rng().gen_range(0.3..0.6),
+            Err(error) => {
+                tracing::warn!("heartbeat failed: {error}");
+                5.0 * rand::thread_rng().gen_range(1.0..2.0)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(delay)) => {}
+            _ = agent.heartbeat_now.notified() => {
+                let since = last_forced.elapsed();
+                if since < MIN_FORCED_INTERVAL {
+                    tokio::time::sleep(MIN_FORCED_INTERVAL - since).await;
+                }
+                last_forced = Instant::now();
+                tracing::debug!("forced heartbeat after a command");
+            }
+        }
+    }
+}
+
+/// Takes the token from the lookup answer unless one was given in advance.
+fn accept_lookup(agent: &Agent, info: &NodeInfo) {
+    match info.config["agent_token"].as_str() {
+        Some(token) if token.len() >= MIN_TOKEN_LENGTH && !token.starts_with('*') => {
+            if agent.token().is_none() {
+                agent.set_token(token.to_owned());
+            }
+        }
+        Some(_) if agent.token().is_some() => {}
+        Some(token) => tracing::error!(
+            masked = token.starts_with('*'),
+            "the lookup gave no usable agent token (already issued to another agent?); \
+             every command will be refused with 401"
+        ),
+        None => tracing::error!("the lookup gave no agent token; every command will be refused"),
+    }
+}
+
+async fn server_max_version(http: &reqwest::Client, api_url: &str) -> u32 {
+    let answer = async {
+        let body: Value = http.get(format!("{api_url}/")).send().await?.json().await?;
+        Ok::<_, reqwest::Error>(body)
+    }
+    .await;
+    answer
+        .ok()
+        .and_then(|body| {
+            body["default_version"]["version"]
+                .as_str()
+                .and_then(|version| version.strip_prefix("1."))
+                .and_then(|minor| minor.parse().ok())
+        })
+        .unwrap_or(FALLBACK_MAX_VERSION)
+}
+
+async fn lookup_until_found(
+    agent: &Agent,
+    http: &reqwest::Client,
+    macs: &[String],
+) -> Result<NodeInfo, ClientError> {
+    let started = Instant::now();
+    let mut backoff = 1.0_f64;
+    // Consecutive rounds that met a 409: IPA waits 5, then 10, then 30 s.
+    let mut conflicts = 0usize;
+    loop {
+        let mut conflicted = false;
+        for api_url in &agent.config.api_urls {
+            match lookup_once(agent, http, api_url, macs).await {
+                LookupOutcome::Found(info) => return Ok(info),
+                LookupOutcome::Retry(reason) => {
+                    tracing::info!(%api_url, "lookup: {reason}");
+                }
+                LookupOutcome::Conflict => conflicted = true,
+            }
+        }
+        if !agent.config.lookup_timeout.is_zero() && started.elapsed() > agent.config.lookup_timeout
+        {
+            return Err(ClientError::LookupTimedOut(
+                agent.config.lookup_timeout,
+                macs.join(","),
+            ));
+        }
+        // Otherwise random exponential backoff, up to 60 s.
+        let delay = if conflicted {
+            conflicts += 1;
+            match conflicts {
+                1 => 5.0,
+                2 => 10.0,
+                _ => 30.0,
+            }
+        } else {
+            conflicts = 0;
+            let delay = backoff * rand::thread_rng().gen_range(1.0..2.0);
+            backoff = (backoff * 2.0).min(60.0);
+            delay.min(60.0)
+        };
+        tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+    }
+}
+
+async fn lookup_once(
+    agent: &Agent,
+    http: &reqwest::Client,
+    api_url: &str,
+    macs: &[String],
+) -> LookupOutcome {
+    let version = server_max_version(http, api_url).await.min(LOOKUP_VERSION);
+    let mut query = vec![("addresses", macs.join(","))];
+    if let Some(uuid) = &agent.config.node_uuid {
+        query.push(("node_uuid", uuid.clone()));
+    }
+    let response = http
+        .get(format!("{api_url}/v1/lookup"))
+        .header(VERSION_HEADER, format!("1.{version}"))
+        .query(&query)
+        .send()
+        .await;
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => return LookupOutcome::Retry(format!("API unreachable: {error}")),
+    };
+    let status = response.status();
+    if status == reqwest::StatusCode::CONFLICT {
+        return LookupOutcome::Conflict;
+    }
+    if !status.is_success() {
+        return LookupOutcome::Retry(format!("no node yet ({status})"));
+    }
+    match response.json::<Value>().await {
+        Ok(body) if body["node"]["uuid"].is_string() => LookupOutcome::Found(NodeInfo {
+            node: body["node"].clone(),
+            config: body["config"].clone(),
+        }),
+        Ok(_) => LookupOutcome::Retry("the lookup answer has no node uuid".to_owned()),
+        Err(error) => LookupOutcome::Retry(format!("unreadable lookup answer: {error}")),
+    }
+}
+
+async fn heartbeat(
+    agent: &Agent,
+    http: &reqwest::Client,
+    node_uuid: &str,
+    callback_url: &str,
+) -> Result<(), String> {
+    let mut last_error = String::from("no API URL");
+    for api_url in &agent.config.api_urls {
+        let version = server_max_version(http, api_url)
+            .await
+            .min(HEARTBEAT_VERSION);
+        let mut body = json!({"callback_url": callback_url});
+        if version >= 36 {
+            body["agent_version"] = json!(crate::AGENT_VERSION);
+        }
+        if version >= 62 {
+            body["agent_token"] = json!(agent.token());
+        }
+        let response = http
+            .post(format!("{api_url}/v1/heartbeat/{node_uuid}"))
+            .header(VERSION_HEADER, format!("1.{version}"))
+            .json(&body)
+            .send()
+            .await;
+        match response {
+            Ok(response) if response.status().is_success() => return Ok(()),
+            Ok(response) => {
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                last_error = format!("{api_url}: {status} {text}");
+            }
+            Err(error) => last_error = format!("{api_url}: {error}"),
+        }
+    }
+    Err(last_error)
+}
+
+/// The host for the callback URL: the flag, else the local address that routes to the API
+/// (a connected UDP socket sends nothing but tells which source address the kernel picks).
+fn advertise_host(agent: &Agent, api_url: &str) -> String {
+    if let Some(host) = &agent.config.advertise_host {
+        return host.clone();
+    }
+    let fallback = || "127.0.0.1".to_owned();
+    let Ok(url) = reqwest::Url::parse(api_url) else {
+        return fallback();
+    };
+    let Some(host) = url.host_str() else {
+        return fallback();
+    };
+    let port = url.port_or_known_default().unwrap_or(6385);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let bind: IpAddr = if host.contains(':') {
+        IpAddr::from([0u16; 8])
+    } else {
+        IpAddr::from([0u8; 4])
+    };
+    UdpSocket::bind((bind, 0))
+        .and_then(|socket| {
+            socket.connect((host, port))?;
+            socket.local_addr()
+        })
+        .map(|address| address.ip().to_string())
+        .unwrap_or_else(|_| fallback())
+}
+
+fn bracket_ipv6(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_hosts_get_brackets_in_urls() {
+        assert_eq!(bracket_ipv6("fd00::1"), "[fd00::1]");
+        assert_eq!(bracket_ipv6("10.0.0.2"), "10.0.0.2");
+    }
+
+    #[test]
+    fn loopback_api_advertises_loopback() {
+        let agent = Agent::new(crate::AgentConfig::new(vec![]));
+        assert_eq!(advertise_host(&agent, "http://127.0.0.1:6385"), "127.0.0.1");
+    }
+}

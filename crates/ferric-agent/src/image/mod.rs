@@ -1,0 +1,363 @@
+//! `standby.prepare_image` (and the `write_image` deploy step): stream a whole-disk image over
+//! HTTP onto the root disk — raw written as it arrives, qcow2 converted on the fly — verify its
+//! checksum while writing, then fix the GPT and add the config drive (IPA §4.5).
+
+pub mod partitions;
+pub mod qcow2;
+pub mod source;
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+
+use crate::agent::Agent;
+use crate::commands::{CommandError, Invocation, Params, Progress};
+use crate::disk::BlockDevice;
+use source::Download;
+
+/// The `image_info` fields the agent uses.
+#[derive(Debug, Clone)]
+pub struct ImageInfo {
+    pub id: String,
+    pub urls: Vec<String>,
+    pub disk_format: Option<String>,
+    pub checksum: Option<String>,
+    pub os_hash_algo: Option<String>,
+    pub os_hash_value: Option<String>,
+}
+
+impl ImageInfo {
+    /// Reads and checks `image_info` (→ 400 when wrong).
+    pub fn from_params(params: &Params) -> Result<ImageInfo, CommandError> {
+        let info = params
+            .get("image_info")
+            .and_then(Value::as_object)
+            .ok_or_else(|| CommandError::invalid_params("image_info must be an object"))?;
+        let text = |key: &str| info.get(key).and_then(Value::as_str).map(str::to_owned);
+        let id = text("id")
+            .ok_or_else(|| CommandError::invalid_params("image_info.id must be a string"))?;
+        let urls: Vec<String> = info
+            .get("urls")
+            .and_then(Value::as_array)
+            .map(|urls| {
+                urls.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if urls.is_empty() {
+            return Err(CommandError::invalid_params(
+                "image_info.urls must be a non-empty list of URLs",
+            ));
+        }
+        if info.get("image_type").and_then(Value::as_str) == Some("partition") {
+            return Err(CommandError::invalid_params(
+                "partition images are not supported by ferric-agent: use a whole-disk image",
+            ));
+        }
+        let checksum = text("checksum");
+        let os_hash_value = text("os_hash_value");
+        if checksum.is_none() && os_hash_value.is_none() {
+            return Err(CommandError::invalid_params(
+                "image_info needs os_hash_algo and os_hash_value, or checksum",
+            ));
+        }
+        Ok(ImageInfo {
+            id,
+            urls,
+            disk_format: text("disk_format"),
+            checksum,
+            os_hash_algo: text("os_hash_algo"),
+            os_hash_value,
+        })
+    }
+}
+
+pub(crate) fn validate_prepare_image(params: &Params) -> Result<(), CommandError> {
+    ImageInfo::from_params(params).map(|_| ())
+}
+
+pub(crate) fn prepare_image_command(
+    invocation: &Invocation,
+) -> Result<Option<Value>, CommandError> {
+    prepare_image(
+        &invocation.agent,
+        &invocation.params,
+        &invocation.progress,
+        None,
+    )
+    .map(Some)
+}
+
+pub(crate) fn partition_uuids_command(
+    invocation: &Invocation,
+) -> Result<Option<Value>, CommandError> {
+    let disk = root_disk(&invocation.agent, None)?;
+    let mut file = File::open(&disk.path).map_err(|error| disk_error(&disk, error))?;
+    Ok(Some(partitions::partition_uuids(&mut file)))
+}
+
+fn disk_error(disk: &BlockDevice, error: io::Error) -> CommandError {
+    CommandError::new(
+        "ImageWriteError",
+        "Error writing image to device",
+        format!("cannot write {}: {error}", disk.name),
+    )
+}
+
+/// The root disk by the node's `properties.root_device` hints (from the step's `node`
+/// parameter when given, else from the lookup).
+pub fn root_disk(agent: &Agent, node: Option<&Value>) -> Result<BlockDevice, CommandError> {
+    let from_lookup = agent.node_info().map(|info| info.node);
+    let node = node.or(from_lookup.as_ref());
+    let hints = node.map(|node| &node["properties"]["root_device"]);
+    let disks = crate::disk::list(&agent.config).map_err(|error| {
+        CommandError::new(
+            "DeviceNotFound",
+            "Error finding the root device",
+            error.to_string(),
+        )
+    })?;
+    crate::disk::choose_root(&disks, hints).map_err(|error| {
+        CommandError::new(
+            "DeviceNotFound",
+            "Error finding the root device",
+            error.to_string(),
+        )
+    })
+}
+
+/// What the first bytes say the image is.
+fn detect_format(first: &[u8]) -> &'static str {
+    if first.starts_with(&qcow2::MAGIC) {
+        "qcow2"
+    } else if first.starts_with(b"KDMV") || first.starts_with(b"# Disk DescriptorFile") {
+        "vmdk"
+    } else if first.starts_with(b"conectix") {
+        "vhd"
+    } else {
+        "raw"
+    }
+}
+
+/// A disk opened for the qcow2 converter.
+struct DiskTarget<'f> {
+    file: &'f File,
+    /// Whether hole punching works here; falls back to writing zeros once it does not.
+    punch: bool,
+}
+
+impl qcow2::Target for DiskTarget<'_> {
+    fn write_at(&mut self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(data, offset)
+    }
+
+    fn zero(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        use rustix::fs::{FallocateFlags, fallocate};
+        // On a file this makes a hole; on a block device the kernel zeroes the range
+        // (BLKZEROOUT), which is what `qemu-img convert` does for unallocated clusters.
+        if self.punch
+            && fallocate(
+                self.file,
+                FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                offset,
+                len,
+            )
+            .is_ok()
+        {
+            return Ok(());
+        }
+        self.punch = false;
+        let zeros = vec![0u8; source::CHUNK];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(source::CHUNK as u64) as usize;
+            self.file.write_all_at(&zeros[..n], offset + done)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the image in `params["image_info"]` (and `params["configdrive"]`) to the root disk.
+pub fn prepare_image(
+    agent: &Agent,
+    params: &Params,
+    progress: &Progress,
+    node: Option<&Value>,
+) -> Result<Value, CommandError> {
+    let info = ImageInfo::from_params(params)?;
+    let disk = root_disk(agent, node)?;
+    let http = source::http_client()?;
+    let expected = source::expected_checksum(
+        &http,
+        &info.urls[0],
+        info.os_hash_algo.as_deref(),
+        info.os_hash_value.as_deref(),
+        info.checksum.as_deref(),
+        agent.md5_allowed(),
+    )?;
+    let configdrive = match params.get("configdrive") {
+        Some(Value::String(text)) if !text.is_empty() => {
+            Some(partitions::decode_configdrive(text, &http)?)
+        }
+        _ => None,
+    };
+    tracing::info!(image = %info.id, device = %disk.name, "writing image");
+    let mut file =
+        crate::erase::open_for_write(&disk.path).map_err(|error| disk_error(&disk, error))?;
+    crate::erase::wipe_metadata(&file, disk.size).map_err(|error| disk_error(&disk, error))?;
+
+    let mut download = Download::start(&http, &info.urls, expected.algorithm)?;
+    let total = download.content_length;
+    if let Some(length) = total.filter(|length| *length > disk.size) {
+        return Err(CommandError::new(
+            "ImageWriteError",
+            "Error writing image to device",
+            format!(
+                "the image ({length} bytes) is larger than {} ({} bytes)",
+                disk.name, disk.size
+            ),
+        ));
+    }
+    let first = download.next_chunk().unwrap_or_default();
+    let detected = detect_format(&first);
+    let declared = info.disk_format.as_deref().unwrap_or(detected);
+    if declared != detected {
+        return Err(CommandError::new(
+            "InvalidImage",
+            "Image format mismatch",
+            format!(
+                "image {} is declared {declared} but its content is {detected}",
+                info.id
+            ),
+        ));
+    }
+    let report = |written: u64, downloaded: u64| {
+        progress.set(json!({
+            "bytes_written": written,
+            "bytes_downloaded": downloaded,
+            "total": total,
+            "device": disk.name,
+            "image_format": detected,
+        }));
+    };
+    let written = match detected {
+        "raw" => {
+            let mut offset = 0u64;
+            let mut chunk = first;
+            let mut reported = 0u64;
+            loop {
+                if chunk.is_empty() {
+                    break;
+                }
+                if offset + chunk.len() as u64 > disk.size {
+                    return Err(CommandError::new(
+                        "ImageWriteError",
+                        "Error writing image to device",
+                        format!(
+                            "the image is larger than {} ({} bytes)",
+                            disk.name, disk.size
+                        ),
+                    ));
+                }
+                file.write_all_at(&chunk, offset)
+                    .map_err(|error| disk_error(&disk, error))?;
+                offset += chunk.len() as u64;
+                download.recycle(chunk);
+                if offset - reported >= 16 * 1024 * 1024 {
+                    reported = offset;
+                    report(offset, download.downloaded.load(Ordering::Relaxed));
+                }
+                chunk = download.next_chunk().unwrap_or_default();
+            }
+            offset
+        }
+        "qcow2" => {
+            download.push_back(first);
+            let url = download.url.clone();
+            let downloaded = download.downloaded.clone();
+            let mut fetch = |offset: u64, len: u64| source::fetch_range(&http, &url, offset, len);
+            let mut target = DiskTarget {
+                file: &file,
+                punch: true,
+            };
+            let stats = qcow2::convert(
+                &mut download,
+                &mut fetch,
+                &mut target,
+                disk.size,
+                &mut |stats| {
+                    report(stats.data_bytes, downloaded.load(Ordering::Relaxed));
+                },
+            )
+            .map_err(|error| {
+                let details = match &error {
+                    qcow2::Qcow2Error::Read(cause) | qcow2::Qcow2Error::Write(cause) => {
+                        format!("{error}: {cause}")
+                    }
+                    _ => error.to_string(),
+                };
+                CommandError::new("ImageWriteError", "Error writing image to device", details)
+            })?;
+            if stats.refetched > 0 {
+                tracing::info!(
+                    ranges = stats.refetched,
+                    "qcow2: fetched out-of-order tables/clusters by range"
+                );
+            }
+            stats.data_bytes
+        }
+        other => {
+            return Err(CommandError::new(
+                "InvalidImage",
+                "Unsupported image format",
+                format!(
+                    "image {} is {other}; ferric-agent writes raw and qcow2 images",
+                    info.id
+                ),
+            ));
+        }
+    };
+    let url = download.url.clone();
+    let downloaded = download.downloaded.load(Ordering::Relaxed);
+    let actual = download.finish()?;
+    if actual != expected.hex {
+        // Never leave a half-trusted image bootable.
+        if let Err(error) = crate::erase::wipe_metadata(&file, disk.size) {
+            tracing::error!(
+                "wiping {} after a checksum mismatch failed: {error}",
+                disk.name
+            );
+        }
+        return Err(CommandError::new(
+            "ImageChecksumError",
+            "Error verifying image checksum",
+            format!(
+                "Image failed to verify against checksum. location: {url}; image ID: {}; \
+                 image checksum: {}; verification checksum: {actual}",
+                info.id, expected.hex
+            ),
+        ));
+    }
+    let has_gpt = partitions::fix_gpt(&mut file)?;
+    let mut message = format!("image ({}) written to device {}", info.id, disk.name);
+    if let Some(data) = configdrive {
+        let note = partitions::write_configdrive(&mut file, &data)?;
+        message.push_str(&format!("; {note}"));
+    }
+    file.sync_all().map_err(|error| disk_error(&disk, error))?;
+    tracing::info!(image = %info.id, device = %disk.name, bytes = written, gpt = has_gpt, "image written and verified");
+    Ok(json!({
+        "result": format!("prepare_image: {message}"),
+        "bytes_written": written,
+        "bytes_downloaded": downloaded,
+        "total": total,
+        "device": disk.name,
+        "image_format": detected,
+    }))
+}
