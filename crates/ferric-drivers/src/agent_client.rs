@@ -62,14 +62,22 @@ impl RawResult {
         };
         let error = match self.command_error {
             Value::Null => None,
-            Value::Object(object) => Some(
-                object
-                    .get("message")
-                    .or_else(|| object.get("details"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| Value::Object(object).to_string()),
-            ),
+            Value::Object(object) => {
+                let text = |key: &str| {
+                    object
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .filter(|text| !text.is_empty())
+                };
+                Some(match (text("message"), text("details")) {
+                    (Some(message), Some(details)) if details != message => {
+                        format!("{message}: {details}")
+                    }
+                    (Some(message), _) => message.to_owned(),
+                    (None, Some(details)) => details.to_owned(),
+                    (None, None) => Value::Object(object.clone()).to_string(),
+                })
+            }
             Value::String(text) => Some(text),
             other => Some(other.to_string()),
         };
@@ -124,7 +132,12 @@ impl Default for AgentClient {
 impl AgentClient {
     /// A client whose requests time out after `timeout` (Ironic's `[agent]command_timeout`).
     pub fn new(timeout: Duration) -> Self {
+        // No idle connections: an agent's address outlives the agent (the machine reboots
+        // into another ramdisk or its OS with the same DHCP lease), and a pooled connection
+        // to the previous one fails the next command. Commands are few; a fresh connection
+        // each is cheap.
         let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
             .connect_timeout(Duration::from_secs(10))
             .timeout(timeout)
             .build()
@@ -272,7 +285,7 @@ mod tests {
         .expect("shape");
         let result = raw.into_result().expect("known status");
         assert_eq!(result.status, CommandStatus::Failed);
-        assert_eq!(result.error.as_deref(), Some("checksum mismatch"));
+        assert_eq!(result.error.as_deref(), Some("checksum mismatch: …"));
 
         let raw: RawResult = serde_json::from_value(json!({
             "id": "c2", "command_name": "x", "command_status": "EXPLODED",

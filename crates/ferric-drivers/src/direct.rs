@@ -287,10 +287,17 @@ impl DirectDeploy {
             }
             CommandStatus::Succeeded => {
                 node.driver_internal_info.remove(COMMAND_KEY);
+                // The final count sits at the top or in the step's own result.
+                let result_key = format!("{}_result", kind.as_str());
+                let written = result.result.get("bytes_written").or_else(|| {
+                    result
+                        .result
+                        .get(&result_key)
+                        .and_then(|inner| inner.get("bytes_written"))
+                });
                 if let Some(Value::Object(progress)) =
                     node.driver_internal_info.get_mut(PROGRESS_KEY)
-                    && let Value::Object(reported) = &result.result
-                    && let Some(written) = reported.get("bytes_written")
+                    && let Some(written) = written
                 {
                     progress.insert("bytes_written".into(), written.clone());
                 }

@@ -272,7 +272,8 @@ impl Client {
                 return Ok(node);
             }
             let resting = node["target_provision_state"].is_null();
-            if resting && state != target && !state.ends_with("wait") {
+            let failed = state.ends_with("failed") || state == "error";
+            if failed || (resting && !state.ends_with("wait")) {
                 bail!(
                     "node {uuid} rests in {state}, not {target}: last_error {}",
                     node["last_error"]
@@ -481,6 +482,22 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         "cleaning left the partition table on node-0's disk"
     );
 
+    // Undeploy forgot the instance; name the image again.
+    let image_patch: Vec<Value> = [
+        ("image_source", "marker.img"),
+        ("image_disk_format", "raw"),
+        ("image_os_hash_algo", "sha256"),
+        ("image_os_hash_value", digest.trim()),
+    ]
+    .into_iter()
+    .map(|(key, value)| json!({"op": "add", "path": format!("/instance_info/{key}"), "value": value}))
+    .collect();
+    client.expect(
+        reqwest::Method::PATCH,
+        &format!("/v1/nodes/{uuid}"),
+        Some(Value::Array(image_patch)),
+        200,
+    )?;
     let started = Instant::now();
     client.provision(&uuid, json!({"target": "active"}))?;
     client.wait_for(&uuid, "wait call-back")?;
