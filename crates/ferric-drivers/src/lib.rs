@@ -17,7 +17,7 @@ mod error;
 pub mod fake;
 mod hardware;
 pub mod interfaces;
-mod ipmi;
+pub mod ipmi;
 pub mod ipxe;
 pub mod noop;
 mod redfish;

@@ -1,7 +1,8 @@
 //! `lab serve-bmc`: the background process that runs every machine's virtual BMC.
 //!
 //! Started by `lab up` inside the namespace (so QEMU, which it starts on power-on, sees the
-//! taps), it binds one Redfish listener per machine on the bridge address, writes its pid file
+//! taps), it binds one Redfish listener (TCP) and one IPMI listener (UDP) per machine on the
+//! bridge address, both on the same machine control, writes its pid file
 //! once all listen (the readiness signal `lab up` waits for), and on SIGTERM powers every
 //! machine off before it exits.
 
@@ -9,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::ipmi::{self, IpmiBmc};
 use crate::layout::{LabPaths, LabState};
 use crate::qemu::{QemuConfig, QemuMachine};
 use crate::redfish::{self, RedfishBmc};
@@ -65,7 +67,21 @@ pub(crate) async fn serve(paths: LabPaths) -> anyhow::Result<()> {
                 })
                 .await
         });
-        // TODO-ipmi: bind an IPMI (RMCP+, UDP 623) front-end here on the same `machine`.
+        if node.ipmi_port != 0 {
+            let ipmi_bmc = Arc::new(
+                IpmiBmc::new(machine.clone(), &node.ipmi_username, &node.ipmi_password)
+                    .with_context(|| format!("IPMI BMC of {name}"))?,
+            );
+            let address = format!("{}:{}", node.ipmi_address, node.ipmi_port);
+            let socket = UdpSocket::bind(&address)
+                .await
+                .with_context(|| format!("IPMI BMC of {name} cannot listen on UDP {address}"))?;
+            tracing::info!(machine = %name, %address, "IPMI BMC listening");
+            let mut stop = stop_receiver.clone();
+            servers.spawn(ipmi::serve(socket, ipmi_bmc, async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            }));
+        }
         machines.push(machine);
     }
 

@@ -90,7 +90,7 @@ pub(crate) fn up(
             Ok(NodeState::new(
                 index,
                 memory_mib,
-                crate::secret::random_hex(12)?,
+                crate::secret::random_hex(layout::PASSWORD_BYTES)?,
             ))
         })
         .collect::<std::io::Result<Vec<_>>>()
@@ -359,16 +359,22 @@ pub(crate) fn status(args: &LabArgs, this: &SelfCommand) -> anyhow::Result<()> {
         anyhow::Ok(powers)
     })?;
     println!(
-        "{:<8} {:<17} {:<11} {:<50} CONSOLE",
-        "NAME", "MAC", "POWER", "BMC (Redfish)"
+        "{:<8} {:<17} {:<11} {:<50} {:<18} CONSOLE",
+        "NAME", "MAC", "POWER", "BMC (Redfish)", "BMC (IPMI, UDP)"
     );
     for (node, power) in lab.nodes.iter().zip(powers) {
+        let ipmi = if node.ipmi_port == 0 {
+            "-".to_owned()
+        } else {
+            format!("{}:{}", node.ipmi_address, node.ipmi_port)
+        };
         println!(
-            "{:<8} {:<17} {:<11} {:<50} {}",
+            "{:<8} {:<17} {:<11} {:<50} {:<18} {}",
             node.info.name,
             node.info.mac,
             power,
             format!("{}{}", node.redfish_address, node.redfish_system_id),
+            ipmi,
             paths.console(&node.info.name).display()
         );
     }

@@ -19,8 +19,14 @@ pub const DHCP_RANGE: (&str, &str) = ("10.231.0.100", "10.231.0.199");
 pub const DEFAULT_BOOT_URL: &str = "http://10.231.0.1:8080/boot.ipxe";
 /// BMC `i` listens on the bridge address at this port + i.
 pub const BMC_PORT_BASE: u16 = 8000;
+/// BMC `i` answers IPMI (RMCP+, UDP) on the bridge address at this port + i: the 623 of a real
+/// BMC cannot serve several machines on one address; 6230+ is VirtualBMC's convention.
+pub const IPMI_PORT_BASE: u16 = 6230;
 pub const MAX_NODES: u32 = 32;
 pub const BMC_USERNAME: &str = "admin";
+/// Random bytes in a generated BMC password (hex: twice as many characters, 20 here, IPMI
+/// 2.0's limit, so Redfish and IPMI share it).
+pub const PASSWORD_BYTES: usize = 10;
 pub const DISK_SIZE: &str = "4G";
 
 /// Everything `lab up` decided, written to `lab.json`; later commands only read it.
@@ -43,13 +49,28 @@ pub struct NodeState {
     pub redfish_system_id: String,
     pub redfish_username: String,
     pub redfish_password: String,
+    /// IPMI over LAN: the same machine and credentials on UDP. Defaults let a `lab.json` from
+    /// before IPMI still load.
+    #[serde(default = "bridge_address")]
+    pub ipmi_address: String,
+    #[serde(default)]
+    pub ipmi_port: u16,
+    #[serde(default)]
+    pub ipmi_username: String,
+    #[serde(default)]
+    pub ipmi_password: String,
+}
+
+fn bridge_address() -> String {
+    BRIDGE_ADDRESS.to_owned()
 }
 
 impl NodeState {
     /// Node `index`'s identity: stable across `lab up` runs so enrolled nodes keep matching.
     pub fn new(index: u32, memory_mib: u32, password: String) -> Self {
         let name = format!("node-{index}");
-        let bmc_port = BMC_PORT_BASE + u16::try_from(index).unwrap_or(0);
+        let offset = u16::try_from(index).unwrap_or(0);
+        let bmc_port = BMC_PORT_BASE + offset;
         Self {
             info: MachineInfo {
                 uuid: format!("f3e7a1b0-1ab0-4000-8000-{index:012x}"),
@@ -65,20 +86,35 @@ impl NodeState {
             redfish_address: format!("http://{BRIDGE_ADDRESS}:{bmc_port}"),
             redfish_system_id: format!("/redfish/v1/Systems/{name}"),
             redfish_username: BMC_USERNAME.to_owned(),
-            redfish_password: password,
+            redfish_password: password.clone(),
+            ipmi_address: BRIDGE_ADDRESS.to_owned(),
+            ipmi_port: IPMI_PORT_BASE + offset,
+            ipmi_username: BMC_USERNAME.to_owned(),
+            ipmi_password: password,
         }
     }
 
-    /// The node in the input format of `baremetal create` (Ironic's bulk enrollment file).
+    /// The node in the input format of `baremetal create` (Ironic's bulk enrollment file), with
+    /// the `redfish` driver.
     pub fn enrollment(&self) -> Value {
+        self.enrollment_with("redfish")
+    }
+
+    /// The node for `driver` (`redfish` or `ipmi`). `driver_info` carries both protocols'
+    /// fields, as Ironic allows, so switching a node's driver needs no new credentials.
+    pub fn enrollment_with(&self, driver: &str) -> Value {
         json!({
             "name": self.info.name,
-            "driver": "redfish",
+            "driver": driver,
             "driver_info": {
                 "redfish_address": self.redfish_address,
                 "redfish_system_id": self.redfish_system_id,
                 "redfish_username": self.redfish_username,
                 "redfish_password": self.redfish_password,
+                "ipmi_address": self.ipmi_address,
+                "ipmi_port": self.ipmi_port,
+                "ipmi_username": self.ipmi_username,
+                "ipmi_password": self.ipmi_password,
             },
             "properties": {
                 "cpus": self.info.cpus,
@@ -165,6 +201,11 @@ mod tests {
         assert_ne!(first.info.mac, second.info.mac);
         assert_eq!(second.info.mac, "52:54:00:fe:1a:01");
         assert_eq!(second.redfish_address, "http://10.231.0.1:8001");
+        assert_eq!(
+            (second.ipmi_address.as_str(), second.ipmi_port),
+            ("10.231.0.1", 6231)
+        );
+        assert_eq!(second.ipmi_password, "pw");
         assert!(
             second.tap.len() <= 15,
             "Linux interface names are at most 15 bytes"
@@ -182,5 +223,26 @@ mod tests {
         );
         assert_eq!(enrollment["driver_info"]["redfish_password"], "pw");
         assert_eq!(enrollment["ports"][0]["address"], "52:54:00:fe:1a:02");
+        let ipmi = node.enrollment_with("ipmi");
+        assert_eq!(ipmi["driver"], "ipmi");
+        assert_eq!(ipmi["driver_info"]["ipmi_port"], 6232);
+        assert_eq!(ipmi["driver_info"]["ipmi_username"], "admin");
+        assert_eq!(ipmi["driver_info"]["ipmi_password"], "pw");
+    }
+
+    #[test]
+    fn lab_files_from_before_ipmi_still_load() {
+        let mut old = serde_json::to_value(NodeState::new(0, 512, "pw".into())).unwrap();
+        for key in [
+            "ipmi_address",
+            "ipmi_port",
+            "ipmi_username",
+            "ipmi_password",
+        ] {
+            old.as_object_mut().unwrap().remove(key);
+        }
+        let node: NodeState = serde_json::from_value(old).unwrap();
+        assert_eq!(node.ipmi_address, BRIDGE_ADDRESS);
+        assert_eq!(node.ipmi_port, 0);
     }
 }

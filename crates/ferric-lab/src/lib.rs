@@ -10,6 +10,7 @@ mod bmc;
 pub mod dnsmasq;
 pub mod host;
 pub mod image;
+pub mod ipmi;
 mod lab;
 pub mod layout;
 pub mod machine;

@@ -1,4 +1,5 @@
-//! End-to-end: a real lab with one QEMU machine, driven over Redfish until iPXE does DHCP.
+//! End-to-end: a real lab with one QEMU machine, driven over Redfish until iPXE does DHCP, then
+//! powered on and off over IPMI with ipmitool.
 //!
 //! Runs only with `--features lab-e2e` (root, qemu-system-x86, ipxe-qemu, dnsmasq):
 //! `cargo test -p ferric-lab --features lab-e2e --test lab_e2e`. It is a `harness = false`
@@ -175,5 +176,46 @@ fn redfish_scenario(dir: &Path) -> anyhow::Result<()> {
             "the one-time boot override must be consumed"
         );
         Ok(())
-    })
+    })?;
+    ipmi_scenario(node)
+}
+
+/// The same machine over IPMI with ipmitool: Off → bootdev pxe → power on → On → power off.
+fn ipmi_scenario(node: &ferric_lab::layout::NodeState) -> anyhow::Result<()> {
+    let ipmitool = |args: &[&str]| -> anyhow::Result<String> {
+        let output = Command::new("ipmitool")
+            .args(["-I", "lanplus", "-C", "17", "-H", &node.ipmi_address])
+            .args(["-p", &node.ipmi_port.to_string(), "-U", &node.ipmi_username])
+            .args(["-P", &node.ipmi_password])
+            .args(args)
+            .output()
+            .context("cannot run ipmitool (scripts/install-deps.sh installs it)")?;
+        ensure!(
+            output.status.success(),
+            "ipmitool {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let started = Instant::now();
+    ensure!(
+        ipmitool(&["power", "status"])?.contains("is off"),
+        "IPMI must read the machine off"
+    );
+    ipmitool(&["chassis", "bootdev", "pxe"])?;
+    ipmitool(&["power", "on"])?;
+    ensure!(
+        ipmitool(&["power", "status"])?.contains("is on"),
+        "IPMI power on must start the machine"
+    );
+    ipmitool(&["power", "off"])?;
+    ensure!(
+        ipmitool(&["power", "status"])?.contains("is off"),
+        "IPMI power off must stop the machine"
+    );
+    eprintln!(
+        "lab_e2e: IPMI status → bootdev → on → off: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

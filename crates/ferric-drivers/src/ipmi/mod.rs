@@ -6,9 +6,12 @@
 //! closes it, under the BMC's request limit. Power actions wait until Get Chassis Status
 //! shows the state they lead to. Reboot is "power off, then on", as Ironic's is, because a
 //! chassis power cycle is refused by BMCs whose machine is off.
+//!
+//! [`rmcp`] (packets and keys, no IO) is public because the lab's virtual BMC
+//! (`ferric_lab::ipmi`) builds the other side of the same sessions from it.
 
 mod info;
-mod rmcp;
+pub mod rmcp;
 mod session;
 
 use std::sync::Arc;

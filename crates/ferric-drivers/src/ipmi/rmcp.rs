@@ -1,7 +1,9 @@
 //! IPMI 2.0 over LAN, the bytes: RMCP framing, the RMCP+ session header with integrity
 //! (HMAC-SHA1-96 / HMAC-SHA256-128) and confidentiality (AES-CBC-128), IPMI request and
 //! response messages, and the RAKP key derivation of cipher suites 3 and 17 (IPMI 2.0
-//! §13.6–13.32). No IO: `session.rs` sends what this builds.
+//! §13.6–13.32). No IO: the client (`session.rs`) and the lab's virtual BMC
+//! (`ferric_lab::ipmi`) send what this builds; both sides of a session use the same framing,
+//! each addressing the other's session id.
 
 use aes::Aes128;
 use aes::cipher::block_padding::NoPadding;
@@ -16,21 +18,23 @@ const FLAG_ENCRYPTED: u8 = 0x80;
 const FLAG_AUTHENTICATED: u8 = 0x40;
 
 /// Payload types (IPMI 2.0 Table 13-16).
-pub(crate) const PAYLOAD_IPMI: u8 = 0x00;
-pub(crate) const PAYLOAD_OPEN_SESSION_REQUEST: u8 = 0x10;
-pub(crate) const PAYLOAD_OPEN_SESSION_RESPONSE: u8 = 0x11;
-pub(crate) const PAYLOAD_RAKP_1: u8 = 0x12;
-pub(crate) const PAYLOAD_RAKP_2: u8 = 0x13;
-pub(crate) const PAYLOAD_RAKP_3: u8 = 0x14;
-pub(crate) const PAYLOAD_RAKP_4: u8 = 0x15;
+pub const PAYLOAD_IPMI: u8 = 0x00;
+pub const PAYLOAD_OPEN_SESSION_REQUEST: u8 = 0x10;
+pub const PAYLOAD_OPEN_SESSION_RESPONSE: u8 = 0x11;
+pub const PAYLOAD_RAKP_1: u8 = 0x12;
+pub const PAYLOAD_RAKP_2: u8 = 0x13;
+pub const PAYLOAD_RAKP_3: u8 = 0x14;
+pub const PAYLOAD_RAKP_4: u8 = 0x15;
 
 /// The BMC's address on the IPMB and ours as a remote console software id.
-const BMC_ADDRESS: u8 = 0x20;
+pub const BMC_ADDRESS: u8 = 0x20;
 const CONSOLE_ADDRESS: u8 = 0x81;
+/// The confidentiality algorithm both suites use: AES-CBC-128.
+pub const CONFIDENTIALITY_AES_CBC_128: u8 = 0x01;
 
 /// The two cipher suites with encryption that current BMCs offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CipherSuite {
+pub enum CipherSuite {
     /// RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128.
     Three,
     /// RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128.
@@ -38,29 +42,38 @@ pub(crate) enum CipherSuite {
 }
 
 impl CipherSuite {
-    pub(crate) const fn id(self) -> u8 {
+    pub const fn id(self) -> u8 {
         match self {
             Self::Three => 3,
             Self::Seventeen => 17,
         }
     }
 
-    const fn authentication_algorithm(self) -> u8 {
+    pub const fn authentication_algorithm(self) -> u8 {
         match self {
             Self::Three => 0x01,
             Self::Seventeen => 0x03,
         }
     }
 
-    const fn integrity_algorithm(self) -> u8 {
+    pub const fn integrity_algorithm(self) -> u8 {
         match self {
             Self::Three => 0x01,
             Self::Seventeen => 0x04,
         }
     }
 
+    /// The suite whose algorithms an Open Session Request proposes, if it is 3 or 17.
+    pub fn from_algorithms(authentication: u8, integrity: u8, confidentiality: u8) -> Option<Self> {
+        [Self::Three, Self::Seventeen].into_iter().find(|suite| {
+            suite.authentication_algorithm() == authentication
+                && suite.integrity_algorithm() == integrity
+                && confidentiality == CONFIDENTIALITY_AES_CBC_128
+        })
+    }
+
     /// Length of the RAKP 2/3 key exchange codes (the full HMAC).
-    pub(crate) const fn auth_code_len(self) -> usize {
+    pub const fn auth_code_len(self) -> usize {
         match self {
             Self::Three => 20,
             Self::Seventeen => 32,
@@ -68,7 +81,7 @@ impl CipherSuite {
     }
 
     /// Length of the RAKP 4 check value and of each packet's AuthCode (truncated HMAC).
-    pub(crate) const fn integrity_len(self) -> usize {
+    pub const fn integrity_len(self) -> usize {
         match self {
             Self::Three => 12,
             Self::Seventeen => 16,
@@ -76,7 +89,7 @@ impl CipherSuite {
     }
 
     /// HMAC with this suite's hash.
-    pub(crate) fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    pub fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
         fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
             // HMAC takes keys of any length; `new_from_slice` cannot fail for it.
             let mut mac = match <M as hmac::digest::KeyInit>::new_from_slice(key) {
@@ -97,17 +110,17 @@ impl CipherSuite {
 
 /// Why a datagram could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum PacketError {
-    #[error("the BMC sent a malformed packet ({0})")]
+pub enum PacketError {
+    #[error("malformed RMCP packet ({0})")]
     Malformed(&'static str),
-    #[error("the BMC's packet failed the integrity check")]
+    #[error("the packet failed the integrity check")]
     Integrity,
 }
 
 /// The keys of an active session.
 #[derive(Clone)]
-pub(crate) struct SessionKeys {
-    pub(crate) suite: CipherSuite,
+pub struct SessionKeys {
+    pub suite: CipherSuite,
     /// K1, the integrity key.
     k1: Vec<u8>,
     /// The first 16 bytes of K2, the AES key.
@@ -125,7 +138,7 @@ impl std::fmt::Debug for SessionKeys {
 impl SessionKeys {
     /// K1 and K2 from the session integrity key (IPMI 2.0 §13.32): HMACs of 20 bytes of
     /// 0x01 and 0x02.
-    pub(crate) fn derive(suite: CipherSuite, sik: &[u8]) -> Self {
+    pub fn derive(suite: CipherSuite, sik: &[u8]) -> Self {
         let k1 = suite.hmac(sik, &[&[0x01; 20]]);
         let k2 = suite.hmac(sik, &[&[0x02; 20]]);
         let mut aes_key = [0u8; 16];
@@ -136,22 +149,22 @@ impl SessionKeys {
 
 /// What the handshake computes (IPMI 2.0 §13.31), with `m` the remote console (us) and `c`
 /// the managed system (the BMC), integers little-endian as sent.
-pub(crate) struct Rakp<'a> {
-    pub(crate) suite: CipherSuite,
-    pub(crate) console_session_id: u32,
-    pub(crate) bmc_session_id: u32,
-    pub(crate) console_random: [u8; 16],
-    pub(crate) bmc_random: [u8; 16],
-    pub(crate) bmc_guid: [u8; 16],
+pub struct Rakp<'a> {
+    pub suite: CipherSuite,
+    pub console_session_id: u32,
+    pub bmc_session_id: u32,
+    pub console_random: [u8; 16],
+    pub bmc_random: [u8; 16],
+    pub bmc_guid: [u8; 16],
     /// The requested role byte of RAKP 1 (privilege | name-only lookup bit).
-    pub(crate) role: u8,
-    pub(crate) username: &'a [u8],
-    pub(crate) password: &'a [u8],
+    pub role: u8,
+    pub username: &'a [u8],
+    pub password: &'a [u8],
 }
 
 impl Rakp<'_> {
     /// The key exchange code the BMC must send in RAKP 2.
-    pub(crate) fn rakp2_code(&self) -> Vec<u8> {
+    pub fn rakp2_code(&self) -> Vec<u8> {
         self.suite.hmac(
             self.password,
             &[
@@ -167,7 +180,7 @@ impl Rakp<'_> {
     }
 
     /// Our key exchange code for RAKP 3.
-    pub(crate) fn rakp3_code(&self) -> Vec<u8> {
+    pub fn rakp3_code(&self) -> Vec<u8> {
         self.suite.hmac(
             self.password,
             &[
@@ -180,7 +193,7 @@ impl Rakp<'_> {
     }
 
     /// The session integrity key (no BMC key "K_G" configured: the password stands in).
-    pub(crate) fn sik(&self) -> Vec<u8> {
+    pub fn sik(&self) -> Vec<u8> {
         self.suite.hmac(
             self.password,
             &[
@@ -193,7 +206,7 @@ impl Rakp<'_> {
     }
 
     /// The integrity check value the BMC must send in RAKP 4.
-    pub(crate) fn rakp4_check(&self, sik: &[u8]) -> Vec<u8> {
+    pub fn rakp4_check(&self, sik: &[u8]) -> Vec<u8> {
         let mut code = self.suite.hmac(
             sik,
             &[
@@ -208,11 +221,7 @@ impl Rakp<'_> {
 }
 
 /// The Open Session Request payload proposing `suite`.
-pub(crate) fn open_session_request(
-    tag: u8,
-    console_session_id: u32,
-    suite: CipherSuite,
-) -> Vec<u8> {
+pub fn open_session_request(tag: u8, console_session_id: u32, suite: CipherSuite) -> Vec<u8> {
     let mut payload = vec![tag, 0x00, 0x00, 0x00];
     payload.extend_from_slice(&console_session_id.to_le_bytes());
     for (kind, algorithm) in [
@@ -226,7 +235,7 @@ pub(crate) fn open_session_request(
 }
 
 /// A packet outside a session (session id and sequence 0, neither signed nor encrypted).
-pub(crate) fn unauthenticated_packet(payload_type: u8, payload: &[u8]) -> Vec<u8> {
+pub fn unauthenticated_packet(payload_type: u8, payload: &[u8]) -> Vec<u8> {
     let mut packet = RMCP_HEADER.to_vec();
     packet.push(AUTH_TYPE_RMCP_PLUS);
     packet.push(payload_type);
@@ -238,7 +247,7 @@ pub(crate) fn unauthenticated_packet(payload_type: u8, payload: &[u8]) -> Vec<u8
 
 /// An IPMI 1.5 packet with no authentication (Get Channel Authentication Capabilities is
 /// sent this way before any session exists).
-pub(crate) fn ipmi15_packet(message: &[u8]) -> Vec<u8> {
+pub fn ipmi15_packet(message: &[u8]) -> Vec<u8> {
     let mut packet = RMCP_HEADER.to_vec();
     packet.push(0x00);
     packet.extend_from_slice(&[0; 8]);
@@ -248,7 +257,7 @@ pub(crate) fn ipmi15_packet(message: &[u8]) -> Vec<u8> {
 }
 
 /// An encrypted, signed IPMI message inside the session.
-pub(crate) fn session_packet(
+pub fn session_packet(
     keys: &SessionKeys,
     bmc_session_id: u32,
     sequence: u32,
@@ -278,19 +287,33 @@ pub(crate) fn session_packet(
 
 /// A received RMCP+ packet.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Received {
-    pub(crate) payload_type: u8,
-    pub(crate) session_id: u32,
-    pub(crate) payload: Vec<u8>,
+pub struct Received {
+    pub payload_type: u8,
+    pub session_id: u32,
+    pub payload: Vec<u8>,
+}
+
+/// The session id in an RMCP+ session header, without checking anything else (a BMC needs it
+/// to find the keys [`parse_packet`] checks the packet with). `None` for IPMI 1.5 packets.
+pub fn peek_session_id(bytes: &[u8]) -> Option<u32> {
+    match bytes.get(4..10)? {
+        [AUTH_TYPE_RMCP_PLUS, _, a, b, c, d] => Some(u32::from_le_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
+/// Whether an RMCP+ packet is both signed and encrypted (what suites 3 and 17 require in a
+/// session).
+pub fn is_sealed(bytes: &[u8]) -> bool {
+    bytes.get(5).is_some_and(|flags| {
+        flags & (FLAG_ENCRYPTED | FLAG_AUTHENTICATED) == (FLAG_ENCRYPTED | FLAG_AUTHENTICATED)
+    })
 }
 
 /// Reads a datagram: checks the RMCP and session headers, and with `keys` the AuthCode and
 /// the encryption of session packets. IPMI 1.5 packets come back with payload type
 /// [`PAYLOAD_IPMI`] and session id 0.
-pub(crate) fn parse_packet(
-    bytes: &[u8],
-    keys: Option<&SessionKeys>,
-) -> Result<Received, PacketError> {
+pub fn parse_packet(bytes: &[u8], keys: Option<&SessionKeys>) -> Result<Received, PacketError> {
     if bytes.len() < 5 || bytes[0] != 0x06 || bytes[3] & 0x1F != 0x07 {
         return Err(PacketError::Malformed("not an RMCP IPMI packet"));
     }
@@ -395,7 +418,7 @@ fn checksum(bytes: &[u8]) -> u8 {
 }
 
 /// An IPMI request message to the BMC.
-pub(crate) fn ipmi_request(netfn: u8, command: u8, sequence: u8, data: &[u8]) -> Vec<u8> {
+pub fn ipmi_request(netfn: u8, command: u8, sequence: u8, data: &[u8]) -> Vec<u8> {
     let mut message = vec![BMC_ADDRESS, netfn << 2];
     message.push(checksum(&message));
     let body_start = message.len();
@@ -405,17 +428,68 @@ pub(crate) fn ipmi_request(netfn: u8, command: u8, sequence: u8, data: &[u8]) ->
     message
 }
 
-/// An IPMI response: which request it answers, the completion code and the data.
+/// An IPMI request as a BMC receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct IpmiResponse {
-    pub(crate) netfn: u8,
-    pub(crate) sequence: u8,
-    pub(crate) command: u8,
-    pub(crate) completion: u8,
-    pub(crate) data: Vec<u8>,
+pub struct IpmiRequest {
+    pub netfn: u8,
+    /// The requester's address and LUN, echoed in the response.
+    pub requester: u8,
+    pub requester_lun: u8,
+    pub responder_lun: u8,
+    pub sequence: u8,
+    pub command: u8,
+    pub data: Vec<u8>,
 }
 
-pub(crate) fn parse_ipmi_response(message: &[u8]) -> Result<IpmiResponse, PacketError> {
+/// Reads an IPMI request message (IPMI 2.0 §13.8): checks both checksums.
+pub fn parse_ipmi_request(message: &[u8]) -> Result<IpmiRequest, PacketError> {
+    if message.len() < 7 {
+        return Err(PacketError::Malformed("IPMI request too short"));
+    }
+    if checksum(&message[..2]) != message[2] || checksum(&message[3..]) != 0 {
+        return Err(PacketError::Malformed("IPMI checksum mismatch"));
+    }
+    Ok(IpmiRequest {
+        netfn: message[1] >> 2,
+        responder_lun: message[1] & 0x03,
+        requester: message[3],
+        requester_lun: message[4] & 0x03,
+        sequence: message[4] >> 2,
+        command: message[5],
+        data: message[6..message.len() - 1].to_vec(),
+    })
+}
+
+/// The response message to `request` with a completion code and data.
+pub fn ipmi_response(request: &IpmiRequest, completion: u8, data: &[u8]) -> Vec<u8> {
+    let mut message = vec![
+        request.requester,
+        ((request.netfn | 1) << 2) | request.requester_lun,
+    ];
+    message.push(checksum(&message));
+    let body_start = message.len();
+    message.extend_from_slice(&[
+        BMC_ADDRESS,
+        (request.sequence << 2) | request.responder_lun,
+        request.command,
+        completion,
+    ]);
+    message.extend_from_slice(data);
+    message.push(checksum(&message[body_start..]));
+    message
+}
+
+/// An IPMI response: which request it answers, the completion code and the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpmiResponse {
+    pub netfn: u8,
+    pub sequence: u8,
+    pub command: u8,
+    pub completion: u8,
+    pub data: Vec<u8>,
+}
+
+pub fn parse_ipmi_response(message: &[u8]) -> Result<IpmiResponse, PacketError> {
     if message.len() < 8 {
         return Err(PacketError::Malformed("IPMI response too short"));
     }
@@ -432,7 +506,7 @@ pub(crate) fn parse_ipmi_response(message: &[u8]) -> Result<IpmiResponse, Packet
 }
 
 /// RMCP+ status codes (IPMI 2.0 Table 13-15) in words.
-pub(crate) fn rmcp_status(code: u8) -> &'static str {
+pub fn rmcp_status(code: u8) -> &'static str {
     match code {
         0x01 => "insufficient resources to create a session",
         0x02 => "invalid session id",
@@ -518,6 +592,45 @@ mod tests {
         assert_eq!(parsed.data, [0x01, 0x00, 0x00]);
         response[7] ^= 0xFF;
         assert!(parse_ipmi_response(&response).is_err());
+    }
+
+    #[test]
+    fn requests_and_responses_round_trip_between_both_sides() {
+        let request = ipmi_request(0x00, 0x08, 9, &[0x05, 0xA0, 0x04, 0, 0, 0]);
+        let parsed = parse_ipmi_request(&request).unwrap();
+        assert_eq!(parsed.netfn, 0x00);
+        assert_eq!(parsed.sequence, 9);
+        assert_eq!(parsed.command, 0x08);
+        assert_eq!(parsed.data, [0x05, 0xA0, 0x04, 0, 0, 0]);
+        let response = parse_ipmi_response(&ipmi_response(&parsed, 0xCC, &[1, 2])).unwrap();
+        assert_eq!(
+            (response.netfn, response.sequence, response.command),
+            (0x01, 9, 0x08)
+        );
+        assert_eq!((response.completion, response.data), (0xCC, vec![1, 2]));
+        let mut broken = request.clone();
+        broken[6] ^= 1;
+        assert!(parse_ipmi_request(&broken).is_err());
+        assert!(parse_ipmi_request(&request[..5]).is_err());
+    }
+
+    #[test]
+    fn suites_are_found_by_their_algorithms() {
+        for suite in [CipherSuite::Three, CipherSuite::Seventeen] {
+            let found = CipherSuite::from_algorithms(
+                suite.authentication_algorithm(),
+                suite.integrity_algorithm(),
+                CONFIDENTIALITY_AES_CBC_128,
+            );
+            assert_eq!(found, Some(suite));
+        }
+        assert_eq!(CipherSuite::from_algorithms(0x01, 0x01, 0x00), None);
+        assert_eq!(CipherSuite::from_algorithms(0x00, 0x00, 0x00), None);
+        let packet = session_packet(&keys(CipherSuite::Three), 0x0102_0304, 1, &[1]);
+        assert_eq!(peek_session_id(&packet), Some(0x0102_0304));
+        assert!(is_sealed(&packet));
+        assert_eq!(peek_session_id(&ipmi15_packet(&[1])), None);
+        assert!(!is_sealed(&unauthenticated_packet(PAYLOAD_RAKP_1, &[0])));
     }
 
     #[test]
