@@ -107,10 +107,21 @@ async fn expire(
             task.node.maintenance_reason = Some(message.clone());
             message
         }
-        ProvisionState::InspectWait => format!(
-            "Timeout reached while inspecting the node {node} (after {minutes} minutes). Check \
-             that it boots the inspection ramdisk and can reach the inspection service."
-        ),
+        ProvisionState::InspectWait => {
+            let message = format!(
+                "Timeout reached while inspecting the node {node} (after {minutes} minutes). \
+                 Check that it boots the inspection ramdisk and can reach the inspection service."
+            );
+            // Stop the inspection (the service's too) and power the machine off.
+            let stopped = match task.interfaces() {
+                Ok(interfaces) => interfaces.inspect.abort(&mut task.node).await,
+                Err(error) => Err(ferric_drivers::DriverError::Failed(error.to_string())),
+            };
+            match stopped {
+                Ok(()) | Err(ferric_drivers::DriverError::Unsupported { .. }) => message,
+                Err(error) => format!("{message} Then stopping the inspection failed: {error}"),
+            }
+        }
         ProvisionState::RescueWait => {
             task.node.instance_info.remove("rescue_password");
             format!(
