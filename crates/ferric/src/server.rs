@@ -115,6 +115,9 @@ pub(crate) async fn start_inspector(
     let listener = TcpListener::bind(address).await.with_context(|| {
         format!("cannot listen on {address} for the inspection service (inspector_listen)")
     })?;
+    let address = listener
+        .local_addr()
+        .context("cannot read the inspection service's bound address")?;
     tracing::info!(%address, "inspection service listening");
     Ok(tokio::spawn(async move {
         if let Err(error) =
