@@ -107,21 +107,10 @@ async fn expire(
             task.node.maintenance_reason = Some(message.clone());
             message
         }
-        ProvisionState::InspectWait => {
-            let message = format!(
-                "Timeout reached while inspecting the node {node} (after {minutes} minutes). \
-                 Check that it boots the inspection ramdisk and can reach the inspection service."
-            );
-            // Stop the inspection (the service's too) and power the machine off.
-            let stopped = match task.interfaces() {
-                Ok(interfaces) => interfaces.inspect.abort(&mut task.node).await,
-                Err(error) => Err(ferric_drivers::DriverError::Failed(error.to_string())),
-            };
-            match stopped {
-                Ok(()) | Err(ferric_drivers::DriverError::Unsupported { .. }) => message,
-                Err(error) => format!("{message} Then stopping the inspection failed: {error}"),
-            }
-        }
+        ProvisionState::InspectWait => format!(
+            "Timeout reached while inspecting the node {node} (after {minutes} minutes). Check \
+             that it boots the inspection ramdisk and can reach the inspection service."
+        ),
         ProvisionState::RescueWait => {
             task.node.instance_info.remove("rescue_password");
             format!(
@@ -155,6 +144,11 @@ async fn expire(
                     .await
             }
             ProvisionState::RescueWait => interfaces.rescue.clean_up(&mut task.node).await,
+            // Stops the inspection (the service's too): no network boot, machine off.
+            ProvisionState::InspectWait => match interfaces.inspect.abort(&mut task.node).await {
+                Err(ferric_drivers::DriverError::Unsupported { .. }) => Ok(()),
+                other => other,
+            },
             _ => Ok(()),
         },
         Err(error) => Err(ferric_drivers::DriverError::Failed(error.to_string())),
