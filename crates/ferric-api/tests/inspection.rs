@@ -373,3 +373,33 @@ async fn inspector_interface_needs_the_setting() {
         "{node:#}"
     );
 }
+
+#[tokio::test]
+async fn an_unreachable_service_fails_the_inspection_and_undoes_the_boot() {
+    let root = tempfile::tempdir().unwrap();
+    // A port nobody listens on: bound, then closed.
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    };
+    let api = api(
+        root.path(),
+        InspectorSettings {
+            enabled: true,
+            service_url: Some(format!("http://{closed}")),
+            ..InspectorSettings::default()
+        },
+    )
+    .await;
+    let uuid = node(&api, "inspector").await;
+    provision(&api, &uuid, "inspect").await;
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("Could not reach the inspection service"),
+        "{node:#}"
+    );
+    assert!(!root.path().join(SCRIPT).exists(), "network boot removed");
+}

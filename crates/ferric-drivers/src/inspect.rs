@@ -41,6 +41,12 @@ impl InspectBoot {
     async fn boot(&self, node: &mut Node, callback_url: &str) -> Result<(), DriverError> {
         let params = [format!("ipa-inspection-callback-url={callback_url}")];
         self.boot.prepare_ramdisk_with(node, &params).await?;
+        let rebooted = self.reboot_into_ramdisk(node).await;
+        self.undo_on_error(node, rebooted).await
+    }
+
+    /// Boot device PXE (where the management interface can set it), then a reboot.
+    async fn reboot_into_ramdisk(&self, node: &mut Node) -> Result<(), DriverError> {
         match self
             .management
             .set_boot_device(node, BootDevice::Pxe, false)
@@ -54,6 +60,21 @@ impl InspectBoot {
             .await?;
         node.power_state = Some(PowerState::On);
         Ok(())
+    }
+
+    /// After a failure once the network boot was prepared: remove it again, so a failed
+    /// inspection leaves no iPXE script or DHCP entry behind.
+    async fn undo_on_error(
+        &self,
+        node: &Node,
+        result: Result<(), DriverError>,
+    ) -> Result<(), DriverError> {
+        if result.is_err()
+            && let Err(error) = self.boot.clean_up_ramdisk(node).await
+        {
+            tracing::warn!(node = %node.uuid, error = %error, "could not remove the network boot after a failed inspection start");
+        }
+        result
     }
 
     /// No more network boot of the ramdisk; the machine off (unless `disable_power_off`).
@@ -248,29 +269,20 @@ impl InspectInterface for InspectorInspect {
             .boot
             .prepare_ramdisk_with(node, &[format!("ipa-inspection-callback-url={callback}")])
             .await?;
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                &format!("/v1/introspection/{}?manage_boot=false", node.uuid),
-            )
-            .await?;
-        if !status.is_success() {
-            return Err(Self::service_error("start introspection", status, &body));
+        let started = async {
+            let (status, body) = self
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/v1/introspection/{}?manage_boot=false", node.uuid),
+                )
+                .await?;
+            if !status.is_success() {
+                return Err(Self::service_error("start introspection", status, &body));
+            }
+            self.machine.reboot_into_ramdisk(node).await
         }
-        match self
-            .machine
-            .management
-            .set_boot_device(node, BootDevice::Pxe, false)
-            .await
-        {
-            Ok(()) | Err(DriverError::Unsupported { .. }) => {}
-            Err(error) => return Err(error),
-        }
-        self.machine
-            .power
-            .set_power(node, PowerAction::Reboot, None)
-            .await?;
-        node.power_state = Some(PowerState::On);
+        .await;
+        self.machine.undo_on_error(node, started).await?;
         Ok(Outcome::Wait)
     }
 

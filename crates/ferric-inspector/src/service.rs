@@ -28,7 +28,7 @@ use ferric_model::resources::{Ident, Node, Port};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::process::{ProcessingConfig, payload_bmc_addresses, payload_macs, process};
+use crate::process::{Processed, ProcessingConfig, payload_bmc_addresses, payload_macs, process};
 use crate::pxe_filter::{self, FilterState};
 use crate::rules::{Rule, apply_rules};
 
@@ -257,6 +257,15 @@ impl Service {
         if manage_boot && node.maintenance {
             return Err(ServiceError::BadRequest(format!(
                 "Node {} is in maintenance mode; the service cannot boot it.",
+                node.uuid
+            )));
+        }
+        let processing = lock(&self.cache)
+            .get(&node.uuid)
+            .is_some_and(|entry| entry.state == IntrospectionState::Processing);
+        if processing {
+            return Err(ServiceError::Conflict(format!(
+                "Node {} is being processed right now; try again.",
                 node.uuid
             )));
         }
@@ -494,8 +503,13 @@ impl Service {
         let node = self.lookup(payload)?;
         self.set_state(node, IntrospectionState::Processing);
         match self.apply(node, payload).await {
-            Ok(()) => {
-                lock(&self.data).insert(node, payload.clone());
+            Ok(processed) => {
+                // What the data endpoint shows: the payload with the chosen root disk.
+                let mut data = payload.clone();
+                if let (Some(object), Some(disk)) = (data.as_object_mut(), processed.root_disk) {
+                    object.insert("root_disk".to_owned(), disk);
+                }
+                lock(&self.data).insert(node, data);
                 self.finish(node, None).await;
                 tracing::info!(node = %node, "introspection finished");
                 Ok(node)
@@ -514,7 +528,7 @@ impl Service {
     }
 
     /// Processes `payload`, runs the rules and writes the node and its new ports.
-    async fn apply(&self, node_uuid: Uuid, payload: &Value) -> Result<(), ServiceError> {
+    async fn apply(&self, node_uuid: Uuid, payload: &Value) -> Result<Processed, ServiceError> {
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -530,7 +544,7 @@ impl Service {
                 Ok(_) => {
                     create_ports(&self.store, node_uuid, &processed.new_ports).await;
                     tracing::info!(node = %node_uuid, updated = ?processed.updated, "node updated from inspection");
-                    return Ok(());
+                    return Ok(processed);
                 }
                 Err(ferric_db::Error::StaleRevision { .. }) if attempts < 3 => continue,
                 Err(error) => return Err(error.into()),

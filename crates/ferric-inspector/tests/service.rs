@@ -184,6 +184,10 @@ async fn introspection_from_start_to_data() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(data["inventory"]["cpu"]["count"], 2);
+    assert_eq!(
+        data["root_disk"]["name"], "/dev/vdb",
+        "the chosen root disk"
+    );
 
     // A second post for a finished introspection is refused.
     let (status, _) = h
