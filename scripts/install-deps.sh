@@ -75,6 +75,13 @@ if [ ! -x "$bmc_venv/bin/sushy-emulator" ] || [ "$(cat "$bmc_venv/.ferric-stamp"
   echo "$bmc_stamp" >"$bmc_venv/.ferric-stamp"
 fi
 
+# --- python-ironic-inspector-client for crates/ferric/tests/inspector_client.rs ------------
+# A pinned venv under $HOME/.cache/ferric (quick when it exists); needs python3-venv.
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  apt_install python3-venv
+fi
+"$(dirname "${BASH_SOURCE[0]}")/inspector-client-venv.sh" >/dev/null
+
 # --- the virtual lab (only with --lab): QEMU under TCG, iPXE ROMs, dnsmasq, qemu-img ----------
 # Needed by `ferric lab up` and the `lab-e2e` tests, not by the default test run. qemu-utils must
 # come from the same release as qemu-system-x86: a backported qemu-utils blocks the install

@@ -123,6 +123,7 @@ async fn api(root: &Path) -> Api {
             command_poll_interval: Duration::from_millis(20),
             ..DeploySettings::default()
         },
+        ..DriverSettings::default()
     });
     Api::with_drivers(TestDb::sqlite().await, ConductorConfig::default(), drivers).await
 }

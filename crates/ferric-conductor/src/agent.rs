@@ -49,7 +49,7 @@ pub enum AgentToken {
 }
 
 /// A new random token: 32 bytes from the OS, URL-safe base64 (43 characters), as Ironic's.
-fn new_token() -> Result<String, ConductorError> {
+pub(crate) fn new_token() -> Result<String, ConductorError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|error| {
         ConductorError::Conflict(format!(

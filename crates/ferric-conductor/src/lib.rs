@@ -21,6 +21,7 @@
 
 pub mod agent;
 mod error;
+mod inspection;
 mod power;
 mod provision;
 pub mod reconcilers;
@@ -85,6 +86,10 @@ pub struct ConductorConfig {
     pub fast_track: bool,
     /// How long an agent may stay silent; it heartbeats at 30–60 % of this.
     pub agent_heartbeat_timeout: Duration,
+    /// How the `agent` inspect interface's data is processed (`add_ports`, overwriting).
+    pub inspection: ferric_inspector::ProcessingConfig,
+    /// How often nodes inspected through the inspection service are polled; `None`: never.
+    pub inspector_status_interval: Option<Duration>,
 }
 
 impl Default for ConductorConfig {
@@ -111,6 +116,8 @@ impl Default for ConductorConfig {
             periodic: true,
             fast_track: false,
             agent_heartbeat_timeout: Duration::from_secs(300),
+            inspection: ferric_inspector::ProcessingConfig::default(),
+            inspector_status_interval: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -150,10 +157,21 @@ pub(crate) struct Inner {
     /// Nodes whose running deployment was asked to stop (`DELETE /v1/nodes/{node}/provision`);
     /// the worker that holds the node notices between two looks at the agent.
     pub(crate) abort_requests: Mutex<HashSet<Uuid>>,
+    /// Inspection data posted to `/v1/continue_inspection`, handed to the worker that
+    /// processes it (in this process: the API calls the conductor directly).
+    pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
+    /// Stored inventories and plugin data, per node (see `inspection::save_inventory`).
+    pub(crate) inventories: Mutex<HashMap<Uuid, InventoryRecord>>,
     /// Failed power reads in a row, per node (the power-sync reconciler's memory).
     pub(crate) power_failures: Mutex<HashMap<Uuid, u32>>,
     pub(crate) reconcilers: reconcilers::Registry,
 }
+
+/// An inventory and the rest of the inspection data (plugin data).
+pub(crate) type InventoryRecord = (
+    ferric_model::resources::JsonObject,
+    ferric_model::resources::JsonObject,
+);
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (plain sets and maps).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -221,6 +239,8 @@ impl Conductor {
                 shutdown: CancellationToken::new(),
                 busy: Mutex::new(HashSet::new()),
                 abort_requests: Mutex::new(HashSet::new()),
+                inspection_data: Mutex::new(HashMap::new()),
+                inventories: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
                 config,

@@ -206,8 +206,7 @@ async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
 
 async fn inspect(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
     if resume {
-        // The node sent its data; processing it belongs to the inspect interface (later).
-        return task.fire(Event::Done, Cause::Conductor).await;
+        return crate::inspection::resume(task).await;
     }
     let result = async {
         let interfaces = task.interfaces()?;

@@ -13,6 +13,7 @@ use crate::agent_client::AgentClient;
 use crate::bmc::{BmcSettings, BmcState};
 use crate::direct::DirectDeploy;
 use crate::fake::{Fake, FakeBoot};
+use crate::inspect::{AgentInspect, InspectBoot, InspectorInspect};
 use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootInterface, DeployInterface, InspectInterface,
     ManagementInterface, PowerInterface, RescueInterface, Validate,
@@ -60,7 +61,7 @@ const FAKE_HARDWARE: HardwareType = HardwareType {
         &["fake", "no-console"],
         &["fake", "direct"],
         &["fake", "no-firmware"],
-        &["fake", "no-inspect"],
+        &["fake", "no-inspect", "agent", "inspector"],
         &["fake"],
         &["noop", "flat"],
         &["fake"],
@@ -100,7 +101,7 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
         &["no-console"],
         &["fake", "direct"],
         &["no-firmware"],
-        &["no-inspect"],
+        &["no-inspect", "agent", "inspector"],
         &["noop", "fake"],
         &["noop", "flat"],
         &["fake"],
@@ -122,7 +123,7 @@ const REDFISH: HardwareType = HardwareType {
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware"],
-        &["no-inspect"],
+        &["no-inspect", "agent", "inspector"],
         &["redfish", "noop"],
         &["noop", "flat"],
         &["redfish"],
@@ -142,7 +143,7 @@ const IPMI: HardwareType = HardwareType {
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware"],
-        &["no-inspect"],
+        &["no-inspect", "agent", "inspector"],
         &["ipmitool", "noop"],
         &["noop", "flat"],
         &["ipmitool"],
@@ -167,6 +168,8 @@ pub struct Drivers {
     settings: Arc<DriverSettings>,
     agent: AgentClient,
     bmc: Arc<BmcState>,
+    /// The client of the inspection service (one connection pool).
+    http: reqwest::Client,
 }
 
 impl Default for Drivers {
@@ -207,6 +210,7 @@ impl Drivers {
             settings: Arc::new(settings),
             agent,
             bmc: Arc::new(BmcState::new(BmcSettings::default())),
+            http: reqwest::Client::new(),
         }
     }
 
@@ -335,6 +339,23 @@ impl Drivers {
         };
         let inspect: Arc<dyn InspectInterface> = match name(InterfaceKind::Inspect).as_str() {
             "fake" => Arc::new(Fake),
+            "agent" => Arc::new(AgentInspect {
+                machine: InspectBoot {
+                    power: power.clone(),
+                    management: management.clone(),
+                    boot: boot.clone(),
+                },
+                api_url: self.settings.boot.api_url.clone(),
+            }),
+            "inspector" => Arc::new(InspectorInspect {
+                machine: InspectBoot {
+                    power: power.clone(),
+                    management: management.clone(),
+                    boot: boot.clone(),
+                },
+                settings: self.settings.inspector.clone(),
+                http: self.http.clone(),
+            }),
             _ => Arc::new(Noop {
                 kind: InterfaceKind::Inspect,
             }),

@@ -350,6 +350,23 @@ pub trait BootInterface: Validate {
     async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
     /// Stops the node from booting the ramdisk (it boots its own disk again).
     async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
+    /// [`BootInterface::prepare_ramdisk`] with extra kernel parameters for the ramdisk (the
+    /// inspection callback URL). Interfaces that cannot pass parameters ignore them.
+    async fn prepare_ramdisk_with(
+        &self,
+        node: &Node,
+        _kernel_params: &[String],
+    ) -> Result<(), DriverError> {
+        self.prepare_ramdisk(node).await
+    }
+}
+
+/// Where an inspection that finishes elsewhere (the inspection service) stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InspectionStatus {
+    Running,
+    Finished,
+    Failed(String),
 }
 
 #[async_trait]
@@ -358,6 +375,21 @@ pub trait InspectInterface: Validate {
     /// Stops an inspection that waits for the node. Interfaces that cannot answer
     /// [`DriverError::Unsupported`] and the node stays in `inspect wait` (seed 000).
     async fn abort(&self, node: &mut Node) -> Result<(), DriverError>;
+    /// For inspections another service runs: where it stands (the conductor polls it while
+    /// the node is in `inspect wait`).
+    async fn status(&self, _node: &Node) -> Result<InspectionStatus, DriverError> {
+        Ok(InspectionStatus::Running)
+    }
+    /// After the data was processed, or the inspection failed: stop booting the ramdisk and
+    /// power the machine off.
+    async fn finish(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// Whether the ramdisk's data comes to Ferric's `/v1/continue_inspection` for the
+    /// conductor to process (the `agent` interface).
+    fn takes_data(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]

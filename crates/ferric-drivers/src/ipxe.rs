@@ -114,6 +114,16 @@ impl IpxeBoot {
 
     /// The per-MAC iPXE script that boots the agent ramdisk.
     pub fn ramdisk_script(&self, node: &Node, mac: &str) -> Result<String, DriverError> {
+        self.ramdisk_script_with(node, mac, &[])
+    }
+
+    /// The script, with `extra` kernel parameters (the inspection callback URL).
+    pub fn ramdisk_script_with(
+        &self,
+        node: &Node,
+        mac: &str,
+        extra: &[String],
+    ) -> Result<String, DriverError> {
         let http_url = self.http_url()?;
         let api_url = self.settings.api_url.as_deref().ok_or_else(|| {
             DriverError::MissingParameter(
@@ -139,7 +149,10 @@ impl IpxeBoot {
         for extra in [
             self.settings.kernel_append_params.as_str(),
             Self::node_setting(node, "kernel_append_params", ""),
-        ] {
+        ]
+        .into_iter()
+        .chain(extra.iter().map(String::as_str))
+        {
             if !extra.is_empty() {
                 append.push(' ');
                 append.push_str(extra);
@@ -184,9 +197,17 @@ impl Validate for IpxeBoot {
 #[async_trait]
 impl BootInterface for IpxeBoot {
     async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        self.prepare_ramdisk_with(node, &[]).await
+    }
+
+    async fn prepare_ramdisk_with(
+        &self,
+        node: &Node,
+        kernel_params: &[String],
+    ) -> Result<(), DriverError> {
         self.validate(node).await?;
         for mac in &self.macs {
-            let script = self.ramdisk_script(node, mac)?;
+            let script = self.ramdisk_script_with(node, mac, kernel_params)?;
             let path = self.script_path(mac);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)

@@ -16,6 +16,7 @@ pub mod direct;
 mod error;
 pub mod fake;
 mod hardware;
+pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
 pub mod ipxe;
@@ -27,6 +28,7 @@ pub use bmc::BmcSettings;
 pub use error::DriverError;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
-    BootDevice, BootDeviceSetting, BootMode, Outcome, PowerAction, StepCall, StepDef, StepKind,
+    BootDevice, BootDeviceSetting, BootMode, InspectionStatus, Outcome, PowerAction, StepCall,
+    StepDef, StepKind,
 };
-pub use settings::{BootSettings, DeploySettings, DriverSettings};
+pub use settings::{BootSettings, DeploySettings, DriverSettings, InspectorSettings};

@@ -68,9 +68,37 @@ impl Default for DeploySettings {
     }
 }
 
+/// In-band inspection: the `inspector` interface (seed 002) and the `agent` interface.
+#[derive(Debug, Clone)]
+pub struct InspectorSettings {
+    /// `inspector_enabled`: inspection through the inspection service. Off by default; the
+    /// `inspector` interface then fails inspection with an error naming this setting.
+    pub enabled: bool,
+    /// `inspector_service_url`: where the conductor reaches the service, e.g.
+    /// `http://127.0.0.1:5050`.
+    pub service_url: Option<String>,
+    /// Where the ramdisk posts its data to the service (`<url>/v1/continue`); defaults to
+    /// `service_url`, which machines often cannot reach when it is on loopback.
+    pub callback_url: Option<String>,
+    /// How long one request to the service may take.
+    pub request_timeout: Duration,
+}
+
+impl Default for InspectorSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            service_url: None,
+            callback_url: None,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// Everything above, shared by every node's interfaces.
 #[derive(Debug, Clone, Default)]
 pub struct DriverSettings {
     pub boot: BootSettings,
     pub deploy: DeploySettings,
+    pub inspector: InspectorSettings,
 }

@@ -126,6 +126,31 @@ pub(crate) struct Settings {
     /// Seconds an agent may stay silent; it heartbeats every 30–60 % of this.
     pub(crate) agent_heartbeat_timeout: u64,
     // --- end of network boot settings ---
+
+    // --- In-band inspection (docs/inspection.md) ---
+    /// Inspection through the inspection service (`inspector` inspect interface). Off: that
+    /// interface fails inspection with an error naming this setting. With
+    /// `inspector_in_process`, `ferric server` also runs the service.
+    pub(crate) inspector_enabled: bool,
+    /// Whether `ferric server` runs the inspection service itself (when enabled); off when it
+    /// runs elsewhere (`ferric inspector`).
+    pub(crate) inspector_in_process: bool,
+    /// Address the inspection service listens on (ironic-inspector's port 5050).
+    pub(crate) inspector_listen: SocketAddr,
+    /// Where the conductor reaches the service; default `http://<inspector_listen>`.
+    pub(crate) inspector_service_url: Option<String>,
+    /// Where inspection ramdisks post their data to the service (`<url>/v1/continue`);
+    /// default `inspector_service_url`.
+    pub(crate) inspector_callback_url: Option<String>,
+    /// Which NICs inspection creates ports for: `pxe`, `active`, `all` or `disabled`.
+    pub(crate) inspector_add_ports: String,
+    /// Whether inspection replaces scheduler properties a node already has.
+    pub(crate) inspector_overwrite_existing: bool,
+    /// Whether unknown machines get the discovery boot (the PXE filter lets them through).
+    pub(crate) inspector_discovery: bool,
+    /// Seconds an introspection may wait for its data in the service.
+    pub(crate) inspector_timeout: u64,
+    // --- end of inspection settings ---
 }
 
 impl Default for Settings {
@@ -170,6 +195,15 @@ impl Default for Settings {
             erase_devices_metadata_priority: 99,
             fast_track: false,
             agent_heartbeat_timeout: 300,
+            inspector_enabled: false,
+            inspector_in_process: true,
+            inspector_listen: SocketAddr::from(([127, 0, 0, 1], 5050)),
+            inspector_service_url: None,
+            inspector_callback_url: None,
+            inspector_add_ports: "pxe".to_owned(),
+            inspector_overwrite_existing: false,
+            inspector_discovery: false,
+            inspector_timeout: 3600,
         }
     }
 }
@@ -244,7 +278,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 36] = [
+    pub(crate) const KEYS: [&'static str; 45] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -283,6 +317,16 @@ impl Settings {
         "erase_devices_metadata_priority",
         "fast_track",
         "agent_heartbeat_timeout",
+        // in-band inspection
+        "inspector_enabled",
+        "inspector_in_process",
+        "inspector_listen",
+        "inspector_service_url",
+        "inspector_callback_url",
+        "inspector_add_ports",
+        "inspector_overwrite_existing",
+        "inspector_discovery",
+        "inspector_timeout",
     ];
 
     /// The conductor's settings, with the hardware types checked.
@@ -317,10 +361,49 @@ impl Settings {
             service_callback_timeout: optional(self.service_callback_timeout),
             fast_track: self.fast_track,
             agent_heartbeat_timeout: seconds(self.agent_heartbeat_timeout.max(10)),
+            inspection: self.processing()?,
             ..ferric_conductor::ConductorConfig::default()
         };
         let drivers = drivers.with_settings(self.driver_settings());
         Ok((drivers, config))
+    }
+
+    /// How inspection data is processed (both inspection paths).
+    pub(crate) fn processing(&self) -> anyhow::Result<ferric_inspector::ProcessingConfig> {
+        let add_ports = self
+            .inspector_add_ports
+            .parse()
+            .map_err(|error: String| anyhow::anyhow!("invalid inspector_add_ports: {error}"))?;
+        Ok(ferric_inspector::ProcessingConfig {
+            add_ports,
+            overwrite_existing: self.inspector_overwrite_existing,
+            ..ferric_inspector::ProcessingConfig::default()
+        })
+    }
+
+    /// Where the conductor reaches the inspection service.
+    pub(crate) fn inspector_service_url(&self) -> String {
+        self.inspector_service_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.inspector_listen))
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    /// The inspection service's settings.
+    pub(crate) fn inspector_service(&self) -> anyhow::Result<ferric_inspector::ServiceConfig> {
+        Ok(ferric_inspector::ServiceConfig {
+            processing: self.processing()?,
+            dhcp_hostsdir: self.effective_dhcp_hostsdir(),
+            discovery: self.inspector_discovery,
+            timeout: std::time::Duration::from_secs(self.inspector_timeout.max(1)),
+            callback_url: Some(
+                self.inspector_callback_url
+                    .clone()
+                    .unwrap_or_else(|| self.inspector_service_url()),
+            ),
+            power_off: true,
+        })
     }
 
     /// The URL machines reach the boot file server at, if there is one.
@@ -403,6 +486,12 @@ impl Settings {
                 erase_devices_priority: self.erase_devices_priority,
                 erase_devices_metadata_priority: self.erase_devices_metadata_priority,
                 ..ferric_drivers::DeploySettings::default()
+            },
+            inspector: ferric_drivers::InspectorSettings {
+                enabled: self.inspector_enabled,
+                service_url: Some(self.inspector_service_url()),
+                callback_url: self.inspector_callback_url.clone(),
+                ..ferric_drivers::InspectorSettings::default()
             },
         }
     }

@@ -25,13 +25,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the Ferric server: the Bare Metal API and the conductor in one process (the
-    /// inspection service and the boot file server join as they land). Conductor settings
+    /// inspection service too, with inspector_enabled). Conductor settings
     /// (workers, timeouts, hardware types) are in docs/conductor.md.
     ///
     /// Settings come from, lowest priority first: built-in defaults, the TOML file given with
     /// --config (or FERRIC_CONFIG), FERRIC_* environment variables, then these flags.
     /// Example: `ferric server --database-url postgres://ferric@db/ferric --api-listen 0.0.0.0:6385`.
     Server(ServerArgs),
+
+    /// Run the inspection service alone (ironic-inspector's API, default 127.0.0.1:5050),
+    /// on the same database and settings as `ferric server`; see docs/inspection.md.
+    /// `ferric server` runs it in-process when inspector_enabled is set.
+    Inspector(ServerArgs),
 
     /// A virtual lab without hardware: QEMU machines that PXE-boot on a private network, each
     /// behind a virtual BMC (Redfish). Needs root and `scripts/install-deps.sh --lab`.
@@ -71,6 +76,24 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Inspector(args) => {
+            let settings = match config::Settings::load(args.config.as_deref(), &args.overrides) {
+                Ok(settings) => settings,
+                Err(error) => {
+                    eprintln!("ferric: {error:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            logging::init(&settings);
+            match server::run_inspector(settings) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!("{error:#}");
+                    eprintln!("ferric: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Server(args) => {
             let settings = match config::Settings::load(args.config.as_deref(), &args.overrides) {
                 Ok(settings) => settings,

@@ -40,6 +40,12 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         Some(options) => Some(start_dnsmasq(&options)?),
         None => None,
     };
+    let inspector_shutdown = tokio_util::sync::CancellationToken::new();
+    let inspector = if settings.inspector_enabled && settings.inspector_in_process {
+        Some(start_inspector(&settings, &store, &drivers, inspector_shutdown.clone()).await?)
+    } else {
+        None
+    };
     let conductor = Conductor::new(store.clone(), drivers, conductor_config);
     conductor
         .start()
@@ -77,6 +83,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     if let Some(boot_server) = boot_server {
         boot_server.abort();
     }
+    inspector_shutdown.cancel();
+    if let Some(inspector) = inspector {
+        let _ = inspector.await;
+    }
     if let Some(mut dhcp) = dhcp {
         let _ = dhcp.kill().await;
     }
@@ -84,6 +94,59 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How often the inspection service re-syncs its PXE filter and expires late introspections.
+const INSPECTOR_PERIOD: Duration = Duration::from_secs(15);
+
+/// Starts the inspection service on `inspector_listen`, in this process.
+pub(crate) async fn start_inspector(
+    settings: &Settings,
+    store: &Store,
+    drivers: &ferric_drivers::Drivers,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let service = std::sync::Arc::new(ferric_inspector::Service::new(
+        store.clone(),
+        drivers.clone(),
+        settings.inspector_service()?,
+    ));
+    let address = settings.inspector_listen;
+    let listener = TcpListener::bind(address).await.with_context(|| {
+        format!("cannot listen on {address} for the inspection service (inspector_listen)")
+    })?;
+    let address = listener
+        .local_addr()
+        .context("cannot read the inspection service's bound address")?;
+    tracing::info!(%address, "inspection service listening");
+    Ok(tokio::spawn(async move {
+        if let Err(error) =
+            ferric_inspector::serve(service, listener, INSPECTOR_PERIOD, shutdown).await
+        {
+            tracing::error!(error = %error, "the inspection service failed");
+        }
+    }))
+}
+
+/// `ferric inspector`: the inspection service alone, on the same database.
+pub(crate) fn run_inspector(settings: Settings) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let store = Store::open(&settings.database_url).await?;
+        let (drivers, _) = settings.conductor()?;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let signal = shutdown_signal()?;
+        let service = start_inspector(&settings, &store, &drivers, shutdown.clone()).await?;
+        signal.await;
+        shutdown.cancel();
+        let _ = service.await;
+        store.close().await;
+        tracing::info!("stopped");
+        Ok(())
+    })
 }
 
 /// Starts the boot file server: `boot_http_root` over HTTP with range requests, where

@@ -268,7 +268,8 @@ impl Client {
         loop {
             let node = self.node(uuid)?;
             let state = node["provision_state"].as_str().unwrap_or("?");
-            if state == target {
+            // At rest: no task holds the node (an abort's clean-up runs after the state).
+            if state == target && node["reservation"].is_null() {
                 return Ok(node);
             }
             let resting = node["target_provision_state"].is_null();
@@ -410,13 +411,14 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     // node-1 never finds its ramdisk: its deploy must end at the callback timeout. It runs
     // beside node-0's phases.
     let started = Instant::now();
+    // It is enrolled over IPMI: verifying and its power actions go through the lab's RMCP+ BMC.
     let late = enroll(
         &nodes[1],
-        json!({"automated_clean": false, "driver_info": {
-            "redfish_address": nodes[1]["redfish_address"],
-            "redfish_system_id": nodes[1]["redfish_system_id"],
-            "redfish_username": nodes[1]["redfish_username"],
-            "redfish_password": nodes[1]["redfish_password"],
+        json!({"automated_clean": false, "driver": "ipmi", "driver_info": {
+            "ipmi_address": nodes[1]["ipmi_address"],
+            "ipmi_port": nodes[1]["ipmi_port"],
+            "ipmi_username": nodes[1]["ipmi_username"],
+            "ipmi_password": nodes[1]["ipmi_password"],
             "deploy_ramdisk": "no-such-ramdisk",
         }}),
     )?;

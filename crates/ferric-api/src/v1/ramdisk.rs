@@ -44,6 +44,7 @@ pub fn routes() -> Router<ApiState> {
     Router::new()
         .route("/v1/lookup", get(lookup))
         .route("/v1/heartbeat/{node_ident}", post(heartbeat))
+        .route("/v1/continue_inspection", post(continue_inspection))
 }
 
 #[derive(Debug, Deserialize)]
@@ -285,6 +286,139 @@ pub async fn heartbeat(
         .await
         .map_err(conductor_error)?;
     Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// Built-in inspection (`agent` inspect interface) appeared in 1.84; 1.1 (no version header)
+/// stays open for ramdisks written for ironic-inspector (§5.4).
+const CONTINUE_INSPECTION_SINCE: u16 = 84;
+
+#[derive(Debug, Deserialize)]
+pub struct ContinueInspectionQuery {
+    node_uuid: Option<String>,
+}
+
+/// `POST /v1/continue_inspection` → 202: the inspection ramdisk's data. Answers `{"uuid"}`
+/// at 1.1 and `{node, config}` with a fresh agent token from 1.84 (§5.4).
+pub async fn continue_inspection(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Query(query): Query<ContinueInspectionQuery>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let legacy = version.minor() == 1;
+    if !legacy {
+        require_endpoint(
+            version,
+            CONTINUE_INSPECTION_SINCE,
+            "/v1/continue_inspection",
+        )?;
+    }
+    let payload = Value::Object(json_object_body(&body)?);
+    if !payload.get("inventory").is_some_and(Value::is_object) {
+        return Err(ApiError::bad_request(
+            "The inspection data has no \"inventory\" object.",
+        ));
+    }
+    let node_uuid = match query.node_uuid.as_deref().filter(|text| !text.is_empty()) {
+        Some(_) if legacy => {
+            return Err(ApiError::bad_request(
+                "node_uuid needs API version 1.84 or later.",
+            ));
+        }
+        Some(text) => Some(Uuid::parse_str(text).map_err(|_| {
+            ApiError::bad_request(format!("Invalid UUID for node_uuid: '{text}'."))
+        })?),
+        None => None,
+    };
+    let node = find_inspected_node(&state, node_uuid, &payload).await?;
+    let token = state
+        .conductor
+        .continue_inspection(node.uuid, payload, !legacy)
+        .await
+        .map_err(conductor_error)?;
+    let body = if legacy {
+        json!({"uuid": node.uuid})
+    } else {
+        let mut driver_internal_info = node.driver_internal_info.clone();
+        driver_internal_info.remove(AGENT_TOKEN_KEY);
+        json!({
+            "node": {
+                "uuid": node.uuid,
+                "properties": node.properties,
+                "instance_info": mask_secrets(&node.instance_info),
+                "driver_internal_info": driver_internal_info,
+            },
+            "config": {
+                "agent_token": token.unwrap_or_else(|| MASK.to_owned()),
+                "agent_token_required": true,
+            },
+        })
+    };
+    Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+}
+
+/// The node in `inspect wait` the data belongs to (`inspect_utils.lookup_node`): by UUID, by
+/// the MACs of its ports, or by BMC address among the nodes being inspected. Anything
+/// ambiguous or not being inspected is the same 404, with a log line.
+async fn find_inspected_node(
+    state: &ApiState,
+    node_uuid: Option<Uuid>,
+    payload: &Value,
+) -> Result<Node, ApiError> {
+    use ferric_model::ProvisionState;
+    let refused = |why: &str| {
+        tracing::warn!(why, "continue_inspection: no node for the data");
+        ApiError::not_found("Node could not be found for the given inspection data.")
+    };
+    let macs: Vec<String> = ferric_inspector::process::payload_macs(payload)
+        .into_iter()
+        .collect();
+    let bmcs = ferric_inspector::process::payload_bmc_addresses(payload);
+    let node = if node_uuid.is_some() || !macs.is_empty() {
+        match find_node(state, node_uuid, &macs).await {
+            Ok(node) => Some(node),
+            Err(_) if node_uuid.is_none() => None,
+            Err(_) => return Err(refused("no node has that UUID")),
+        }
+    } else {
+        None
+    };
+    let node = match node {
+        Some(node) => node,
+        None => {
+            let waiting = state
+                .store
+                .node_list(
+                    &ferric_db::NodeFilter {
+                        provision_state: Some(ProvisionState::InspectWait),
+                        ..ferric_db::NodeFilter::default()
+                    },
+                    &Page::all(),
+                )
+                .await
+                .map_err(db_error)?;
+            let mut matching = waiting.into_iter().filter(|node| {
+                node.driver_internal_info
+                    .get(ferric_drivers::inspect::LOOKUP_BMC_ADDRESSES_KEY)
+                    .and_then(Value::as_array)
+                    .is_some_and(|known| {
+                        known
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .any(|address| bmcs.contains(address))
+                    })
+            });
+            match (matching.next(), matching.next()) {
+                (Some(node), None) => node,
+                (None, _) => return Err(refused("no MAC or BMC address matches")),
+                (Some(_), Some(_)) => return Err(refused("several nodes match the BMC address")),
+            }
+        }
+    };
+    if node.provision_state != ProvisionState::InspectWait {
+        return Err(refused("the node is not in inspect wait"));
+    }
+    Ok(node)
 }
 
 fn is_http_url(text: &str) -> bool {

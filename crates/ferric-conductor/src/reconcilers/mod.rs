@@ -41,6 +41,7 @@ pub(crate) const POWER_SYNC: &str = "power_sync";
 pub(crate) const CALLBACK_TIMEOUTS: &str = "callback_timeouts";
 pub(crate) const RECOVERY: &str = "recovery";
 pub(crate) const HEARTBEAT: &str = "conductor_heartbeat";
+pub(crate) const INSPECTOR_STATUS: &str = "inspector_status";
 
 pub(crate) struct Registry {
     statuses: Mutex<BTreeMap<&'static str, ReconcilerStatus>>,
@@ -73,6 +74,12 @@ impl Registry {
                 HEARTBEAT,
                 "Records that this conductor is alive.",
                 Some(config.heartbeat_interval),
+            ),
+            (
+                INSPECTOR_STATUS,
+                "Asks the inspection service about nodes it inspects (inspector interface) and \
+                 moves finished ones to manageable or inspect failed.",
+                config.inspector_status_interval,
             ),
         ];
         let mut statuses = BTreeMap::new();
@@ -153,10 +160,11 @@ async fn run_paced(
         CALLBACK_TIMEOUTS => (CALLBACK_TIMEOUTS, Instant::now()),
         RECOVERY => (RECOVERY, Instant::now()),
         HEARTBEAT => (HEARTBEAT, Instant::now()),
+        INSPECTOR_STATUS => (INSPECTOR_STATUS, Instant::now()),
         other => {
             return Err(ConductorError::Invalid(format!(
                 "There is no reconciler named \"{other}\"; known: {POWER_SYNC}, \
-                 {CALLBACK_TIMEOUTS}, {RECOVERY}, {HEARTBEAT}."
+                 {CALLBACK_TIMEOUTS}, {RECOVERY}, {HEARTBEAT}, {INSPECTOR_STATUS}."
             )));
         }
     };
@@ -164,6 +172,7 @@ async fn run_paced(
         POWER_SYNC => power_sync::run_once(inner, spread).await,
         CALLBACK_TIMEOUTS => timeouts::run_once(inner, now).await,
         RECOVERY => recovery::run_once(inner).await,
+        INSPECTOR_STATUS => crate::inspection::poll_service(inner).await,
         _ => heartbeat(inner).await,
     };
     inner
@@ -201,6 +210,7 @@ pub(crate) fn spawn_all(inner: Arc<Inner>) {
             Some(inner.config.check_provision_state_interval),
         ),
         (RECOVERY, Some(inner.config.check_provision_state_interval)),
+        (INSPECTOR_STATUS, inner.config.inspector_status_interval),
     ];
     for (name, period) in periods {
         let Some(period) = period.filter(|period| !period.is_zero()) else {

@@ -144,6 +144,11 @@ async fn expire(
                     .await
             }
             ProvisionState::RescueWait => interfaces.rescue.clean_up(&mut task.node).await,
+            // Stops the inspection (the service's too): no network boot, machine off.
+            ProvisionState::InspectWait => match interfaces.inspect.abort(&mut task.node).await {
+                Err(ferric_drivers::DriverError::Unsupported { .. }) => Ok(()),
+                other => other,
+            },
             _ => Ok(()),
         },
         Err(error) => Err(ferric_drivers::DriverError::Failed(error.to_string())),

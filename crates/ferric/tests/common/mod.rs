@@ -12,6 +12,8 @@ use std::time::Duration;
 pub(crate) struct Server {
     child: Child,
     pub(crate) address: String,
+    /// The inspection service's address, when the server runs it.
+    pub(crate) inspector_address: Option<String>,
     log: mpsc::Receiver<String>,
 }
 
@@ -50,6 +52,7 @@ impl Server {
         let mut server = Server {
             child,
             address: String::new(),
+            inspector_address: None,
             log,
         };
         // Generous: a cold debug build on a loaded 2-core machine. Only a hang trips it.
@@ -61,6 +64,9 @@ impl Server {
                 .expect("no 'listening' log line");
             let record: serde_json::Value = serde_json::from_str(&line)
                 .unwrap_or_else(|error| panic!("log line is not JSON ({error}): {line}"));
+            if record["message"] == "inspection service listening" {
+                server.inspector_address = record["address"].as_str().map(str::to_owned);
+            }
             if record["message"] == "Bare Metal API listening" {
                 server.address = record["address"].as_str().expect("address").to_owned();
                 return server;

@@ -1,0 +1,405 @@
+//! In-band inspection through the API and the real conductor (issue 8): the `agent` inspect
+//! interface with `/v1/continue_inspection`, and the `inspector` interface with the inspection
+//! service on a real socket. The test plays the ramdisk by posting an inventory; network boot
+//! is the `ipxe` interface writing into a tempdir.
+#![allow(
+    clippy::unwrap_used,
+    reason = "in tests a failed unwrap is a failed test"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use common::Api;
+use ferric_conductor::ConductorConfig;
+use ferric_db::testing::TestDb;
+use ferric_drivers::{BootSettings, DriverSettings, Drivers, InspectorSettings};
+use ferric_inspector::{Service, ServiceConfig};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const LATEST: u16 = 110;
+const MAC: &str = "52:54:00:12:34:01";
+const SCRIPT: &str = "ipxe/52-54-00-12-34-01.ipxe";
+
+fn boot_settings(root: &Path) -> BootSettings {
+    BootSettings {
+        http_url: Some("http://10.9.0.1:8080".into()),
+        http_root: root.to_owned(),
+        api_url: Some("http://10.9.0.1:6385".into()),
+        ..BootSettings::default()
+    }
+}
+
+async fn api(root: &Path, inspector: InspectorSettings) -> Api {
+    let drivers = Drivers::default().with_settings(DriverSettings {
+        boot: boot_settings(root),
+        inspector,
+        ..DriverSettings::default()
+    });
+    Api::with_drivers(TestDb::sqlite().await, ConductorConfig::default(), drivers).await
+}
+
+async fn send(api: &Api, method: Method, path: &str, body: Option<Value>) -> common::Answer {
+    api.send_at(LATEST, method, path, body).await
+}
+
+async fn provision(api: &Api, uuid: &str, target: &str) {
+    let answer = send(
+        api,
+        Method::PUT,
+        &format!("/v1/nodes/{uuid}/states/provision"),
+        Some(json!({"target": target})),
+    )
+    .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::ACCEPTED,
+        "{target}: {}",
+        answer.body
+    );
+}
+
+async fn node_body(api: &Api, uuid: &str) -> Value {
+    api.settle().await;
+    send(api, Method::GET, &format!("/v1/nodes/{uuid}"), None)
+        .await
+        .body
+}
+
+async fn state(api: &Api, uuid: &str, expected: &str) -> Value {
+    let node = node_body(api, uuid).await;
+    assert_eq!(node["provision_state"], expected, "{node:#}");
+    node
+}
+
+/// A manageable fake-hardware node with network boot, one port, and `memory_mb` already set.
+async fn node(api: &Api, inspect_interface: &str) -> String {
+    let created = send(
+        api,
+        Method::POST,
+        "/v1/nodes",
+        Some(json!({
+            "driver": "fake-hardware",
+            "boot_interface": "ipxe",
+            "inspect_interface": inspect_interface,
+            "properties": {"memory_mb": 999},
+        })),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let uuid = created.body["uuid"].as_str().unwrap().to_owned();
+    let port = send(
+        api,
+        Method::POST,
+        "/v1/ports",
+        Some(json!({"node_uuid": uuid, "address": MAC})),
+    )
+    .await;
+    assert_eq!(port.status, StatusCode::CREATED, "{}", port.body);
+    provision(api, &uuid, "manage").await;
+    state(api, &uuid, "manageable").await;
+    uuid
+}
+
+fn payload() -> Value {
+    let mut payload: Value = serde_json::from_str(include_str!(
+        "../../ferric-inspector/tests/fixtures/qemu.json"
+    ))
+    .unwrap();
+    payload["inventory"]["interfaces"][1]["mac_address"] = MAC.into();
+    payload["boot_interface"] = MAC.into();
+    payload
+}
+
+async fn port_count(api: &Api, uuid: &str) -> usize {
+    send(api, Method::GET, &format!("/v1/nodes/{uuid}/ports"), None)
+        .await
+        .body["ports"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn agent_inspection_fills_properties_and_ports() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path(), InspectorSettings::default()).await;
+    let uuid = node(&api, "agent").await;
+
+    provision(&api, &uuid, "inspect").await;
+    let waiting = state(&api, &uuid, "inspect wait").await;
+    assert_eq!(waiting["power_state"], "power on");
+    let script = std::fs::read_to_string(root.path().join(SCRIPT)).unwrap();
+    assert!(
+        script.contains("ipa-inspection-callback-url=http://10.9.0.1:6385/v1/continue_inspection"),
+        "{script}"
+    );
+
+    // The ramdisk posts with no version header (1.1, as IPA written for inspector does).
+    let mut data = payload();
+    data["inventory"]["interfaces"][2]["ipv4_address"] = "10.9.0.77".into();
+    let answer = api
+        .send(Method::POST, "/v1/continue_inspection", Some(data))
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    assert_eq!(answer.body, json!({"uuid": uuid}));
+
+    let node = state(&api, &uuid, "manageable").await;
+    assert_eq!(node["properties"]["cpus"], 2);
+    assert_eq!(node["properties"]["cpu_arch"], "x86_64");
+    assert_eq!(node["properties"]["local_gb"], 9);
+    assert_eq!(node["properties"]["memory_mb"], 999, "set before: kept");
+    assert_eq!(node["power_state"], "power off");
+    assert!(node["inspection_finished_at"].is_string());
+    assert!(node["last_error"].is_null());
+    assert!(!root.path().join(SCRIPT).exists(), "network boot removed");
+    // add_ports=pxe: the PXE NIC has its port already; the second NIC gets none.
+    assert_eq!(port_count(&api, &uuid).await, 1);
+    let uuid_value: uuid::Uuid = uuid.parse().unwrap();
+    let (inventory, _) = api.conductor().node_inventory(uuid_value).unwrap();
+    assert_eq!(inventory["cpu"]["count"], 2);
+
+    // Data nobody waits for: 404.
+    let answer = api
+        .send(Method::POST, "/v1/continue_inspection", Some(payload()))
+        .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn agent_inspection_at_1_84_hands_out_a_token_and_fails_on_ramdisk_errors() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path(), InspectorSettings::default()).await;
+    let uuid = node(&api, "agent").await;
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    // Between 1.2 and 1.83 the endpoint does not exist.
+    let answer = api
+        .send_at(80, Method::POST, "/v1/continue_inspection", Some(payload()))
+        .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+
+    let mut data = payload();
+    data["error"] = "lshw failed".into();
+    let answer = api
+        .send_at(
+            84,
+            Method::POST,
+            &format!("/v1/continue_inspection?node_uuid={uuid}"),
+            Some(data),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    assert_eq!(answer.body["node"]["uuid"], uuid.as_str());
+    assert_eq!(
+        answer.body["config"]["agent_token"].as_str().unwrap().len(),
+        43
+    );
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("The inspection ramdisk reported an error: lshw failed"),
+        "{node:#}"
+    );
+    assert_eq!(node["power_state"], "power off");
+    assert!(node["properties"].get("cpus").is_none());
+}
+
+#[tokio::test]
+async fn abort_and_timeout_of_agent_inspection() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path(), InspectorSettings::default()).await;
+    let uuid = node(&api, "agent").await;
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    provision(&api, &uuid, "abort").await;
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert_eq!(node["power_state"], "power off");
+    assert!(!root.path().join(SCRIPT).exists());
+
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    let later = chrono::Utc::now() + chrono::TimeDelta::hours(1);
+    let acted = api
+        .conductor()
+        .run_reconciler_at("callback_timeouts", later)
+        .await
+        .unwrap();
+    assert_eq!(acted, 1);
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("Timeout reached while inspecting")
+    );
+    assert_eq!(node["power_state"], "power off");
+    assert!(!root.path().join(SCRIPT).exists());
+}
+
+/// An API whose drivers reach a running inspection service.
+async fn api_with_service(root: &Path) -> (Api, Arc<Service>, CancellationToken) {
+    // The service needs the store, the drivers need the service's URL: bind first.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let api = api(
+        root,
+        InspectorSettings {
+            enabled: true,
+            service_url: Some(url.clone()),
+            callback_url: Some("http://10.9.0.1:5050".into()),
+            ..InspectorSettings::default()
+        },
+    )
+    .await;
+    let service = Arc::new(Service::new(
+        api.store().clone(),
+        Drivers::default(),
+        ServiceConfig {
+            dhcp_hostsdir: Some(root.join("hosts")),
+            ..ServiceConfig::default()
+        },
+    ));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(ferric_inspector::serve(
+        service.clone(),
+        listener,
+        Duration::from_secs(3600),
+        shutdown.clone(),
+    ));
+    (api, service, shutdown)
+}
+
+#[tokio::test]
+async fn inspection_through_the_service() {
+    let root = tempfile::tempdir().unwrap();
+    let (api, service, shutdown) = api_with_service(root.path()).await;
+    let uuid = node(&api, "inspector").await;
+
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    let script = std::fs::read_to_string(root.path().join(SCRIPT)).unwrap();
+    assert!(
+        script.contains("ipa-inspection-callback-url=http://10.9.0.1:5050/v1/continue"),
+        "{script}"
+    );
+    let status = service.status(&uuid).await.unwrap();
+    assert_eq!(status.state.as_str(), "waiting");
+    assert!(!status.manage_boot, "the conductor boots the node itself");
+    assert!(
+        root.path()
+            .join("hosts/inspector-52-54-00-12-34-01")
+            .exists()
+    );
+
+    // Still waiting: the reconciler leaves the node alone.
+    let acted = api
+        .conductor()
+        .run_reconciler("inspector_status")
+        .await
+        .unwrap();
+    assert_eq!(acted, 0);
+
+    // The ramdisk posts to the service.
+    service.continue_(&payload()).await.unwrap();
+    let acted = api
+        .conductor()
+        .run_reconciler("inspector_status")
+        .await
+        .unwrap();
+    assert_eq!(acted, 1);
+    let node = state(&api, &uuid, "manageable").await;
+    assert_eq!(node["properties"]["cpus"], 2);
+    assert_eq!(node["properties"]["memory_mb"], 999);
+    assert_eq!(node["power_state"], "power off");
+    assert!(!root.path().join(SCRIPT).exists());
+    assert!(
+        !root
+            .path()
+            .join("hosts/inspector-52-54-00-12-34-01")
+            .exists()
+    );
+
+    // A failure over there is the node's last_error here.
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    let mut data = payload();
+    data["error"] = "no memory".into();
+    assert!(service.continue_(&data).await.is_err());
+    api.conductor()
+        .run_reconciler("inspector_status")
+        .await
+        .unwrap();
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("The inspection ramdisk reported an error: no memory"),
+        "{node:#}"
+    );
+    assert_eq!(node["power_state"], "power off");
+
+    // Abort (seed 000): the service aborts too.
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    provision(&api, &uuid, "abort").await;
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert_eq!(node["power_state"], "power off");
+    let status = service.status(&uuid).await.unwrap();
+    assert_eq!(status.error.as_deref(), Some("Canceled by operator"));
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn inspector_interface_needs_the_setting() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path(), InspectorSettings::default()).await;
+    let uuid = node(&api, "inspector").await;
+    provision(&api, &uuid, "inspect").await;
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("inspector_enabled"),
+        "{node:#}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_service_fails_the_inspection_and_undoes_the_boot() {
+    let root = tempfile::tempdir().unwrap();
+    // A port nobody listens on: bound, then closed.
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    };
+    let api = api(
+        root.path(),
+        InspectorSettings {
+            enabled: true,
+            service_url: Some(format!("http://{closed}")),
+            ..InspectorSettings::default()
+        },
+    )
+    .await;
+    let uuid = node(&api, "inspector").await;
+    provision(&api, &uuid, "inspect").await;
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("Could not reach the inspection service"),
+        "{node:#}"
+    );
+    assert!(!root.path().join(SCRIPT).exists(), "network boot removed");
+}

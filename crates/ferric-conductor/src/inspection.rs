@@ -1,0 +1,214 @@
+//! In-band inspection, conductor side (`reference/ironic.md` §5.2, seeds 002 and 000).
+//!
+//! Theory of operation: the inspect interface boots the ramdisk and the node waits in
+//! `inspect wait` without a lease. The data comes back one of two ways:
+//! - `agent` interface: the ramdisk posts to `/v1/continue_inspection`; the API calls
+//!   [`Conductor::continue_inspection`], which hands the payload to a worker in this process
+//!   and resumes the node (`inspecting`); the worker processes it with the shared
+//!   [`ferric_inspector::process`] code, writes properties and ports, stores the inventory,
+//!   and finishes (machine off) → `manageable`, or → `inspect failed` with the reason.
+//! - `inspector` interface: the inspection service processes the data and writes the node
+//!   itself; the `inspector_status` reconciler polls the service and resumes the node when it
+//!   finished (the worker then only powers the machine off), or fails it with the service's
+//!   error.
+
+use std::sync::Arc;
+
+use ferric_db::{NodeFilter, Page};
+use ferric_drivers::InspectionStatus;
+use ferric_model::resources::JsonObject;
+use ferric_model::{Event, ProvisionState};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::task::{Cause, Task};
+use crate::worker::{Job, spawn};
+use crate::{Conductor, ConductorError, Inner, lock};
+
+impl Conductor {
+    /// Takes the inspection data of `node` (waiting in `inspect wait` with the `agent`
+    /// interface) and resumes it. With `mint_token`, also mints the agent token the ramdisk
+    /// gets in the answer (API ≥ 1.84), if none was issued.
+    pub async fn continue_inspection(
+        &self,
+        node: Uuid,
+        payload: Value,
+        mint_token: bool,
+    ) -> Result<Option<String>, ConductorError> {
+        let inner = &self.inner;
+        let permit = inner.take_worker()?;
+        let mut task = Task::acquire(inner, node).await?;
+        let result = async {
+            if task.node.provision_state != ProvisionState::InspectWait {
+                return Err(ConductorError::Conflict(format!(
+                    "Node {node} is in state \"{}\", not waiting for inspection data.",
+                    task.node.provision_state
+                )));
+            }
+            if !task.interfaces()?.inspect.takes_data() {
+                return Err(ConductorError::Conflict(format!(
+                    "Node {node} is inspected through its {} inspect interface, which does \
+                     not take data at /v1/continue_inspection.",
+                    task.node.inspect_interface.as_deref().unwrap_or("default")
+                )));
+            }
+            let token = if mint_token && crate::agent::agent_token(&task.node).is_none() {
+                let token = crate::agent::new_token()?;
+                task.node.driver_internal_info.insert(
+                    crate::agent::AGENT_TOKEN_KEY.to_owned(),
+                    token.clone().into(),
+                );
+                Some(token)
+            } else {
+                None
+            };
+            lock(&inner.inspection_data).insert(node, payload);
+            task.fire(Event::Resume, Cause::Conductor).await?;
+            Ok(token)
+        }
+        .await;
+        match result {
+            Ok(token) => {
+                spawn(task, Job::Drive { resume: true }, permit);
+                Ok(token)
+            }
+            Err(error) => {
+                lock(&inner.inspection_data).remove(&node);
+                task.release().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// The inventory and plugin data the last inspection of `node` stored.
+    pub fn node_inventory(&self, node: Uuid) -> Option<(JsonObject, JsonObject)> {
+        lock(&self.inner.inventories).get(&node).cloned()
+    }
+}
+
+/// Stores what inspection learned. The one place to swap for the database's
+/// `node_inventory_set` (issue of `GET /v1/nodes/{node}/inventory`) when it lands.
+// TODO-correctness: in memory until the node_inventory table exists.
+fn save_inventory(inner: &Inner, node: Uuid, inventory: JsonObject, plugin_data: JsonObject) {
+    lock(&inner.inventories).insert(node, (inventory, plugin_data));
+}
+
+/// `inspecting` after `inspect wait`: process the data the agent sent (if it sent any),
+/// power the machine off, and rest in `manageable` or `inspect failed`.
+pub(crate) async fn resume(task: &mut Task) -> Result<(), ConductorError> {
+    let node = task.uuid();
+    let payload = lock(&task.inner.inspection_data).remove(&node);
+    let processed = match payload {
+        Some(payload) => apply(task, &payload).await,
+        None => Ok(()),
+    };
+    let interfaces = task.interfaces()?;
+    let finished = interfaces.inspect.finish(&mut task.node).await;
+    match (processed, finished) {
+        (Ok(()), Ok(())) => task.fire(Event::Done, Cause::Conductor).await,
+        (Ok(()), Err(error)) => {
+            task.fail(format!(
+                "Inspection of node {node} succeeded, but powering it off afterwards failed: \
+                 {error}"
+            ))
+            .await
+        }
+        (Err(message), finished) => {
+            let mut message = format!("Failed to inspect node {node}: {message}");
+            if let Err(error) = finished {
+                message = format!("{message} Then powering it off failed: {error}");
+            }
+            task.fail(message).await
+        }
+    }
+}
+
+/// Processes `payload` and writes the result: properties on the node (saved with the next
+/// transition), new ports, the stored inventory.
+async fn apply(task: &mut Task, payload: &Value) -> Result<(), String> {
+    let inner = task.inner.clone();
+    let processed =
+        ferric_inspector::process(&task.node, &task.ports, payload, &inner.config.inspection)
+            .map_err(|error| error.to_string())?;
+    tracing::info!(node = %task.uuid(), updated = ?processed.updated, new_ports = processed.new_ports.len(), "inspection data processed");
+    task.node.properties = processed.properties;
+    ferric_inspector::service::create_ports(&inner.store, task.uuid(), &processed.new_ports).await;
+    save_inventory(
+        &inner,
+        task.uuid(),
+        processed.inventory,
+        processed.plugin_data,
+    );
+    Ok(())
+}
+
+/// The `inspector_status` reconciler: asks the inspection service about every node waiting
+/// in `inspect wait` with an interface that answers [`InspectInterface::status`], and moves
+/// finished ones on. Returns how many nodes it moved.
+///
+/// [`InspectInterface::status`]: ferric_drivers::interfaces::InspectInterface::status
+pub(crate) async fn poll_service(inner: &Arc<Inner>) -> Result<usize, ConductorError> {
+    let filter = NodeFilter {
+        provision_state: Some(ProvisionState::InspectWait),
+        ..NodeFilter::default()
+    };
+    let mut acted = 0;
+    for node in inner.store.node_list(&filter, &Page::all()).await? {
+        if node.inspect_interface.as_deref() != Some("inspector") {
+            continue;
+        }
+        let status = match inner.drivers.load(&node) {
+            Ok(interfaces) => interfaces.inspect.status(&node).await,
+            Err(error) => Err(error),
+        };
+        let status = match status {
+            Ok(InspectionStatus::Running) => continue,
+            Ok(status) => status,
+            Err(error) => {
+                tracing::warn!(node = %node.uuid, error = %error, "could not ask the inspection service");
+                continue;
+            }
+        };
+        let permit = match inner.take_worker() {
+            Ok(permit) => permit,
+            Err(_) => break,
+        };
+        let mut task = match Task::acquire(inner, node.uuid).await {
+            Ok(task) => task,
+            Err(ConductorError::NodeLocked { .. } | ConductorError::NodeNotFound(_)) => continue,
+            Err(error) => return Err(error),
+        };
+        if task.node.provision_state != ProvisionState::InspectWait {
+            task.release().await;
+            continue;
+        }
+        acted += 1;
+        match status {
+            InspectionStatus::Finished => {
+                if let Err(error) = task.fire(Event::Resume, Cause::Conductor).await {
+                    task.release().await;
+                    return Err(error);
+                }
+                spawn(task, Job::Drive { resume: true }, permit);
+            }
+            InspectionStatus::Failed(message) => {
+                let mut message = format!("Inspection of node {} failed: {message}", node.uuid);
+                match task.interfaces() {
+                    Ok(interfaces) => {
+                        if let Err(error) = interfaces.inspect.finish(&mut task.node).await {
+                            message = format!("{message} Then powering it off failed: {error}");
+                        }
+                    }
+                    Err(error) => {
+                        message = format!("{message} Then powering it off failed: {error}")
+                    }
+                }
+                let result = task.fail(message).await;
+                task.release().await;
+                result?;
+            }
+            InspectionStatus::Running => task.release().await,
+        }
+    }
+    Ok(acted)
+}
