@@ -55,6 +55,9 @@ pub async fn run(agent: Arc<Agent>, listen_port: u16) -> Result<(), ClientError>
         .timeout(Duration::from_secs(60))
         .build()
         .map_err(ClientError::Http)?;
+    if let Some(url) = agent.config.inspection_callback_url.clone() {
+        inspect(&agent, &http, &url).await;
+    }
     let macs = crate::inventory::mac_addresses(&agent.config);
     let info = lookup_until_found(&agent, &http, &macs).await?;
     let node_uuid = info.node["uuid"].as_str().unwrap_or_default().to_owned();
@@ -86,6 +89,51 @@ pub async fn run(agent: Arc<Agent>, listen_port: u16) -> Result<(), ClientError>
             }
         }
     }
+}
+
+/// In-band inspection at start-up: posts the inventory to the inspection callback until it
+/// is accepted (at most ten tries), then goes on to the lookup. Ferric's
+/// `/v1/continue_inspection` answers with the node and a token (API 1.84), which the agent
+/// keeps as if a lookup had given it.
+async fn inspect(agent: &Agent, http: &reqwest::Client, url: &str) {
+    let body = match crate::inventory::collect(&agent.config, false) {
+        Ok(inventory) => serde_json::json!({
+            "inventory": inventory,
+            "boot_interface": agent.config.pxe_mac,
+        }),
+        Err(error) => serde_json::json!({
+            "inventory": {"interfaces": []},
+            "error": format!("the agent could not read the hardware inventory: {error:?}"),
+        }),
+    };
+    for attempt in 1..=10u32 {
+        let sent = http
+            .post(url)
+            .header("X-OpenStack-Ironic-API-Version", "1.84")
+            .json(&body)
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status().is_success() => {
+                let answer: Value = response.json().await.unwrap_or(Value::Null);
+                if answer["config"].is_object() {
+                    let info = NodeInfo {
+                        node: answer["node"].clone(),
+                        config: answer["config"].clone(),
+                    };
+                    accept_lookup(agent, &info);
+                }
+                tracing::info!(%url, "inspection data accepted");
+                return;
+            }
+            Ok(response) => {
+                tracing::warn!(%url, status = %response.status(), attempt, "inspection data refused");
+            }
+            Err(error) => tracing::warn!(%url, attempt, "cannot post inspection data: {error}"),
+        }
+        tokio::time::sleep(Duration::from_secs(u64::from(attempt.min(6)) * 5)).await;
+    }
+    tracing::error!(%url, "inspection data was not accepted; going on to the lookup");
 }
 
 /// Takes the token from the lookup answer unless one was given in advance.

@@ -45,6 +45,9 @@ pub struct AgentConfig {
     pub lookup_timeout: Duration,
     /// Accept md5 image checksums (Ironic's `agent_md5_checksum_enable` also turns this on).
     pub allow_md5: bool,
+    /// Where to post the hardware inventory at start-up (`ipa-inspection-callback-url=`):
+    /// Ferric's `/v1/continue_inspection` or an inspection service's `/v1/continue`.
+    pub inspection_callback_url: Option<String>,
 }
 
 impl AgentConfig {
@@ -64,6 +67,7 @@ impl AgentConfig {
             pxe_mac: None,
             lookup_timeout: Duration::from_secs(600),
             allow_md5: false,
+            inspection_callback_url: None,
         }
     }
 }
@@ -81,6 +85,8 @@ pub struct KernelArgs {
     pub node_uuid: Option<String>,
     /// `BOOTIF=01-aa-bb-cc-dd-ee-ff` as a MAC address.
     pub pxe_mac: Option<String>,
+    /// `ipa-inspection-callback-url=`.
+    pub inspection_callback_url: Option<String>,
 }
 
 impl KernelArgs {
@@ -104,6 +110,9 @@ impl KernelArgs {
                 }
                 "ipa-advertise-host" => args.advertise_host = Some(value.to_owned()),
                 "ipa-node-uuid" => args.node_uuid = Some(value.to_owned()),
+                "ipa-inspection-callback-url" => {
+                    args.inspection_callback_url = Some(value.to_owned())
+                }
                 "BOOTIF" => args.pxe_mac = bootif_mac(value),
                 _ => {}
             }

@@ -115,6 +115,7 @@ fn main() -> ExitCode {
     config.agent_token = args.agent_token.or(kernel.agent_token);
     config.node_uuid = kernel.node_uuid;
     config.pxe_mac = kernel.pxe_mac;
+    config.inspection_callback_url = kernel.inspection_callback_url;
     config.lookup_timeout = Duration::from_secs(args.lookup_timeout);
     config.allow_md5 = args.allow_md5;
     if !config.standalone && config.api_urls.is_empty() {

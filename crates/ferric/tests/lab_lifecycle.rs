@@ -269,8 +269,12 @@ impl Client {
             let node = self.node(uuid)?;
             let state = node["provision_state"].as_str().unwrap_or("?");
             // At rest: no task holds the node (an abort's clean-up runs after the state).
-            if state == target && node["reservation"].is_null() {
-                return Ok(node);
+            if state == target {
+                if node["reservation"].is_null() {
+                    return Ok(node);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
             }
             let resting = node["target_provision_state"].is_null();
             let failed = state.ends_with("failed") || state == "error";
@@ -429,7 +433,11 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     client.provision(&late, json!({"target": "active"}))?;
     let late_started = Instant::now();
 
-    let uuid = enroll(&nodes[0], json!({}))?;
+    // A property set before inspection keeps its value.
+    let uuid = enroll(
+        &nodes[0],
+        json!({"inspect_interface": "agent", "properties": {"memory_mb": 1234}}),
+    )?;
     client.provision(&uuid, json!({"target": "manage"}))?;
     let node = client.wait_for(&uuid, "manageable")?;
     ensure!(
@@ -437,6 +445,20 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         "verifying read the power state: {node}"
     );
     phase("enroll + manage (verifying)", started);
+
+    let started = Instant::now();
+    client.provision(&uuid, json!({"target": "inspect"}))?;
+    let node = client.wait_for(&uuid, "manageable")?;
+    phase("inspection (in-band, through the agent)", started);
+    let properties = &node["properties"];
+    ensure!(properties["memory_mb"] == 1234, "inspection overwrote memory_mb: {properties}");
+    ensure!(properties["cpus"].as_u64() == Some(1), "cpus: {properties}");
+    ensure!(properties["cpu_arch"] == "x86_64", "cpu_arch: {properties}");
+    ensure!(
+        properties["local_gb"].as_u64().is_some_and(|gb| gb >= 2),
+        "local_gb: {properties}"
+    );
+    ensure!(node["power_state"] == "power off", "inspection powers the node off: {node}");
 
     let started = Instant::now();
     client.provision(&uuid, json!({"target": "provide"}))?;
