@@ -15,6 +15,7 @@ pub mod auth;
 pub mod error;
 mod health;
 pub mod limits;
+pub mod openapi;
 mod root;
 pub mod v1;
 pub mod version;

@@ -3,6 +3,8 @@
 //! Provision-state changes (`/states/provision`) are not here: they belong to the conductor.
 //! The only `provision_state` the API writes is a new node's initial state.
 
+use std::collections::HashMap;
+
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -46,7 +48,7 @@ pub fn routes() -> Router<ApiState> {
 
 /// The list filters that map onto [`NodeFilter`] and the minor version each appeared in
 /// (§2.4). Below it a filter is refused with 406.
-const NODE_FILTERS: &[(&str, u16)] = &[
+pub(crate) const NODE_FILTERS: &[(&str, u16)] = &[
     ("associated", 1),
     ("maintenance", 1),
     ("instance_uuid", 1),
@@ -151,23 +153,21 @@ fn selects(selection: &Selection, name: &str) -> bool {
     }
 }
 
-/// The node as a client at `version` sees it, with `reservation` from its lease and
-/// `conductor` the conductor that serves it.
-async fn node_json(
+/// The node as a client at `version` sees it, with `reservation` the holder of its lease
+/// (`held`: the leases read for this response) and `conductor` the conductor that serves it.
+fn node_json(
     state: &ApiState,
     node: &Node,
+    held: &HashMap<Uuid, String>,
     version: Microversion,
     selection: &Selection,
     base: &str,
-) -> Result<Value, ApiError> {
+) -> Value {
     let mut shown = record_json(node, version, selection, base);
-    if selects(selection, "reservation")
-        && let Some(slot) = shown.get_mut("reservation")
-    {
-        // TODO-perf: one lease query per node; a joined query would serve large listings.
-        *slot = lease_holder(&state.store, node.uuid)
-            .await?
-            .map_or(Value::Null, Value::String);
+    if let Some(slot) = shown.get_mut("reservation") {
+        *slot = held
+            .get(&node.uuid)
+            .map_or(Value::Null, |holder| Value::String(holder.clone()));
     }
     // TODO-correctness: with several conductors this is the hash ring's owner (scale-out).
     if let Some(slot) = shown.get_mut("conductor")
@@ -175,7 +175,39 @@ async fn node_json(
     {
         *slot = Value::String(state.conductor.hostname().to_owned());
     }
-    Ok(shown)
+    shown
+}
+
+/// The holder of `node`'s lease, keyed for [`node_json`]; nothing when `selection` does not
+/// show `reservation`.
+async fn held_lease(
+    store: &Store,
+    node: Uuid,
+    selection: &Selection,
+) -> Result<HashMap<Uuid, String>, ApiError> {
+    if !selects(selection, "reservation") {
+        return Ok(HashMap::new());
+    }
+    Ok(lease_holder(store, node)
+        .await?
+        .map(|holder| (node, holder))
+        .into_iter()
+        .collect())
+}
+
+/// Every held lease, for a listing: one query per page rather than one per node.
+async fn held_leases(
+    store: &Store,
+    selection: &Selection,
+) -> Result<HashMap<Uuid, String>, ApiError> {
+    if !selects(selection, "reservation") {
+        return Ok(HashMap::new());
+    }
+    let leases = store.node_lease_list_held().await.map_err(db_error)?;
+    Ok(leases
+        .into_iter()
+        .map(|lease| (lease.node, lease.holder))
+        .collect())
 }
 
 /// A listing of nodes: all of them, or a chassis's (`/v1/chassis/{uuid}/nodes`).
@@ -203,10 +235,15 @@ pub(crate) async fn list(
         .await
         .map_err(db_error)?;
     let base = base_url(headers);
-    let mut items = Vec::with_capacity(nodes.len());
-    for node in &nodes {
-        items.push(node_json(state, node, version, &selection, &base).await?);
-    }
+    let held = if nodes.is_empty() {
+        HashMap::new()
+    } else {
+        held_leases(&state.store, &selection).await?
+    };
+    let items = nodes
+        .iter()
+        .map(|node| node_json(state, node, &held, version, &selection, &base))
+        .collect();
     let detail = if detail_path { "/detail" } else { "" };
     let path = match chassis {
         Some(chassis) => format!("chassis/{chassis}/nodes{detail}"),
@@ -252,15 +289,19 @@ pub async fn node_get(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     let selection = show_selection(NODE_FIELDS, "node", &query, version)?;
-    let node = state
+    let (node, reservation) = state
         .store
-        .node_get(&Ident::parse(&ident))
+        .node_get_with_reservation(&Ident::parse(&ident))
         .await
         .map_err(db_error)?;
     let base = base_url(&headers);
-    Ok(Json(
-        node_json(&state, &node, version, &selection, &base).await?,
-    ))
+    let held = reservation
+        .map(|holder| (node.uuid, holder))
+        .into_iter()
+        .collect();
+    Ok(Json(node_json(
+        &state, &node, &held, version, &selection, &base,
+    )))
 }
 
 /// `POST /v1/nodes`: 201 with the new node and its `Location`.
@@ -284,7 +325,15 @@ pub async fn node_create(
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    let body = node_json(&state, &created_node, version, &Selection::All, &base).await?;
+    let held = held_lease(&state.store, created_node.uuid, &Selection::All).await?;
+    let body = node_json(
+        &state,
+        &created_node,
+        &held,
+        version,
+        &Selection::All,
+        &base,
+    );
     Ok(created(&created_node, body, &base))
 }
 
@@ -399,9 +448,15 @@ pub async fn node_update(
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    Ok(Json(
-        node_json(&state, &saved, version, &Selection::All, &base).await?,
-    ))
+    let held = held_lease(&state.store, saved.uuid, &Selection::All).await?;
+    Ok(Json(node_json(
+        &state,
+        &saved,
+        &held,
+        version,
+        &Selection::All,
+        &base,
+    )))
 }
 
 /// Checks the hardware type and fills unset interfaces with its defaults. When the driver
