@@ -85,7 +85,18 @@ fn resource_schema(table: &[FieldSpec], required: &[&str]) -> Value {
         }
         properties.insert(spec.name.to_owned(), schema);
     }
-    json!({ "type": "object", "properties": properties, "required": required })
+    with_required(
+        json!({ "type": "object", "properties": properties }),
+        required,
+    )
+}
+
+/// Adds `required` unless it is empty (OpenAPI 3.0 refuses an empty list).
+fn with_required(mut schema: Value, required: &[&str]) -> Value {
+    if !required.is_empty() {
+        schema["required"] = json!(required);
+    }
+    schema
 }
 
 /// A create body: the fields callers may set, closed, `required` present.
@@ -101,12 +112,14 @@ fn create_schema(table: &[FieldSpec], required: &[&str]) -> Value {
         }
         properties.insert(spec.name.to_owned(), with_since(schema, spec.since));
     }
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
+    with_required(
+        json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        }),
+        required,
+    )
 }
 
 /// `{"<key>": [<item>…], "next": "<url>"}`.
@@ -122,12 +135,14 @@ fn collection_schema(key: &str, item: &str) -> Value {
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
+    with_required(
+        json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        }),
+        required,
+    )
 }
 
 fn schemas() -> Value {

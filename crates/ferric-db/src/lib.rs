@@ -12,6 +12,7 @@
 #[macro_use]
 mod paging;
 
+mod allocations;
 mod chassis;
 mod conductors;
 mod error;
@@ -24,6 +25,7 @@ mod sql;
 mod store;
 pub mod testing;
 
+pub use allocations::{AllocationFilter, AllocationSortKey};
 pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;
 pub use error::{Error, Kind, redact};

@@ -44,6 +44,8 @@ pub struct NodeFilter {
     /// `true`: nodes with a shard; `false`: nodes without.
     pub sharded: Option<bool>,
     pub parent_node: Option<Uuid>,
+    /// `true`: nodes reserved by an allocation; `false`: nodes free for one.
+    pub allocated: Option<bool>,
     /// `true`: nodes with a power action under way (`target_power_state` set).
     pub power_action_pending: Option<bool>,
 }
@@ -472,6 +474,13 @@ fn push_node_filter<'a>(
     }
     if let Some(parent) = filter.parent_node {
         query.and_eq("parent_node", parent);
+    }
+    if let Some(allocated) = filter.allocated {
+        query.and().push(if allocated {
+            "allocation_uuid IS NOT NULL"
+        } else {
+            "allocation_uuid IS NULL"
+        });
     }
     if let Some(pending) = filter.power_action_pending {
         query.and().push(if pending {
