@@ -20,6 +20,8 @@ mod root;
 pub mod v1;
 pub mod version;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
@@ -37,6 +39,18 @@ pub struct ApiState {
     pub store: Store,
     /// Where every state change goes (the API never writes provision or power state).
     pub conductor: Conductor,
+    /// Serialized node documents of detail listings, by node revision.
+    pub(crate) rendered: Arc<v1::rendered::RenderedNodes>,
+}
+
+impl ApiState {
+    pub fn new(store: Store, conductor: Conductor) -> Self {
+        Self {
+            store,
+            conductor,
+            rendered: Arc::default(),
+        }
+    }
 }
 
 /// How the HTTP surface is guarded: who may call it and how large a request may be.

@@ -18,6 +18,7 @@ mod conductors;
 mod error;
 mod history;
 mod leases;
+mod node_cache;
 mod nodes;
 mod portgroups;
 mod ports;

@@ -191,7 +191,7 @@ pub async fn chassis_node_list(
     headers: HeaderMap,
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let chassis = state
         .store
         .chassis_get(chassis_uuid(&ident)?)
@@ -207,7 +207,7 @@ pub async fn chassis_node_list_detail(
     headers: HeaderMap,
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let chassis = state
         .store
         .chassis_get(chassis_uuid(&ident)?)

@@ -26,6 +26,7 @@ pub(crate) mod portgroup_fields;
 pub mod portgroups;
 pub mod ports;
 pub mod ramdisk;
+pub(crate) mod rendered;
 pub(crate) mod resource;
 pub mod states;
 pub mod traits;

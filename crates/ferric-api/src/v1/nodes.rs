@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
@@ -23,10 +24,12 @@ use super::fields::{Selection, show_selection};
 use super::node_fields::{
     NODE_FIELDS, check_node_consistency, is_interface_field, node_field_value,
 };
+use super::paging::next_link;
 use super::patch::{OpKind, parse_patch};
+use super::rendered::RenderKey;
 use super::resource::{
-    Page, apply_create_body, apply_patch, check_create_body, check_patch, created, known_filter,
-    list_body_of, list_params, record_json,
+    apply_create_body, apply_patch, check_create_body, check_patch, created, known_filter,
+    list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body, parse_bool_param};
 use crate::version::ApiVersion;
@@ -218,7 +221,7 @@ pub(crate) async fn list(
     query: &[(String, String)],
     detail_path: bool,
     chassis: Option<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let (params, selection) = list_params::<Node>(query, version, detail_path)?;
     let mut filter = node_filter(&params.filters, version)?;
     if let Some(chassis) = chassis {
@@ -231,7 +234,7 @@ pub(crate) async fn list(
     }
     let nodes = state
         .store
-        .node_list(&filter, &params.page)
+        .node_list_shared(&filter, &params.page)
         .await
         .map_err(db_error)?;
     let base = base_url(headers);
@@ -240,24 +243,65 @@ pub(crate) async fn list(
     } else {
         held_leases(&state.store, &selection).await?
     };
-    let items = nodes
-        .iter()
-        .map(|node| node_json(state, node, &held, version, &selection, &base))
-        .collect();
     let detail = if detail_path { "/detail" } else { "" };
     let path = match chassis {
         Some(chassis) => format!("chassis/{chassis}/nodes{detail}"),
         None => format!("nodes{detail}"),
     };
-    let page = Page {
-        version,
-        selection: &selection,
-        base: &base,
-        path: &path,
+    let next = next_link(
+        &base,
+        &path,
         query,
-        limit: params.limit,
-    };
-    Ok(Json(list_body_of(&nodes, items, &page)))
+        params.limit,
+        nodes.len(),
+        nodes.last().map(|node| node.uuid.to_string()),
+    );
+
+    // The collection is written out directly rather than built as one JSON value, so that
+    // documents of unchanged nodes can come from the render cache as they are.
+    let mut body = Vec::with_capacity(64 + nodes.len() * 256);
+    body.extend_from_slice(b"{\"nodes\":[");
+    for (n, node) in nodes.iter().enumerate() {
+        if n > 0 {
+            body.push(b',');
+        }
+        let document = match selection {
+            Selection::All => {
+                let key = RenderKey {
+                    id: node.id,
+                    version: node.version,
+                    minor: version.minor(),
+                    base: base.clone(),
+                    reservation: held.get(&node.uuid).cloned(),
+                };
+                match state.rendered.get(&key) {
+                    Some(document) => document,
+                    None => {
+                        let shown = node_json(state, node, &held, version, &selection, &base);
+                        let document = Bytes::from(to_json(&shown)?);
+                        state.rendered.put(key, document.clone());
+                        document
+                    }
+                }
+            }
+            Selection::Only(_) => {
+                let shown = node_json(state, node, &held, version, &selection, &base);
+                Bytes::from(to_json(&shown)?)
+            }
+        };
+        body.extend_from_slice(&document);
+    }
+    body.push(b']');
+    if let Some(next) = next {
+        body.extend_from_slice(b",\"next\":");
+        body.extend_from_slice(&to_json(&Value::String(next))?);
+    }
+    body.push(b'}');
+    Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+fn to_json(value: &Value) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|error| ApiError::internal(&error))
 }
 
 /// `GET /v1/nodes`: default fields (or `?fields=`), filtered and paged.
@@ -266,7 +310,7 @@ pub async fn node_list(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     list(&state, version, &headers, &query, false, None).await
 }
 
@@ -276,7 +320,7 @@ pub async fn node_list_detail(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     list(&state, version, &headers, &query, true, None).await
 }
 
