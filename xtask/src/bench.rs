@@ -7,7 +7,10 @@
 //! Theory of operation: every client is a plain thread with its own keep-alive connection
 //! (`ureq`, synchronous, no runtime of its own), so the client costs little CPU beside the
 //! server on a small machine. Latency is wall time from sending a request to having read its
-//! whole body. The figures go to stdout; `docs/benchmarks.md` keeps the ones we record.
+//! whole body. Beside it the task reports the server's CPU time per request (from
+//! `/proc/<pid>/stat`), which stays meaningful on a machine that other work keeps busy, where
+//! wall time mostly measures the wait for a core. The figures go to stdout;
+//! `docs/benchmarks.md` keeps the ones we record.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -116,6 +119,7 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         options.threads
     );
 
+    let cpu = ServerCpu::new(server.pid())?;
     let agent = agent();
     // A warm-up pass over every read path, so caches and the pool are as in steady state.
     walk_pages(&agent, &format!("{endpoint}/v1/nodes/detail?limit=1000"))?;
@@ -125,6 +129,7 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
     )?;
 
     let mut detail = Vec::new();
+    let start = cpu.used()?;
     for _ in 0..5 {
         detail.extend(walk_pages(
             &agent,
@@ -132,8 +137,10 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         )?);
     }
     report("GET /v1/nodes/detail (pages of 1,000)", &mut detail);
+    cpu.report_since(start, detail.len())?;
 
     let mut fields = Vec::new();
+    let start = cpu.used()?;
     for _ in 0..5 {
         fields.extend(walk_pages(
             &agent,
@@ -144,14 +151,18 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         "GET /v1/nodes?fields=uuid,provision_state (pages of 1,000)",
         &mut fields,
     );
+    cpu.report_since(start, fields.len())?;
 
     let mut single = Vec::new();
+    let start = cpu.used()?;
     for n in 0..2_000 {
         let uuid = &uuids[(n * 7919) % uuids.len()];
         single.push(timed_get(&agent, &format!("{endpoint}/v1/nodes/{uuid}"))?.0);
     }
     report("GET /v1/nodes/{uuid} (one client)", &mut single);
+    cpu.report_since(start, single.len())?;
 
+    let start = cpu.used()?;
     let (requests, mut latencies, elapsed) =
         throughput(&endpoint, &uuids, options.threads, options.seconds)?;
     report(
@@ -161,6 +172,7 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         ),
         &mut latencies,
     );
+    cpu.report_since(start, requests)?;
     println!(
         "  throughput: {:.0} requests/s ({requests} requests in {:.1} s)",
         requests as f64 / elapsed.as_secs_f64(),
@@ -168,6 +180,59 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
     );
     drop(server);
     Ok(())
+}
+
+/// The server's CPU time (user + system), read from `/proc/<pid>/stat`.
+struct ServerCpu {
+    stat: String,
+    ticks_per_second: f64,
+}
+
+impl ServerCpu {
+    fn new(pid: Option<u32>) -> anyhow::Result<Self> {
+        let pid = pid.context("the server's process id is unknown")?;
+        let output = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .context("cannot run getconf CLK_TCK")?;
+        let ticks_per_second: f64 = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .context("getconf CLK_TCK did not print a number")?;
+        Ok(Self {
+            stat: format!("/proc/{pid}/stat"),
+            ticks_per_second,
+        })
+    }
+
+    /// CPU seconds used so far.
+    fn used(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(&self.stat)
+            .with_context(|| format!("cannot read {}", self.stat))?;
+        // After the command name (which may hold spaces) come the fields from `state` (3)
+        // on; utime and stime are fields 14 and 15.
+        let after_name = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .context("unexpected /proc stat format")?;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |index: usize| -> anyhow::Result<f64> {
+            Ok(fields
+                .get(index)
+                .context("unexpected /proc stat format")?
+                .parse::<f64>()?)
+        };
+        Ok((ticks(11)? + ticks(12)?) / self.ticks_per_second)
+    }
+
+    fn report_since(&self, start: f64, requests: usize) -> anyhow::Result<()> {
+        let used = self.used()? - start;
+        println!(
+            "  server CPU: {:.3} ms per request ({used:.2} s for {requests})",
+            used * 1000.0 / requests.max(1) as f64
+        );
+        Ok(())
+    }
 }
 
 /// Creates `ferric_bench` afresh on the local PostgreSQL and returns its URL.

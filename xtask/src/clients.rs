@@ -245,6 +245,11 @@ impl RunningServer {
         Ok(server)
     }
 
+    /// The server's process id, when this task started it.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     fn wait_until_listening(&mut self, address: SocketAddr, log: &Path) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

@@ -83,6 +83,8 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .merge(v1::vifs::routes())
         .merge(v1::history::routes())
         .merge(v1::ramdisk::routes())
+        .merge(v1::allocations::routes())
+        .merge(v1::node_data::routes())
         .fallback(error::not_found)
         .with_state(state)
         // `limit_body` bounds every body (declared or streamed), so axum's own default

@@ -13,7 +13,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::v1::fields::{Access, FieldSpec, FieldType};
-use crate::v1::{chassis, conductors, node_fields, nodes, port_fields, portgroup_fields};
+use crate::v1::{
+    allocations, chassis, conductors, node_fields, nodes, port_fields, portgroup_fields,
+};
 use crate::v1::{portgroups, ports};
 use crate::version::{MAX_VERSION, MIN_VERSION};
 
@@ -299,6 +301,73 @@ fn schemas() -> Value {
             "disable_ramdisk": { "type": "boolean" },
             "rescue_password": { "type": "string" },
         }), &["target"]),
+        "BiosSetting": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string" },
+                "value": { "type": "string", "nullable": true },
+                "links": { "$ref": "#/components/schemas/Links" },
+                "created_at": { "type": "string", "format": "date-time" },
+                "updated_at": { "type": "string", "format": "date-time", "nullable": true },
+            },
+            "required": ["name", "value"],
+            "additionalProperties": true,
+        },
+        "BiosSettings": {
+            "type": "object",
+            "properties": {
+                "bios": { "type": "array", "items": { "$ref": "#/components/schemas/BiosSetting" } },
+            },
+            "required": ["bios"],
+        },
+        "BiosSettingShow": {
+            "type": "object",
+            "description": "{\"<setting name>\": BiosSetting}",
+            "additionalProperties": { "$ref": "#/components/schemas/BiosSetting" },
+        },
+        "Inventory": {
+            "type": "object",
+            "properties": {
+                "inventory": { "type": "object" },
+                "plugin_data": { "type": "object" },
+            },
+            "required": ["inventory", "plugin_data"],
+        },
+        "Shards": {
+            "type": "object",
+            "properties": {
+                "shards": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": { "name": { "type": "string" }, "count": { "type": "integer" } },
+                        "required": ["name", "count"],
+                    },
+                },
+            },
+            "required": ["shards"],
+        },
+        "Events": {
+            "type": "object",
+            "properties": {
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "event": { "type": "string", "enum": ["network.bind_port", "network.unbind_port", "network.delete_port"] },
+                            "port_id": { "type": "string" },
+                            "mac_address": { "type": "string" },
+                            "status": { "type": "string" },
+                            "device_id": { "type": "string" },
+                        },
+                        "required": ["event"],
+                    },
+                },
+            },
+            "required": ["events"],
+            "additionalProperties": false,
+        },
         "Steps": {
             "type": "array",
             "items": {
@@ -387,6 +456,12 @@ fn schemas() -> Value {
             "portgroup_uuid": { "type": "string", "format": "uuid", "x-ironic-since": "1.67" },
         }), &["id"]),
         "Health": { "type": "object", "additionalProperties": true },
+        "Allocation": resource_schema(allocations::ALLOCATION_FIELDS, &["uuid", "state", "links"]),
+        "AllocationCreate": {
+            "allOf": [create_schema(allocations::ALLOCATION_FIELDS, &[])],
+            "description": "`resource_class` is required unless `node` (1.58) names a deployed node to backfill.",
+        },
+        "AllocationCollection": collection_schema("allocations", "Allocation"),
         }),
     ];
     let mut all = Map::new();
@@ -428,6 +503,8 @@ fn parameters() -> Value {
         "trait_name": path_param("trait_name", "A trait: CUSTOM_* or a standard trait."),
         "vif_id": path_param("vif_id", "The VIF's identifier."),
         "event_uuid": path_param("event_uuid", "A history event's UUID."),
+        "allocation_ident": path_param("allocation_ident", "An allocation's UUID or name."),
+        "setting_name": path_param("setting_name", "A BIOS setting's name."),
         "limit": {
             "name": "limit", "in": "query", "required": false,
             "description": "Page size, at most 1000.",
@@ -990,6 +1067,78 @@ pub(crate) fn operations() -> Vec<Operation> {
             .summary("The driver_info properties a hardware type reads")
             .refs(&["driver_name"])
             .ok(200, Some("DriverProperties")),
+        // Allocations.
+        op("get", "/v1/allocations", "allocation_list")
+            .summary("List allocations")
+            .since(52)
+            .listing(allocations::ALLOCATION_FILTERS, false)
+            .ok(200, Some("AllocationCollection"))
+            .errors(&[400]),
+        op("post", "/v1/allocations", "allocation_create")
+            .summary("Ask for a node: matched at once, answered active or error")
+            .since(52)
+            .body("AllocationCreate")
+            .ok(201, Some("Allocation"))
+            .errors(&[409]),
+        op("get", "/v1/allocations/{allocation_ident}", "allocation_get")
+            .summary("Show an allocation")
+            .since(52)
+            .refs(&["allocation_ident", "fields"])
+            .ok(200, Some("Allocation"))
+            .errors(&[400]),
+        op("patch", "/v1/allocations/{allocation_ident}", "allocation_update")
+            .summary("Rename an allocation or change its extra (1.57)")
+            .since(52)
+            .refs(&["allocation_ident"])
+            .body("JsonPatch")
+            .ok(200, Some("Allocation"))
+            .errors(&[405, 409]),
+        op("delete", "/v1/allocations/{allocation_ident}", "allocation_delete")
+            .summary("Delete an allocation, freeing its node")
+            .since(52)
+            .refs(&["allocation_ident"])
+            .ok(204, None)
+            .errors(&[409]),
+        op("get", "/v1/nodes/{node_ident}/allocation", "node_allocation_get")
+            .summary("The node's allocation")
+            .since(52)
+            .refs(&["node_ident", "fields"])
+            .ok(200, Some("Allocation"))
+            .errors(&[400]),
+        op("delete", "/v1/nodes/{node_ident}/allocation", "node_allocation_delete")
+            .summary("Delete the node's allocation")
+            .since(52)
+            .refs(NODE)
+            .ok(204, None)
+            .errors(&[409]),
+        // Node data, shards, events.
+        op("get", "/v1/nodes/{node_ident}/bios", "bios_list")
+            .summary("The node's BIOS settings")
+            .since(40)
+            .refs(NODE)
+            .param(json!({ "name": "detail", "in": "query", "required": false,
+                "schema": { "type": "boolean" }, "x-ironic-since": "1.74" }))
+            .ok(200, Some("BiosSettings"))
+            .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}/bios/{setting_name}", "bios_get")
+            .summary("One BIOS setting")
+            .since(40)
+            .refs(&["node_ident", "setting_name"])
+            .ok(200, Some("BiosSettingShow")),
+        op("get", "/v1/nodes/{node_ident}/inventory", "inventory_get")
+            .summary("What inspection stored about the node")
+            .since(81)
+            .refs(NODE)
+            .ok(200, Some("Inventory")),
+        op("get", "/v1/shards", "shard_list")
+            .summary("Shards and how many nodes each has")
+            .since(82)
+            .ok(200, Some("Shards")),
+        op("post", "/v1/events", "event_post")
+            .summary("Network events from Neutron (accepted and logged)")
+            .since(54)
+            .body("Events")
+            .ok(204, None),
         op("get", "/v1/conductors", "conductor_list")
             .summary("List conductors")
             .since(49)

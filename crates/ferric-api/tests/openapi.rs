@@ -67,7 +67,7 @@ fn concrete(path: &str) -> String {
             if segment.starts_with('{') {
                 match segment {
                     "{trait_name}" => "CUSTOM_NOPE",
-                    "{hostname}" | "{driver_name}" | "{vif_id}" => "nope",
+                    "{hostname}" | "{driver_name}" | "{vif_id}" | "{setting_name}" => "nope",
                     _ => "00000000-0000-4000-8000-000000000000",
                 }
             } else {

@@ -373,6 +373,15 @@ impl Store {
             .collect())
     }
 
+    /// Every shard that nodes name, with how many nodes are in it, by name.
+    pub async fn node_shard_counts(&self) -> Result<Vec<(String, i64)>, Error> {
+        let sql = "SELECT shard, COUNT(*) AS nodes FROM nodes WHERE shard IS NOT NULL \
+                   GROUP BY shard ORDER BY shard";
+        self.fetch_all(sql, &[], |row| Ok((row.text("shard")?, row.int("nodes")?)))
+            .await
+            .map_err(backend("node_shard_counts"))
+    }
+
     /// Writes every field of `node` if the stored revision is still `expected_version`, and
     /// returns the node as stored (revision bumped, `updated_at` now). If someone else wrote
     /// first, nothing is written and the error is [`Error::StaleRevision`].
