@@ -253,6 +253,7 @@ fn fresh_postgres_database() -> anyhow::Result<String> {
                 "-c",
             ])
             .arg(statement)
+            .env("PGOPTIONS", "-c client_min_messages=warning")
             .status()
             .context("cannot run psql (run scripts/install-deps.sh first)")?;
         if !status.success() {
