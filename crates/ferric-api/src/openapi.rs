@@ -368,6 +368,26 @@ fn schemas() -> Value {
             "required": ["events"],
             "additionalProperties": false,
         },
+        "Lookup": {
+            "type": "object",
+            "properties": {
+                "node": { "type": "object" },
+                "config": { "type": "object" },
+            },
+            "required": ["node", "config"],
+        },
+        "HeartbeatRequest": {
+            "type": "object",
+            "properties": {
+                "callback_url": { "type": "string" },
+                "agent_token": { "type": "string", "x-ironic-since": "1.62" },
+                "agent_version": { "type": "string", "x-ironic-since": "1.36" },
+                "agent_verify_ca": { "type": "string", "x-ironic-since": "1.68" },
+                "agent_status": { "type": "string", "x-ironic-since": "1.72" },
+                "agent_status_message": { "type": "string", "x-ironic-since": "1.72" },
+            },
+            "required": ["callback_url"],
+        },
         "Steps": {
             "type": "array",
             "items": {
@@ -1139,6 +1159,23 @@ pub(crate) fn operations() -> Vec<Operation> {
             .since(54)
             .body("Events")
             .ok(204, None),
+        // The ramdisk agent's endpoints (public).
+        op("get", "/v1/lookup", "lookup")
+            .summary("An agent finds its node by MAC addresses or UUID (and gets its token)")
+            .since(22)
+            .param(json!({ "name": "addresses", "in": "query", "required": false,
+                "description": "Comma-separated MAC addresses.", "schema": { "type": "string" } }))
+            .param(json!({ "name": "node_uuid", "in": "query", "required": false,
+                "schema": { "type": "string", "format": "uuid" } }))
+            .ok(200, Some("Lookup"))
+            .errors(&[400, 409, 503]),
+        op("post", "/v1/heartbeat/{node_ident}", "heartbeat")
+            .summary("An agent reports that it is up")
+            .since(22)
+            .refs(NODE)
+            .body("HeartbeatRequest")
+            .ok(202, None)
+            .errors(&[409, 503]),
         op("get", "/v1/conductors", "conductor_list")
             .summary("List conductors")
             .since(49)
