@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ferric_model::resources::Node;
 
-/// More nodes than a large site has; about 3 KiB each.
-const CAPACITY: usize = 50_000;
+/// About 3 KiB each: 60 MiB at most. Past it the cache starts over.
+// TODO-perf: an LRU for sites with more nodes than this, whose full listings now thrash.
+const CAPACITY: usize = 20_000;
 
 #[derive(Debug, Default)]
 pub(crate) struct NodeCache {
