@@ -148,7 +148,7 @@ pub(crate) fn clients(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -169,14 +169,14 @@ fn clients_venv(root: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// A port nobody listens on right now. (Racy in theory; the server fails loudly if taken.)
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
 }
 
 /// The server under test; dropping it stops it.
-struct RunningServer {
-    endpoint: String,
+pub(crate) struct RunningServer {
+    pub(crate) endpoint: String,
     kind: Server,
     child: Option<Child>,
     ironic_dir: PathBuf,
@@ -187,14 +187,25 @@ impl RunningServer {
     fn ferric(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
         run("cargo", &["build", "--locked", "--bin", "ferric"], &[])?;
         let binary = target_dir(root).join("debug").join("ferric");
+        let database = run_dir.join("ferric.db").display().to_string();
+        RunningServer::ferric_binary(&binary, run_dir, port, &database)
+    }
+
+    /// Starts `binary server` on `database_url`, logging into `run_dir/ferric.log`, and waits
+    /// until it listens.
+    pub(crate) fn ferric_binary(
+        binary: &Path,
+        run_dir: &Path,
+        port: u16,
+        database_url: &str,
+    ) -> anyhow::Result<RunningServer> {
         let log_path = run_dir.join("ferric.log");
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
         let address = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(&binary)
+        let child = Command::new(binary)
             .arg("server")
-            .arg("--database-url")
-            .arg(run_dir.join("ferric.db"))
+            .args(["--database-url", database_url])
             .args(["--api-listen", &address.to_string()])
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -206,7 +217,7 @@ impl RunningServer {
             kind: Server::Ferric,
             child: Some(child),
             ironic_dir: PathBuf::new(),
-            root: root.to_path_buf(),
+            root: PathBuf::new(),
         };
         server.wait_until_listening(address, &log_path)?;
         Ok(server)
@@ -232,6 +243,11 @@ impl RunningServer {
             bail!("Ironic did not start ({})", output.status);
         }
         Ok(server)
+    }
+
+    /// The server's process id, when this task started it.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     fn wait_until_listening(&mut self, address: SocketAddr, log: &Path) -> anyhow::Result<()> {

@@ -2,6 +2,7 @@
 //! steps. `cargo xtask test` is the project's test command; `cargo xtask ci` is what `.ci/run`
 //! does after installing dependencies.
 
+mod bench;
 mod clients;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,10 @@ commands:
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
           (`cargo xtask clients --help`; not part of `ci` yet)
+  bench-api
+          the API read benchmark: a release ferric with 10,000 nodes on SQLite (or
+          PostgreSQL with --postgres), p50/p99 of the list and show paths and single-node
+          requests/s (`cargo xtask bench-api --help`; results in docs/benchmarks.md)
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -49,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         "clients" => clients::clients(&extra),
         "bench-power-sync" => bench_power_sync(&extra),
         "bench-agent-write" => bench_agent_write(&extra),
+        "bench-api" => bench::bench_api(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

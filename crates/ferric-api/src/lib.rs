@@ -15,9 +15,12 @@ pub mod auth;
 pub mod error;
 mod health;
 pub mod limits;
+pub mod openapi;
 mod root;
 pub mod v1;
 pub mod version;
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -36,6 +39,18 @@ pub struct ApiState {
     pub store: Store,
     /// Where every state change goes (the API never writes provision or power state).
     pub conductor: Conductor,
+    /// Serialized node documents of detail listings, by node revision.
+    pub(crate) rendered: Arc<v1::rendered::RenderedNodes>,
+}
+
+impl ApiState {
+    pub fn new(store: Store, conductor: Conductor) -> Self {
+        Self {
+            store,
+            conductor,
+            rendered: Arc::default(),
+        }
+    }
 }
 
 /// How the HTTP surface is guarded: who may call it and how large a request may be.
@@ -68,6 +83,8 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .merge(v1::vifs::routes())
         .merge(v1::history::routes())
         .merge(v1::ramdisk::routes())
+        .merge(v1::allocations::routes())
+        .merge(v1::node_data::routes())
         .fallback(error::not_found)
         .with_state(state)
         // `limit_body` bounds every body (declared or streamed), so axum's own default

@@ -31,13 +31,16 @@ pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
 }
 
 /// Top-level resources and the microversion from which each is advertised.
-const RESOURCES: [(&str, u16); 6] = [
+const RESOURCES: [(&str, u16); 9] = [
     ("chassis", 1),
     ("nodes", 1),
     ("ports", 1),
     ("drivers", 1),
     ("portgroups", 23),
     ("conductors", 49),
+    ("allocations", 52),
+    ("events", 54),
+    ("shards", 82),
 ];
 
 pub(crate) async fn v1_get(requested: ApiVersion, headers: HeaderMap) -> Json<Value> {

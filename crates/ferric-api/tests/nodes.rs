@@ -781,3 +781,46 @@ async fn delete_follows_the_state_protection_and_instance_rules() {
         .await;
     assert_eq!(reason_alone.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn detail_listings_follow_writes_and_leases() {
+    // Detail documents are cached by node revision: every write and every lease must show.
+    let api = Api::new().await;
+    let uuid = api.enroll(json!({"driver": "fake-hardware"})).await;
+    let first = api
+        .send_at(110, Method::GET, "/v1/nodes/detail", None)
+        .await;
+    assert_eq!(first.body["nodes"][0]["description"], Value::Null);
+    assert_eq!(first.body["nodes"][0]["reservation"], Value::Null);
+
+    let patched = api
+        .send_at(
+            110,
+            Method::PATCH,
+            &format!("/v1/nodes/{uuid}"),
+            Some(json!([{"op": "add", "path": "/description", "value": "rack 9"}])),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let second = api
+        .send_at(110, Method::GET, "/v1/nodes/detail", None)
+        .await;
+    assert_eq!(second.body["nodes"][0]["description"], "rack 9");
+
+    api.store()
+        .node_lease_acquire(
+            uuid.parse().unwrap(),
+            "busy-host",
+            std::time::Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    let third = api
+        .send_at(110, Method::GET, "/v1/nodes/detail", None)
+        .await;
+    assert_eq!(third.body["nodes"][0]["reservation"], "busy-host");
+    // Older clients get their own document, without newer fields.
+    let old = api.send_at(50, Method::GET, "/v1/nodes/detail", None).await;
+    assert!(old.body["nodes"][0].get("description").is_none());
+    assert!(third.body["nodes"][0].get("description").is_some());
+}

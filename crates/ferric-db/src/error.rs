@@ -20,6 +20,7 @@ pub enum Kind {
     Conductor,
     NodeLease,
     NodeHistory,
+    Allocation,
 }
 
 impl Kind {
@@ -32,6 +33,7 @@ impl Kind {
             Self::Conductor => "conductor",
             Self::NodeLease => "node lease",
             Self::NodeHistory => "node history entry",
+            Self::Allocation => "allocation",
         }
     }
 }

@@ -168,6 +168,16 @@ impl Store {
             .map_err(backend("node_lease_get"))
     }
 
+    /// Every lease that has not expired: the nodes some conductor is working on right now. A
+    /// listing reads them once per page instead of once per node; there are at most as many as
+    /// the conductors have worker slots.
+    pub async fn node_lease_list_held(&self) -> Result<Vec<NodeLease>, Error> {
+        let sql = format!("SELECT {LEASE_COLUMNS} FROM node_leases WHERE expires_at > $1");
+        self.fetch_all(&sql, &[Arg::Time(self.now())], lease_from_row)
+            .await
+            .map_err(backend("node_lease_list_held"))
+    }
+
     /// Leases that have expired by now, oldest first: nodes whose holder stopped renewing.
     pub async fn node_lease_list_expired(&self) -> Result<Vec<NodeLease>, Error> {
         let sql = format!(

@@ -12,11 +12,13 @@
 #[macro_use]
 mod paging;
 
+mod allocations;
 mod chassis;
 mod conductors;
 mod error;
 mod history;
 mod leases;
+mod node_cache;
 mod nodes;
 mod portgroups;
 mod ports;
@@ -24,6 +26,7 @@ mod sql;
 mod store;
 pub mod testing;
 
+pub use allocations::{AllocationFilter, AllocationSortKey};
 pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;
 pub use error::{Error, Kind, redact};

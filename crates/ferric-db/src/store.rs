@@ -13,6 +13,7 @@
 //! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -21,6 +22,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
 use crate::error::{Error, backend, redact};
+use crate::node_cache::NodeCache;
 use crate::sql::{Arg, BindArgs, DbRow, db_time};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -56,6 +58,8 @@ impl Default for StoreOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: Pool,
+    /// Node records by row id and revision, shared by clones (see `node_cache.rs`).
+    pub(crate) node_cache: Arc<NodeCache>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +115,7 @@ impl Store {
                 })?;
             Self {
                 pool: Pool::Postgres(pool),
+                node_cache: Arc::default(),
             }
         } else {
             let (connect, in_memory) = if url.starts_with("sqlite:") {
@@ -164,6 +169,7 @@ impl Store {
                 })?;
             Self {
                 pool: Pool::Sqlite(pool),
+                node_cache: Arc::default(),
             }
         };
         tracing::debug!(backend = store.backend_name(), location = %redact(url), "database open");

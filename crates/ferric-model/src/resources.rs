@@ -1,17 +1,21 @@
 //! Resource records shared by storage, API and conductor: nodes, ports, portgroups, chassis,
-//! conductors, leases and history.
+//! conductors, leases, history, allocations, BIOS settings and inventories.
 //!
 //! These are plain data: what the database stores and hands back. They hold no behaviour beyond
 //! sane defaults, so the API can map them to its wire views and the conductor can change them
 //! without either depending on the storage crate's internals. Every JSON-ish field is a
 //! [`JsonObject`] (never `null`), which is how the Bare Metal API shows them (`{}` when empty).
 
+mod allocation;
 mod conductor;
 mod ident;
 mod interface;
 mod node;
 mod port;
 
+pub use allocation::{
+    Allocation, AllocationState, BiosSetting, NodeInventory, UnknownAllocationState,
+};
 pub use conductor::{Conductor, NodeHistoryEntry, NodeLease};
 pub use ident::Ident;
 pub use interface::InterfaceKind;

@@ -69,13 +69,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
 
     axum::serve(
         listener,
-        ferric_api::router_with(
-            ApiState {
-                store: store.clone(),
-                conductor: conductor.clone(),
-            },
-            api_config,
-        ),
+        ferric_api::router_with(ApiState::new(store.clone(), conductor.clone()), api_config),
     )
     .with_graceful_shutdown(shutdown)
     .await

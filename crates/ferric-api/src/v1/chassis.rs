@@ -11,9 +11,10 @@ use axum::{Json, Router};
 use ferric_db::ChassisSortKey;
 use ferric_model::Microversion;
 use ferric_model::resources::Chassis;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::fields::FieldType as T;
 use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, Selection, field, object, opt_string, opt_text_value, opt_uuid, show_selection,
@@ -28,14 +29,14 @@ use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
 /// Every chassis field; all date from 1.1.
-const CHASSIS_FIELDS: &[FieldSpec] = &[
-    field("uuid", 1, CreateOnly),
-    field("description", 1, Writable),
-    field("extra", 1, Writable),
-    field("created_at", 1, ReadOnly),
-    field("updated_at", 1, ReadOnly),
-    field("links", 1, ReadOnly),
-    field("nodes", 1, ReadOnly),
+pub(crate) const CHASSIS_FIELDS: &[FieldSpec] = &[
+    field("uuid", 1, CreateOnly, T::Uuid),
+    field("description", 1, Writable, T::OptText),
+    field("extra", 1, Writable, T::Object),
+    field("created_at", 1, ReadOnly, T::Time),
+    field("updated_at", 1, ReadOnly, T::OptTime),
+    field("links", 1, ReadOnly, T::Links),
+    field("nodes", 1, ReadOnly, T::Links),
 ];
 
 impl Resource for Chassis {
@@ -45,37 +46,26 @@ impl Resource for Chassis {
     const FIELDS: &'static [FieldSpec] = CHASSIS_FIELDS;
     const DEFAULT_LIST_FIELDS: &'static [&'static str] = &["uuid", "description"];
     const UNSORTABLE: &'static [&'static str] = &["extra"];
-    const LINK_LISTS: &'static [&'static str] = &["nodes"];
 
     fn uuid(&self) -> Uuid {
         self.uuid
     }
 
-    fn full_json(&self, _version: Microversion, base: &str) -> Map<String, Value> {
-        let mut full = Map::new();
-        full.insert("uuid".to_owned(), json!(self.uuid));
-        full.insert(
-            "description".to_owned(),
-            opt_text_value(self.description.as_deref()),
-        );
-        full.insert("extra".to_owned(), Value::Object(self.extra.clone()));
-        full.insert("created_at".to_owned(), timestamp(self.created_at));
-        full.insert("updated_at".to_owned(), opt_timestamp(self.updated_at));
-        full.insert(
-            "links".to_owned(),
-            links(base, &format!("chassis/{}", self.uuid)),
-        );
-        full.insert(
-            "nodes".to_owned(),
-            links(base, &format!("chassis/{}/nodes", self.uuid)),
-        );
-        full
+    fn field_json(&self, name: &str, _version: Microversion, base: &str) -> Value {
+        match name {
+            "uuid" => json!(self.uuid),
+            "description" => opt_text_value(self.description.as_deref()),
+            "extra" => Value::Object(self.extra.clone()),
+            "created_at" => timestamp(self.created_at),
+            "updated_at" => opt_timestamp(self.updated_at),
+            "links" => links(base, &format!("chassis/{}", self.uuid)),
+            "nodes" => links(base, &format!("chassis/{}/nodes", self.uuid)),
+            _ => Value::Null,
+        }
     }
 
     fn field_value(&self, name: &str, version: Microversion) -> Value {
-        self.full_json(version, "")
-            .remove(name)
-            .unwrap_or(Value::Null)
+        self.field_json(name, version, "")
     }
 
     fn set_field(&mut self, name: &str, value: Value) -> Result<(), ApiError> {
@@ -201,7 +191,7 @@ pub async fn chassis_node_list(
     headers: HeaderMap,
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let chassis = state
         .store
         .chassis_get(chassis_uuid(&ident)?)
@@ -217,7 +207,7 @@ pub async fn chassis_node_list_detail(
     headers: HeaderMap,
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let chassis = state
         .store
         .chassis_get(chassis_uuid(&ident)?)

@@ -16,6 +16,7 @@ use ferric_model::Microversion;
 use ferric_model::resources::Conductor;
 use serde_json::{Map, Value, json};
 
+use super::fields::FieldType as T;
 use super::fields::{Access::ReadOnly, FieldSpec, Selection, field, select, show_selection};
 use super::paging::{collection_body, parse_list_params};
 use super::resource::require_endpoint;
@@ -29,14 +30,14 @@ const CONDUCTORS_SINCE: u16 = 49;
 /// alive.
 pub const HEARTBEAT_TIMEOUT: TimeDelta = TimeDelta::seconds(60);
 
-const CONDUCTOR_FIELDS: &[FieldSpec] = &[
-    field("hostname", CONDUCTORS_SINCE, ReadOnly),
-    field("conductor_group", CONDUCTORS_SINCE, ReadOnly),
-    field("alive", CONDUCTORS_SINCE, ReadOnly),
-    field("drivers", CONDUCTORS_SINCE, ReadOnly),
-    field("created_at", CONDUCTORS_SINCE, ReadOnly),
-    field("updated_at", CONDUCTORS_SINCE, ReadOnly),
-    field("links", CONDUCTORS_SINCE, ReadOnly),
+pub(crate) const CONDUCTOR_FIELDS: &[FieldSpec] = &[
+    field("hostname", CONDUCTORS_SINCE, ReadOnly, T::Text),
+    field("conductor_group", CONDUCTORS_SINCE, ReadOnly, T::Text),
+    field("alive", CONDUCTORS_SINCE, ReadOnly, T::Bool),
+    field("drivers", CONDUCTORS_SINCE, ReadOnly, T::StringList),
+    field("created_at", CONDUCTORS_SINCE, ReadOnly, T::Time),
+    field("updated_at", CONDUCTORS_SINCE, ReadOnly, T::Time),
+    field("links", CONDUCTORS_SINCE, ReadOnly, T::Links),
 ];
 
 const DEFAULT_LIST_FIELDS: &[&str] = &["hostname", "conductor_group", "alive"];

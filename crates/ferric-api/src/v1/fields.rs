@@ -18,19 +18,48 @@ pub(crate) enum Access {
     Writable,
 }
 
-/// One API field: its name, the minor version it appeared in, and who may write it.
+/// The JSON type of a field as responses show it (the OpenAPI document is built from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldType {
+    /// A UUID string, always set.
+    Uuid,
+    /// A UUID string or null.
+    OptUuid,
+    Text,
+    OptText,
+    Bool,
+    OptBool,
+    /// A JSON object.
+    Object,
+    /// A list of strings.
+    StringList,
+    /// An ISO 8601 timestamp.
+    Time,
+    OptTime,
+    /// `[{"href", "rel"}]`.
+    Links,
+}
+
+/// One API field: its name, the minor version it appeared in, who may write it and its type.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FieldSpec {
     pub(crate) name: &'static str,
     pub(crate) since: u16,
     pub(crate) access: Access,
+    pub(crate) ty: FieldType,
 }
 
-pub(crate) const fn field(name: &'static str, since: u16, access: Access) -> FieldSpec {
+pub(crate) const fn field(
+    name: &'static str,
+    since: u16,
+    access: Access,
+    ty: FieldType,
+) -> FieldSpec {
     FieldSpec {
         name,
         since,
         access,
+        ty,
     }
 }
 

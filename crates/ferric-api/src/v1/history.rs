@@ -17,6 +17,7 @@ use ferric_model::resources::{Ident, NodeHistoryEntry};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::fields::FieldType as T;
 use super::fields::{Access::ReadOnly, FieldSpec, field};
 use super::paging::{collection_body, parse_list_params};
 use super::resource::require_endpoint;
@@ -32,10 +33,10 @@ const STATE_FIELDS_SINCE: u16 = 115;
 
 /// The fields a history listing may be sorted by; none is a JSON document.
 const HISTORY_FIELDS: &[FieldSpec] = &[
-    field("uuid", HISTORY_SINCE, ReadOnly),
-    field("created_at", HISTORY_SINCE, ReadOnly),
-    field("severity", HISTORY_SINCE, ReadOnly),
-    field("event_type", HISTORY_SINCE, ReadOnly),
+    field("uuid", HISTORY_SINCE, ReadOnly, T::Uuid),
+    field("created_at", HISTORY_SINCE, ReadOnly, T::Time),
+    field("severity", HISTORY_SINCE, ReadOnly, T::Text),
+    field("event_type", HISTORY_SINCE, ReadOnly, T::Text),
 ];
 
 /// Events longer than this are cut (with `...`) in non-detail listings.

@@ -12,11 +12,13 @@
 //! Handlers never write `provision_state` except the initial state at create: state changes
 //! belong to the conductor.
 
+pub mod allocations;
 pub mod chassis;
 pub mod conductors;
 pub mod drivers;
 pub(crate) mod fields;
 pub mod history;
+pub mod node_data;
 pub(crate) mod node_fields;
 pub mod nodes;
 pub(crate) mod paging;
@@ -26,6 +28,7 @@ pub(crate) mod portgroup_fields;
 pub mod portgroups;
 pub mod ports;
 pub mod ramdisk;
+pub(crate) mod rendered;
 pub(crate) mod resource;
 pub mod states;
 pub mod traits;

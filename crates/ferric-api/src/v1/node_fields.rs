@@ -8,6 +8,7 @@ use ferric_model::resources::Node;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::fields::FieldType as T;
 use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, boolean, field, mask_secrets, object, opt_boolean, opt_string, opt_text_value,
@@ -20,75 +21,75 @@ use crate::ApiError;
 /// Every node field, the minor version it appeared in (`reference/ironic.md` §2.4), and who
 /// may write it. The only place node fields are version-gated.
 pub(crate) const NODE_FIELDS: &[FieldSpec] = &[
-    field("uuid", 1, CreateOnly),
-    field("name", 5, Writable),
-    field("description", 51, Writable),
-    field("driver", 1, Writable),
-    field("driver_info", 1, Writable),
-    field("driver_internal_info", 3, ReadOnly),
-    field("properties", 1, Writable),
-    field("instance_info", 1, Writable),
-    field("extra", 1, Writable),
-    field("instance_uuid", 1, Writable),
-    field("instance_name", 104, Writable),
-    field("chassis_uuid", 1, Writable),
-    field("parent_node", 83, Writable),
-    field("allocation_uuid", 52, ReadOnly),
-    field("provision_state", 1, ReadOnly),
-    field("target_provision_state", 1, ReadOnly),
-    field("provision_updated_at", 1, ReadOnly),
-    field("power_state", 1, ReadOnly),
-    field("target_power_state", 1, ReadOnly),
-    field("last_error", 1, ReadOnly),
-    field("console_enabled", 1, ReadOnly),
-    field("fault", 42, ReadOnly),
-    field("health", 109, ReadOnly),
-    field("maintenance", 1, Writable),
-    field("maintenance_reason", 1, ReadOnly),
-    field("reservation", 1, ReadOnly),
-    field("protected", 48, Writable),
-    field("protected_reason", 48, Writable),
-    field("retired", 61, Writable),
-    field("retired_reason", 61, Writable),
-    field("disable_power_off", 95, Writable),
-    field("automated_clean", 47, Writable),
-    field("inspection_started_at", 6, ReadOnly),
-    field("inspection_finished_at", 6, ReadOnly),
-    field("clean_step", 7, ReadOnly),
-    field("deploy_step", 44, ReadOnly),
-    field("service_step", 87, ReadOnly),
-    field("raid_config", 12, ReadOnly),
-    field("target_raid_config", 12, ReadOnly),
-    field("network_data", 66, Writable),
-    field("boot_mode", 75, ReadOnly),
-    field("secure_boot", 75, ReadOnly),
-    field("bios_interface", 40, Writable),
-    field("boot_interface", 31, Writable),
-    field("console_interface", 31, Writable),
-    field("deploy_interface", 31, Writable),
-    field("firmware_interface", 86, Writable),
-    field("inspect_interface", 31, Writable),
-    field("management_interface", 31, Writable),
-    field("network_interface", 20, Writable),
-    field("power_interface", 31, Writable),
-    field("raid_interface", 31, Writable),
-    field("rescue_interface", 38, Writable),
-    field("storage_interface", 33, Writable),
-    field("vendor_interface", 31, Writable),
-    field("resource_class", 21, Writable),
-    field("conductor_group", 46, Writable),
-    field("conductor", 49, ReadOnly),
-    field("shard", 82, Writable),
-    field("owner", 50, Writable),
-    field("lessee", 65, Writable),
-    field("traits", 37, ReadOnly),
-    field("created_at", 1, ReadOnly),
-    field("updated_at", 1, ReadOnly),
-    field("links", 1, ReadOnly),
-    field("ports", 1, ReadOnly),
-    field("states", 14, ReadOnly),
-    field("portgroups", 24, ReadOnly),
-    field("volume", 32, ReadOnly),
+    field("uuid", 1, CreateOnly, T::Uuid),
+    field("name", 5, Writable, T::OptText),
+    field("description", 51, Writable, T::OptText),
+    field("driver", 1, Writable, T::Text),
+    field("driver_info", 1, Writable, T::Object),
+    field("driver_internal_info", 3, ReadOnly, T::Object),
+    field("properties", 1, Writable, T::Object),
+    field("instance_info", 1, Writable, T::Object),
+    field("extra", 1, Writable, T::Object),
+    field("instance_uuid", 1, Writable, T::OptUuid),
+    field("instance_name", 104, Writable, T::OptText),
+    field("chassis_uuid", 1, Writable, T::OptUuid),
+    field("parent_node", 83, Writable, T::OptUuid),
+    field("allocation_uuid", 52, ReadOnly, T::OptUuid),
+    field("provision_state", 1, ReadOnly, T::Text),
+    field("target_provision_state", 1, ReadOnly, T::OptText),
+    field("provision_updated_at", 1, ReadOnly, T::OptTime),
+    field("power_state", 1, ReadOnly, T::OptText),
+    field("target_power_state", 1, ReadOnly, T::OptText),
+    field("last_error", 1, ReadOnly, T::OptText),
+    field("console_enabled", 1, ReadOnly, T::Bool),
+    field("fault", 42, ReadOnly, T::OptText),
+    field("health", 109, ReadOnly, T::OptText),
+    field("maintenance", 1, Writable, T::Bool),
+    field("maintenance_reason", 1, ReadOnly, T::OptText),
+    field("reservation", 1, ReadOnly, T::OptText),
+    field("protected", 48, Writable, T::Bool),
+    field("protected_reason", 48, Writable, T::OptText),
+    field("retired", 61, Writable, T::Bool),
+    field("retired_reason", 61, Writable, T::OptText),
+    field("disable_power_off", 95, Writable, T::Bool),
+    field("automated_clean", 47, Writable, T::OptBool),
+    field("inspection_started_at", 6, ReadOnly, T::OptTime),
+    field("inspection_finished_at", 6, ReadOnly, T::OptTime),
+    field("clean_step", 7, ReadOnly, T::Object),
+    field("deploy_step", 44, ReadOnly, T::Object),
+    field("service_step", 87, ReadOnly, T::Object),
+    field("raid_config", 12, ReadOnly, T::Object),
+    field("target_raid_config", 12, ReadOnly, T::Object),
+    field("network_data", 66, Writable, T::Object),
+    field("boot_mode", 75, ReadOnly, T::OptText),
+    field("secure_boot", 75, ReadOnly, T::OptBool),
+    field("bios_interface", 40, Writable, T::OptText),
+    field("boot_interface", 31, Writable, T::OptText),
+    field("console_interface", 31, Writable, T::OptText),
+    field("deploy_interface", 31, Writable, T::OptText),
+    field("firmware_interface", 86, Writable, T::OptText),
+    field("inspect_interface", 31, Writable, T::OptText),
+    field("management_interface", 31, Writable, T::OptText),
+    field("network_interface", 20, Writable, T::OptText),
+    field("power_interface", 31, Writable, T::OptText),
+    field("raid_interface", 31, Writable, T::OptText),
+    field("rescue_interface", 38, Writable, T::OptText),
+    field("storage_interface", 33, Writable, T::OptText),
+    field("vendor_interface", 31, Writable, T::OptText),
+    field("resource_class", 21, Writable, T::OptText),
+    field("conductor_group", 46, Writable, T::Text),
+    field("conductor", 49, ReadOnly, T::OptText),
+    field("shard", 82, Writable, T::OptText),
+    field("owner", 50, Writable, T::OptText),
+    field("lessee", 65, Writable, T::OptText),
+    field("traits", 37, ReadOnly, T::StringList),
+    field("created_at", 1, ReadOnly, T::Time),
+    field("updated_at", 1, ReadOnly, T::OptTime),
+    field("links", 1, ReadOnly, T::Links),
+    field("ports", 1, ReadOnly, T::Links),
+    field("states", 14, ReadOnly, T::Links),
+    field("portgroups", 24, ReadOnly, T::Links),
+    field("volume", 32, ReadOnly, T::Links),
 ];
 
 /// The fields `GET /v1/nodes` shows without `?fields=` or `detail`.
@@ -222,26 +223,20 @@ pub(crate) fn node_field_value(node: &Node, name: &str, version: Microversion) -
     })
 }
 
-/// Every field of the node as a client at `version` may see it (before `?fields=` selection
-/// and version hiding), with secrets masked. `reservation` (the holder of an unexpired lease)
-/// needs the store: the handler fills it in; `conductor` is not computed yet (no hash ring)
-/// and shows null.
-fn node_full_json(node: &Node, version: Microversion, base: &str) -> Map<String, Value> {
-    let mut full = Map::new();
-    for spec in NODE_FIELDS {
-        let value = match spec.name {
-            "driver_info" => mask_secrets(&node.driver_info),
-            "instance_info" => mask_secrets(&node.instance_info),
-            "reservation" | "conductor" => Value::Null,
-            "links" => links(base, &format!("nodes/{}", node.uuid)),
-            "ports" | "states" | "portgroups" | "volume" => {
-                links(base, &format!("nodes/{}/{}", node.uuid, spec.name))
-            }
-            name => node_field_value(node, name, version).unwrap_or(Value::Null),
-        };
-        full.insert(spec.name.to_owned(), value);
+/// One field of the node as a client at `version` sees it, with secrets masked.
+/// `reservation` (the holder of an unexpired lease) needs the store and `conductor` the
+/// running conductor: the handler fills them in over the null shown here.
+fn node_field_json(node: &Node, name: &str, version: Microversion, base: &str) -> Value {
+    match name {
+        "driver_info" => mask_secrets(&node.driver_info),
+        "instance_info" => mask_secrets(&node.instance_info),
+        "reservation" | "conductor" => Value::Null,
+        "links" => links(base, &format!("nodes/{}", node.uuid)),
+        "ports" | "states" | "portgroups" | "volume" => {
+            links(base, &format!("nodes/{}/{name}", node.uuid))
+        }
+        name => node_field_value(node, name, version).unwrap_or(Value::Null),
     }
-    full
 }
 
 impl Resource for Node {
@@ -251,14 +246,13 @@ impl Resource for Node {
     const FIELDS: &'static [FieldSpec] = NODE_FIELDS;
     const DEFAULT_LIST_FIELDS: &'static [&'static str] = NODE_DEFAULT_LIST_FIELDS;
     const UNSORTABLE: &'static [&'static str] = NODE_JSON_FIELDS;
-    const LINK_LISTS: &'static [&'static str] = &["ports", "states", "portgroups", "volume"];
 
     fn uuid(&self) -> Uuid {
         self.uuid
     }
 
-    fn full_json(&self, version: Microversion, base: &str) -> Map<String, Value> {
-        node_full_json(self, version, base)
+    fn field_json(&self, name: &str, version: Microversion, base: &str) -> Value {
+        node_field_json(self, name, version, base)
     }
 
     fn field_value(&self, name: &str, version: Microversion) -> Value {

@@ -3,10 +3,13 @@
 //! Provision-state changes (`/states/provision`) are not here: they belong to the conductor.
 //! The only `provision_state` the API writes is a new node's initial state.
 
+use std::collections::HashMap;
+
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::Utc;
@@ -21,10 +24,12 @@ use super::fields::{Selection, show_selection};
 use super::node_fields::{
     NODE_FIELDS, check_node_consistency, is_interface_field, node_field_value,
 };
+use super::paging::next_link;
 use super::patch::{OpKind, parse_patch};
+use super::rendered::RenderKey;
 use super::resource::{
-    Page, apply_create_body, apply_patch, check_create_body, check_patch, created, known_filter,
-    list_body_of, list_params, record_json,
+    apply_create_body, apply_patch, check_create_body, check_patch, created, known_filter,
+    list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body, parse_bool_param};
 use crate::version::ApiVersion;
@@ -46,7 +51,7 @@ pub fn routes() -> Router<ApiState> {
 
 /// The list filters that map onto [`NodeFilter`] and the minor version each appeared in
 /// (§2.4). Below it a filter is refused with 406.
-const NODE_FILTERS: &[(&str, u16)] = &[
+pub(crate) const NODE_FILTERS: &[(&str, u16)] = &[
     ("associated", 1),
     ("maintenance", 1),
     ("instance_uuid", 1),
@@ -151,23 +156,21 @@ fn selects(selection: &Selection, name: &str) -> bool {
     }
 }
 
-/// The node as a client at `version` sees it, with `reservation` from its lease and
-/// `conductor` the conductor that serves it.
-async fn node_json(
+/// The node as a client at `version` sees it, with `reservation` the holder of its lease
+/// (`held`: the leases read for this response) and `conductor` the conductor that serves it.
+fn node_json(
     state: &ApiState,
     node: &Node,
+    held: &HashMap<Uuid, String>,
     version: Microversion,
     selection: &Selection,
     base: &str,
-) -> Result<Value, ApiError> {
+) -> Value {
     let mut shown = record_json(node, version, selection, base);
-    if selects(selection, "reservation")
-        && let Some(slot) = shown.get_mut("reservation")
-    {
-        // TODO-perf: one lease query per node; a joined query would serve large listings.
-        *slot = lease_holder(&state.store, node.uuid)
-            .await?
-            .map_or(Value::Null, Value::String);
+    if let Some(slot) = shown.get_mut("reservation") {
+        *slot = held
+            .get(&node.uuid)
+            .map_or(Value::Null, |holder| Value::String(holder.clone()));
     }
     // TODO-correctness: with several conductors this is the hash ring's owner (scale-out).
     if let Some(slot) = shown.get_mut("conductor")
@@ -175,7 +178,39 @@ async fn node_json(
     {
         *slot = Value::String(state.conductor.hostname().to_owned());
     }
-    Ok(shown)
+    shown
+}
+
+/// The holder of `node`'s lease, keyed for [`node_json`]; nothing when `selection` does not
+/// show `reservation`.
+async fn held_lease(
+    store: &Store,
+    node: Uuid,
+    selection: &Selection,
+) -> Result<HashMap<Uuid, String>, ApiError> {
+    if !selects(selection, "reservation") {
+        return Ok(HashMap::new());
+    }
+    Ok(lease_holder(store, node)
+        .await?
+        .map(|holder| (node, holder))
+        .into_iter()
+        .collect())
+}
+
+/// Every held lease, for a listing: one query per page rather than one per node.
+async fn held_leases(
+    store: &Store,
+    selection: &Selection,
+) -> Result<HashMap<Uuid, String>, ApiError> {
+    if !selects(selection, "reservation") {
+        return Ok(HashMap::new());
+    }
+    let leases = store.node_lease_list_held().await.map_err(db_error)?;
+    Ok(leases
+        .into_iter()
+        .map(|lease| (lease.node, lease.holder))
+        .collect())
 }
 
 /// A listing of nodes: all of them, or a chassis's (`/v1/chassis/{uuid}/nodes`).
@@ -186,7 +221,7 @@ pub(crate) async fn list(
     query: &[(String, String)],
     detail_path: bool,
     chassis: Option<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let (params, selection) = list_params::<Node>(query, version, detail_path)?;
     let mut filter = node_filter(&params.filters, version)?;
     if let Some(chassis) = chassis {
@@ -199,28 +234,74 @@ pub(crate) async fn list(
     }
     let nodes = state
         .store
-        .node_list(&filter, &params.page)
+        .node_list_shared(&filter, &params.page)
         .await
         .map_err(db_error)?;
     let base = base_url(headers);
-    let mut items = Vec::with_capacity(nodes.len());
-    for node in &nodes {
-        items.push(node_json(state, node, version, &selection, &base).await?);
-    }
+    let held = if nodes.is_empty() {
+        HashMap::new()
+    } else {
+        held_leases(&state.store, &selection).await?
+    };
     let detail = if detail_path { "/detail" } else { "" };
     let path = match chassis {
         Some(chassis) => format!("chassis/{chassis}/nodes{detail}"),
         None => format!("nodes{detail}"),
     };
-    let page = Page {
-        version,
-        selection: &selection,
-        base: &base,
-        path: &path,
+    let next = next_link(
+        &base,
+        &path,
         query,
-        limit: params.limit,
-    };
-    Ok(Json(list_body_of(&nodes, items, &page)))
+        params.limit,
+        nodes.len(),
+        nodes.last().map(|node| node.uuid.to_string()),
+    );
+
+    // The collection is written out directly rather than built as one JSON value, so that
+    // documents of unchanged nodes can come from the render cache as they are.
+    let mut body = Vec::with_capacity(64 + nodes.len() * 256);
+    body.extend_from_slice(b"{\"nodes\":[");
+    for (n, node) in nodes.iter().enumerate() {
+        if n > 0 {
+            body.push(b',');
+        }
+        let document = match selection {
+            Selection::All => {
+                let key = RenderKey {
+                    id: node.id,
+                    version: node.version,
+                    minor: version.minor(),
+                    base: base.clone(),
+                    reservation: held.get(&node.uuid).cloned(),
+                };
+                match state.rendered.get(&key) {
+                    Some(document) => document,
+                    None => {
+                        let shown = node_json(state, node, &held, version, &selection, &base);
+                        let document = Bytes::from(to_json(&shown)?);
+                        state.rendered.put(key, document.clone());
+                        document
+                    }
+                }
+            }
+            Selection::Only(_) => {
+                let shown = node_json(state, node, &held, version, &selection, &base);
+                Bytes::from(to_json(&shown)?)
+            }
+        };
+        body.extend_from_slice(&document);
+    }
+    body.push(b']');
+    if let Some(next) = next {
+        body.extend_from_slice(b",\"next\":");
+        body.extend_from_slice(&to_json(&Value::String(next))?);
+    }
+    body.push(b'}');
+    Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+fn to_json(value: &Value) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|error| ApiError::internal(&error))
 }
 
 /// `GET /v1/nodes`: default fields (or `?fields=`), filtered and paged.
@@ -229,7 +310,7 @@ pub async fn node_list(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     list(&state, version, &headers, &query, false, None).await
 }
 
@@ -239,7 +320,7 @@ pub async fn node_list_detail(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     list(&state, version, &headers, &query, true, None).await
 }
 
@@ -252,15 +333,19 @@ pub async fn node_get(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     let selection = show_selection(NODE_FIELDS, "node", &query, version)?;
-    let node = state
+    let (node, reservation) = state
         .store
-        .node_get(&Ident::parse(&ident))
+        .node_get_with_reservation(&Ident::parse(&ident))
         .await
         .map_err(db_error)?;
     let base = base_url(&headers);
-    Ok(Json(
-        node_json(&state, &node, version, &selection, &base).await?,
-    ))
+    let held = reservation
+        .map(|holder| (node.uuid, holder))
+        .into_iter()
+        .collect();
+    Ok(Json(node_json(
+        &state, &node, &held, version, &selection, &base,
+    )))
 }
 
 /// `POST /v1/nodes`: 201 with the new node and its `Location`.
@@ -284,7 +369,15 @@ pub async fn node_create(
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    let body = node_json(&state, &created_node, version, &Selection::All, &base).await?;
+    let held = held_lease(&state.store, created_node.uuid, &Selection::All).await?;
+    let body = node_json(
+        &state,
+        &created_node,
+        &held,
+        version,
+        &Selection::All,
+        &base,
+    );
     Ok(created(&created_node, body, &base))
 }
 
@@ -399,9 +492,15 @@ pub async fn node_update(
         .await
         .map_err(reference_error)?;
     let base = base_url(&headers);
-    Ok(Json(
-        node_json(&state, &saved, version, &Selection::All, &base).await?,
-    ))
+    let held = held_lease(&state.store, saved.uuid, &Selection::All).await?;
+    Ok(Json(node_json(
+        &state,
+        &saved,
+        &held,
+        version,
+        &Selection::All,
+        &base,
+    )))
 }
 
 /// Checks the hardware type and fills unset interfaces with its defaults. When the driver

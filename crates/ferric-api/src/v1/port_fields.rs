@@ -7,6 +7,7 @@ use ferric_model::resources::Port;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::fields::FieldType as T;
 use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, boolean, field, object, opt_string, opt_text_value, opt_uuid, uuid_value,
@@ -17,24 +18,24 @@ use crate::ApiError;
 
 /// Every port field, the minor version it appeared in, and who may write it.
 pub(crate) const PORT_FIELDS: &[FieldSpec] = &[
-    field("uuid", 1, CreateOnly),
-    field("address", 1, Writable),
-    field("node_uuid", 1, Writable),
-    field("extra", 1, Writable),
-    field("internal_info", 18, ReadOnly),
-    field("local_link_connection", 19, Writable),
-    field("pxe_enabled", 19, Writable),
-    field("portgroup_uuid", 24, Writable),
-    field("physical_network", 34, Writable),
-    field("is_smartnic", 53, Writable),
-    field("name", 88, Writable),
-    field("description", 97, Writable),
-    field("vendor", 100, Writable),
-    field("category", 101, Writable),
-    field("available_for_dynamic_portgroup", 111, Writable),
-    field("created_at", 1, ReadOnly),
-    field("updated_at", 1, ReadOnly),
-    field("links", 1, ReadOnly),
+    field("uuid", 1, CreateOnly, T::Uuid),
+    field("address", 1, Writable, T::Text),
+    field("node_uuid", 1, Writable, T::Uuid),
+    field("extra", 1, Writable, T::Object),
+    field("internal_info", 18, ReadOnly, T::Object),
+    field("local_link_connection", 19, Writable, T::Object),
+    field("pxe_enabled", 19, Writable, T::Bool),
+    field("portgroup_uuid", 24, Writable, T::OptUuid),
+    field("physical_network", 34, Writable, T::OptText),
+    field("is_smartnic", 53, Writable, T::Bool),
+    field("name", 88, Writable, T::OptText),
+    field("description", 97, Writable, T::OptText),
+    field("vendor", 100, Writable, T::OptText),
+    field("category", 101, Writable, T::OptText),
+    field("available_for_dynamic_portgroup", 111, Writable, T::Bool),
+    field("created_at", 1, ReadOnly, T::Time),
+    field("updated_at", 1, ReadOnly, T::OptTime),
+    field("links", 1, ReadOnly, T::Links),
 ];
 
 pub(crate) const PORT_DEFAULT_LIST_FIELDS: &[&str] = &["uuid", "address"];
@@ -92,40 +93,35 @@ fn check_local_link_connection(connection: &Map<String, Value>) -> Result<(), Ap
     }
 }
 
-/// Every field of the port as JSON, before version hiding and selection.
-fn port_full_json(port: &Port, base: &str) -> Map<String, Value> {
+/// One field of the port as JSON (computed fields included), before version hiding.
+fn port_field_json(port: &Port, name: &str, base: &str) -> Value {
     let text = |value: &Option<String>| opt_text_value(value.as_deref());
-    let mut full = Map::new();
-    for spec in PORT_FIELDS {
-        let value = match spec.name {
-            "uuid" => json!(port.uuid),
-            "address" => json!(port.address),
-            "node_uuid" => json!(port.node_uuid),
-            "extra" => Value::Object(port.extra.clone()),
-            "internal_info" => Value::Object(port.internal_info.clone()),
-            "local_link_connection" => Value::Object(port.local_link_connection.clone()),
-            "pxe_enabled" => json!(port.pxe_enabled),
-            "portgroup_uuid" => uuid_value(port.portgroup_uuid),
-            "physical_network" => text(&port.physical_network),
-            "is_smartnic" => json!(port.is_smartnic),
-            "name" => text(&port.name),
-            "description" => text(&port.description),
-            "vendor" => text(&port.vendor),
-            "category" => text(&port.category),
-            "available_for_dynamic_portgroup" => json!(port.available_for_dynamic_portgroup),
-            "created_at" => timestamp(port.created_at),
-            "updated_at" => opt_timestamp(port.updated_at),
-            "links" => links(base, &format!("ports/{}", port.uuid)),
-            _ => Value::Null,
-        };
-        full.insert(spec.name.to_owned(), value);
+    match name {
+        "uuid" => json!(port.uuid),
+        "address" => json!(port.address),
+        "node_uuid" => json!(port.node_uuid),
+        "extra" => Value::Object(port.extra.clone()),
+        "internal_info" => Value::Object(port.internal_info.clone()),
+        "local_link_connection" => Value::Object(port.local_link_connection.clone()),
+        "pxe_enabled" => json!(port.pxe_enabled),
+        "portgroup_uuid" => uuid_value(port.portgroup_uuid),
+        "physical_network" => text(&port.physical_network),
+        "is_smartnic" => json!(port.is_smartnic),
+        "name" => text(&port.name),
+        "description" => text(&port.description),
+        "vendor" => text(&port.vendor),
+        "category" => text(&port.category),
+        "available_for_dynamic_portgroup" => json!(port.available_for_dynamic_portgroup),
+        "created_at" => timestamp(port.created_at),
+        "updated_at" => opt_timestamp(port.updated_at),
+        "links" => links(base, &format!("ports/{}", port.uuid)),
+        _ => Value::Null,
     }
-    full
 }
 
 /// A field's stored value as JSON (what PATCH operates on below the top level).
 fn port_field_value(port: &Port, name: &str) -> Value {
-    port_full_json(port, "").remove(name).unwrap_or(Value::Null)
+    port_field_json(port, name, "")
 }
 
 /// Writes one writable port field from JSON after checking it (`null` resets it).
@@ -188,8 +184,8 @@ impl Resource for Port {
         self.uuid
     }
 
-    fn full_json(&self, _version: Microversion, base: &str) -> Map<String, Value> {
-        port_full_json(self, base)
+    fn field_json(&self, name: &str, _version: Microversion, base: &str) -> Value {
+        port_field_json(self, name, base)
     }
 
     fn field_value(&self, name: &str, _version: Microversion) -> Value {

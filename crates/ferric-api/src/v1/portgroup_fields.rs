@@ -4,9 +4,10 @@
 use ferric_db::PortgroupSortKey;
 use ferric_model::Microversion;
 use ferric_model::resources::Portgroup;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::fields::FieldType as T;
 use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, field, object, opt_string, opt_text_value, opt_uuid,
@@ -21,22 +22,22 @@ const SINCE: u16 = 23;
 
 /// Every portgroup field, the minor version it appeared in, and who may write it.
 pub(crate) const PORTGROUP_FIELDS: &[FieldSpec] = &[
-    field("uuid", SINCE, CreateOnly),
-    field("name", SINCE, Writable),
-    field("address", SINCE, Writable),
-    field("node_uuid", SINCE, Writable),
-    field("extra", SINCE, Writable),
-    field("internal_info", SINCE, ReadOnly),
-    field("standalone_ports_supported", SINCE, Writable),
-    field("mode", 26, Writable),
-    field("properties", 26, Writable),
-    field("physical_network", 102, Writable),
-    field("category", 103, Writable),
-    field("dynamic_portgroup", 111, ReadOnly),
-    field("created_at", SINCE, ReadOnly),
-    field("updated_at", SINCE, ReadOnly),
-    field("links", SINCE, ReadOnly),
-    field("ports", SINCE, ReadOnly),
+    field("uuid", SINCE, CreateOnly, T::Uuid),
+    field("name", SINCE, Writable, T::OptText),
+    field("address", SINCE, Writable, T::OptText),
+    field("node_uuid", SINCE, Writable, T::Uuid),
+    field("extra", SINCE, Writable, T::Object),
+    field("internal_info", SINCE, ReadOnly, T::Object),
+    field("standalone_ports_supported", SINCE, Writable, T::Bool),
+    field("mode", 26, Writable, T::OptText),
+    field("properties", 26, Writable, T::Object),
+    field("physical_network", 102, Writable, T::OptText),
+    field("category", 103, Writable, T::OptText),
+    field("dynamic_portgroup", 111, ReadOnly, T::Bool),
+    field("created_at", SINCE, ReadOnly, T::Time),
+    field("updated_at", SINCE, ReadOnly, T::OptTime),
+    field("links", SINCE, ReadOnly, T::Links),
+    field("ports", SINCE, ReadOnly, T::Links),
 ];
 
 /// Ironic's `[DEFAULT]default_portgroup_mode`: the bond mode of a portgroup created without one.
@@ -49,44 +50,36 @@ impl Resource for Portgroup {
     const FIELDS: &'static [FieldSpec] = PORTGROUP_FIELDS;
     const DEFAULT_LIST_FIELDS: &'static [&'static str] = &["uuid", "address", "name"];
     const UNSORTABLE: &'static [&'static str] = &["extra", "internal_info", "properties"];
-    const LINK_LISTS: &'static [&'static str] = &["ports"];
 
     fn uuid(&self) -> Uuid {
         self.uuid
     }
 
-    fn full_json(&self, _version: Microversion, base: &str) -> Map<String, Value> {
+    fn field_json(&self, name: &str, _version: Microversion, base: &str) -> Value {
         let text = |value: &Option<String>| opt_text_value(value.as_deref());
-        let mut full = Map::new();
-        for spec in PORTGROUP_FIELDS {
-            let value = match spec.name {
-                "uuid" => json!(self.uuid),
-                "name" => text(&self.name),
-                "address" => text(&self.address),
-                "node_uuid" => json!(self.node_uuid),
-                "extra" => Value::Object(self.extra.clone()),
-                "internal_info" => Value::Object(self.internal_info.clone()),
-                "standalone_ports_supported" => json!(self.standalone_ports_supported),
-                "mode" => text(&self.mode),
-                "properties" => Value::Object(self.properties.clone()),
-                "physical_network" => text(&self.physical_network),
-                "category" => text(&self.category),
-                "dynamic_portgroup" => json!(self.dynamic_portgroup),
-                "created_at" => timestamp(self.created_at),
-                "updated_at" => opt_timestamp(self.updated_at),
-                "links" => links(base, &format!("portgroups/{}", self.uuid)),
-                "ports" => links(base, &format!("portgroups/{}/ports", self.uuid)),
-                _ => Value::Null,
-            };
-            full.insert(spec.name.to_owned(), value);
+        match name {
+            "uuid" => json!(self.uuid),
+            "name" => text(&self.name),
+            "address" => text(&self.address),
+            "node_uuid" => json!(self.node_uuid),
+            "extra" => Value::Object(self.extra.clone()),
+            "internal_info" => Value::Object(self.internal_info.clone()),
+            "standalone_ports_supported" => json!(self.standalone_ports_supported),
+            "mode" => text(&self.mode),
+            "properties" => Value::Object(self.properties.clone()),
+            "physical_network" => text(&self.physical_network),
+            "category" => text(&self.category),
+            "dynamic_portgroup" => json!(self.dynamic_portgroup),
+            "created_at" => timestamp(self.created_at),
+            "updated_at" => opt_timestamp(self.updated_at),
+            "links" => links(base, &format!("portgroups/{}", self.uuid)),
+            "ports" => links(base, &format!("portgroups/{}/ports", self.uuid)),
+            _ => Value::Null,
         }
-        full
     }
 
     fn field_value(&self, name: &str, version: Microversion) -> Value {
-        self.full_json(version, "")
-            .remove(name)
-            .unwrap_or(Value::Null)
+        self.field_json(name, version, "")
     }
 
     fn set_field(&mut self, name: &str, value: Value) -> Result<(), ApiError> {
@@ -151,11 +144,15 @@ mod tests {
     #[test]
     fn every_field_in_the_table_has_a_value() {
         let portgroup = Portgroup::new(Uuid::new_v4(), Uuid::new_v4());
-        let full = portgroup.full_json(Microversion::new(111), "http://h");
         for spec in PORTGROUP_FIELDS {
-            assert!(full.contains_key(spec.name), "{} has no value", spec.name);
+            let value = portgroup.field_json(spec.name, Microversion::new(111), "http://h");
+            let optional = matches!(spec.ty, T::OptText | T::OptUuid | T::OptBool | T::OptTime);
+            assert!(optional || !value.is_null(), "{} has no value", spec.name);
         }
-        assert_eq!(full["standalone_ports_supported"], true);
+        assert_eq!(
+            portgroup.field_json("standalone_ports_supported", Microversion::new(111), ""),
+            true
+        );
     }
 
     #[test]

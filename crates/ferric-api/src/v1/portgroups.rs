@@ -33,7 +33,7 @@ const PORTGROUPS_SINCE: u16 = 23;
 const SUBCONTROLLERS_SINCE: u16 = 24;
 
 /// Portgroup list filters and the minor version each appeared in.
-const PORTGROUP_FILTERS: &[(&str, u16)] = &[("node", 23), ("address", 23)];
+pub(crate) const PORTGROUP_FILTERS: &[(&str, u16)] = &[("node", 23), ("address", 23)];
 
 /// Filters Ironic has that are not wired to storage yet: refused clearly, not ignored.
 const UNSUPPORTED_PORTGROUP_FILTERS: &[&str] = &["shard", "conductor_groups"];

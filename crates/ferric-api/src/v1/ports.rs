@@ -42,7 +42,7 @@ pub fn routes() -> Router<ApiState> {
 }
 
 /// Port list filters and the minor version each appeared in.
-const PORT_FILTERS: &[(&str, u16)] = &[
+pub(crate) const PORT_FILTERS: &[(&str, u16)] = &[
     ("node", 1),
     ("node_uuid", 1),
     ("address", 1),

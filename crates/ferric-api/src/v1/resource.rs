@@ -20,7 +20,7 @@ use ferric_model::Microversion;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::fields::{FieldSpec, Selection, check_writable, select};
+use super::fields::{FieldSpec, Selection, check_writable};
 use super::paging::{ListParams, collection_body, parse_list_params};
 use super::patch::{OpKind, PatchOp, apply_nested};
 use crate::ApiError;
@@ -40,14 +40,12 @@ pub(crate) trait Resource: Clone {
     const DEFAULT_LIST_FIELDS: &'static [&'static str];
     /// Fields that cannot be sort keys (JSON documents).
     const UNSORTABLE: &'static [&'static str];
-    /// Link-list fields (a portgroup's `ports`): under a field selection they are shown only
-    /// when named.
-    const LINK_LISTS: &'static [&'static str] = &[];
 
     fn uuid(&self) -> Uuid;
 
-    /// Every field as JSON, before version hiding and selection, with secrets masked.
-    fn full_json(&self, version: Microversion, base: &str) -> Map<String, Value>;
+    /// One field as responses show it (computed fields included, secrets masked), before
+    /// version hiding.
+    fn field_json(&self, name: &str, version: Microversion, base: &str) -> Value;
 
     /// One field's stored value, unmasked: what a PATCH below the top level edits.
     fn field_value(&self, name: &str, version: Microversion) -> Value;
@@ -57,22 +55,35 @@ pub(crate) trait Resource: Clone {
     fn set_field(&mut self, name: &str, value: Value) -> Result<(), ApiError>;
 }
 
-/// The record as a client at `version` sees it, restricted to `selection`.
+/// The record as a client at `version` sees it, restricted to `selection`. Only the fields
+/// shown are computed: a listing of 1,000 nodes with `?fields=uuid` builds two values per node,
+/// not seventy.
 pub(crate) fn record_json<R: Resource>(
     record: &R,
     version: Microversion,
     selection: &Selection,
     base: &str,
 ) -> Value {
-    let mut full = record.full_json(version, base);
-    if let Selection::Only(names) = selection {
-        for link_list in R::LINK_LISTS {
-            if !names.iter().any(|name| name == link_list) {
-                full.remove(*link_list);
+    let mut shown = Map::new();
+    for spec in R::FIELDS {
+        if version.minor() < spec.since {
+            continue;
+        }
+        let wanted = match selection {
+            Selection::All => true,
+            // Link lists (a node's `ports`, …) too are shown only when named.
+            Selection::Only(names) => {
+                spec.name == "links" || names.iter().any(|name| name == spec.name)
             }
+        };
+        if wanted {
+            shown.insert(
+                spec.name.to_owned(),
+                record.field_json(spec.name, version, base),
+            );
         }
     }
-    Value::Object(select(R::FIELDS, full, selection, version))
+    Value::Object(shown)
 }
 
 /// The paging part of a listing and the fields it shows. `detail_path` is

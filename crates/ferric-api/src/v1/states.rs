@@ -324,12 +324,12 @@ fn provision_request(
     }
     if verb == Verb::Clean && args.clean_steps.is_none() {
         return Err(ApiError::bad_request(
-            "\"clean_steps\" is required when setting target provision state to clean.",
+            "\"clean_steps\" is required when setting target provision state to clean",
         ));
     }
     if verb == Verb::Service && args.service_steps.is_none() {
         return Err(ApiError::bad_request(
-            "\"service_steps\" is required when setting target provision state to service.",
+            "\"service_steps\" is required when setting target provision state to service",
         ));
     }
     refuse_leftovers(&body, &format!("a provision request for '{event}'"))?;
@@ -353,15 +353,22 @@ pub async fn node_provision_set(
             VerbError::VersionTooOld { .. } => {
                 ApiError::not_acceptable(error.message_for_node(&ident))
             }
-            VerbError::NotAllowedInState { .. } => {
-                match lease_holder(&state.store, node.uuid).await? {
-                    Some(holder) => conductor_error(ConductorError::NodeLocked {
-                        node: node.uuid,
-                        holder,
-                    }),
-                    None => ApiError::bad_request(error.message_for_node(&ident)),
-                }
-            }
+            VerbError::NotAllowedInState {
+                verb,
+                state: current,
+            } => match lease_holder(&state.store, node.uuid).await? {
+                Some(holder) => conductor_error(ConductorError::NodeLocked {
+                    node: node.uuid,
+                    holder,
+                }),
+                // Ironic's sentence exactly, naming the node by UUID: clients and scripts
+                // match on it.
+                None => ApiError::bad_request(format!(
+                    "The requested action \"{verb}\" can not be performed on node \"{}\" \
+                     while it is in state \"{current}\".",
+                    node.uuid
+                )),
+            },
         });
     }
     if matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) && node.maintenance {

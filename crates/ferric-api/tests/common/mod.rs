@@ -90,7 +90,7 @@ impl Api {
         let conductor = Conductor::new(store.clone(), drivers, config);
         conductor.start().await.unwrap();
         Self {
-            state: ApiState { store, conductor },
+            state: ApiState::new(store, conductor),
             _db: db,
         }
     }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use ferric_db::{Error, Kind, Store};
+use ferric_model::resources::Ident;
 use uuid::Uuid;
 
 use crate::harness::backend_tests;
@@ -76,6 +77,28 @@ async fn expired_lease_is_taken_over(store: Store) {
         .node_lease_acquire(other, "live-conductor", MINUTE)
         .await
         .unwrap();
+
+    // An expired lease is no reservation; a live one is.
+    let (_, reservation) = store
+        .node_get_with_reservation(&Ident::Uuid(node))
+        .await
+        .unwrap();
+    assert_eq!(reservation, None);
+    let (shown, reservation) = store
+        .node_get_with_reservation(&Ident::Name("m".to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (shown.uuid, reservation.as_deref()),
+        (other, Some("live-conductor"))
+    );
+
+    let held = store.node_lease_list_held().await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        (held[0].node, held[0].holder.as_str()),
+        (other, "live-conductor")
+    );
 
     let expired = store.node_lease_list_expired().await.unwrap();
     assert_eq!(expired.len(), 1);

@@ -8,6 +8,7 @@
 
 mod harness;
 
+mod allocations;
 mod conductors;
 mod history;
 mod leases;

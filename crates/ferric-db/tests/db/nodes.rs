@@ -22,6 +22,7 @@ backend_tests!(
     duplicate_uuid_name_and_instance_are_refused,
     deleting_a_node_removes_its_ports_lease_and_history,
     unknown_marker_and_missing_node_are_reported,
+    shared_listing_follows_every_revision,
 );
 
 pub(crate) fn enrolled(name: &str) -> Node {
@@ -710,4 +711,45 @@ async fn unknown_marker_and_missing_node_are_reported(store: Store) {
     assert!(matches!(error, Error::MarkerNotFound { kind: Kind::Node, marker: m } if m == marker));
     let error = store.node_get(&Ident::parse("nobody")).await.unwrap_err();
     assert_eq!(error.to_string(), "node nobody was not found");
+}
+
+async fn shared_listing_follows_every_revision(store: Store) {
+    for name in ["a", "b", "c"] {
+        store.node_create(&enrolled(name)).await.unwrap();
+    }
+    let page = Page::<NodeSortKey>::first(10);
+    let plain = store
+        .node_list(&NodeFilter::default(), &page)
+        .await
+        .unwrap();
+    let shared = store
+        .node_list_shared(&NodeFilter::default(), &page)
+        .await
+        .unwrap();
+    let shared: Vec<Node> = shared.iter().map(|node| (**node).clone()).collect();
+    assert_eq!(plain, shared);
+
+    // A write bumps the revision, so the cached record is not served again.
+    let mut changed = plain[1].clone();
+    changed.description = Some("moved".to_owned());
+    store.node_update(&changed, changed.version).await.unwrap();
+    let again = store
+        .node_list_shared(&NodeFilter::default(), &page)
+        .await
+        .unwrap();
+    assert_eq!(again[1].description.as_deref(), Some("moved"));
+    assert_eq!(again[0].version, plain[0].version);
+
+    // Filters and paging apply as in `node_list`.
+    let after_first = store
+        .node_list_shared(&NodeFilter::default(), &page.clone().after(plain[0].uuid))
+        .await
+        .unwrap();
+    assert_eq!(after_first.len(), 2);
+    store.node_delete(plain[2].uuid).await.unwrap();
+    let remaining = store
+        .node_list_shared(&NodeFilter::default(), &page)
+        .await
+        .unwrap();
+    assert_eq!(remaining.len(), 2);
 }

@@ -1,0 +1,1217 @@
+//! The OpenAPI 3.0 document of the Bare Metal API, built from the tables that serve it: each
+//! resource's schema comes from its field table (type, microversion, who may write it), its
+//! list filters from the handler's filter table, and the operations from [`operations`], one
+//! entry per route. `docs/openapi.json` is this document, checked in; a test fails when it is
+//! stale and another checks that every documented operation is routed.
+//!
+//! Theory of operation: Ironic's responses depend on the microversion (newer fields are hidden
+//! from older clients), so no response field is `required` except the ones every version has;
+//! each field carries `x-ironic-since` (the version it appeared in). Request bodies are closed
+//! (`additionalProperties: false`), as the handlers are. Every 4xx/5xx is Ironic's
+//! double-encoded error body.
+
+use serde_json::{Map, Value, json};
+
+use crate::v1::fields::{Access, FieldSpec, FieldType};
+use crate::v1::{
+    allocations, chassis, conductors, node_fields, nodes, port_fields, portgroup_fields,
+};
+use crate::v1::{portgroups, ports};
+use crate::version::{MAX_VERSION, MIN_VERSION};
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for operation in operations() {
+        let entry = paths
+            .entry(operation.path.to_owned())
+            .or_insert_with(|| json!({}));
+        entry[operation.method] = operation.to_json();
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Ferric Bare Metal API",
+            "version": MAX_VERSION.to_string(),
+            "description": format!(
+                "The OpenStack Ironic-compatible Bare Metal API v1 served by Ferric. Requests \
+                 choose a microversion with the `X-OpenStack-Ironic-API-Version` header \
+                 (`{MIN_VERSION}` when absent, up to `{MAX_VERSION}`, or `latest`); fields, \
+                 filters and endpoints newer than it are hidden (`x-ironic-since` names the \
+                 version each appeared in). Generated from the code by `cargo xtask docs`."
+            ),
+        },
+        "servers": [{ "url": "http://127.0.0.1:6385" }],
+        "paths": paths,
+        "components": {
+            "schemas": schemas(),
+            "parameters": parameters(),
+            "responses": error_responses(),
+        },
+    })
+}
+
+// ---- schemas -----------------------------------------------------------------------------
+
+fn field_type_schema(ty: FieldType) -> Value {
+    match ty {
+        FieldType::Uuid => json!({ "type": "string", "format": "uuid" }),
+        FieldType::OptUuid => json!({ "type": "string", "format": "uuid", "nullable": true }),
+        FieldType::Text => json!({ "type": "string" }),
+        FieldType::OptText => json!({ "type": "string", "nullable": true }),
+        FieldType::Bool => json!({ "type": "boolean" }),
+        FieldType::OptBool => json!({ "type": "boolean", "nullable": true }),
+        FieldType::Object => json!({ "type": "object", "additionalProperties": true }),
+        FieldType::StringList => json!({ "type": "array", "items": { "type": "string" } }),
+        FieldType::Time => json!({ "type": "string", "format": "date-time" }),
+        FieldType::OptTime => json!({ "type": "string", "format": "date-time", "nullable": true }),
+        FieldType::Links => json!({ "$ref": "#/components/schemas/Links" }),
+    }
+}
+
+fn with_since(mut schema: Value, since: u16) -> Value {
+    if since > 1 {
+        schema["x-ironic-since"] = json!(format!("1.{since}"));
+    }
+    schema
+}
+
+/// A resource as responses show it: every field, none required but those of 1.1 that the
+/// `required` list names.
+fn resource_schema(table: &[FieldSpec], required: &[&str]) -> Value {
+    let mut properties = Map::new();
+    for spec in table {
+        let mut schema = with_since(field_type_schema(spec.ty), spec.since);
+        if spec.access == Access::ReadOnly && !matches!(spec.ty, FieldType::Links) {
+            schema["readOnly"] = json!(true);
+        }
+        properties.insert(spec.name.to_owned(), schema);
+    }
+    with_required(
+        json!({ "type": "object", "properties": properties }),
+        required,
+    )
+}
+
+/// Adds `required` unless it is empty (OpenAPI 3.0 refuses an empty list).
+fn with_required(mut schema: Value, required: &[&str]) -> Value {
+    if !required.is_empty() {
+        schema["required"] = json!(required);
+    }
+    schema
+}
+
+/// A create body: the fields callers may set, closed, `required` present.
+fn create_schema(table: &[FieldSpec], required: &[&str]) -> Value {
+    let mut properties = Map::new();
+    for spec in table
+        .iter()
+        .filter(|spec| matches!(spec.access, Access::Writable | Access::CreateOnly))
+    {
+        let mut schema = field_type_schema(spec.ty);
+        if required.contains(&spec.name) && spec.ty == FieldType::Text {
+            schema["minLength"] = json!(1);
+        }
+        properties.insert(spec.name.to_owned(), with_since(schema, spec.since));
+    }
+    with_required(
+        json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        }),
+        required,
+    )
+}
+
+/// `{"<key>": [<item>…], "next": "<url>"}`.
+fn collection_schema(key: &str, item: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            key: { "type": "array", "items": { "$ref": format!("#/components/schemas/{item}") } },
+            "next": { "type": "string", "description": "The next page, present when this one is full." },
+        },
+        "required": [key],
+    })
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    with_required(
+        json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        }),
+        required,
+    )
+}
+
+fn schemas() -> Value {
+    // In parts: one `json!` of everything would pass the macro recursion limit.
+    let parts = [
+        json!({
+        "Error": {
+            "type": "object",
+            "description": "Ironic's error body: `error_message` is itself JSON text, \
+                {\"faultcode\": \"Client\"|\"Server\", \"faultstring\": \"…\", \"debuginfo\": null}.",
+            "properties": { "error_message": { "type": "string" } },
+            "required": ["error_message"],
+        },
+        "Links": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "href": { "type": "string" },
+                    "rel": { "type": "string" },
+                    "type": { "type": "string" },
+                },
+                "required": ["href", "rel"],
+            },
+        },
+        "Version": {
+            "type": "object",
+            "properties": {
+                "id": { "type": "string" },
+                "links": { "$ref": "#/components/schemas/Links" },
+                "status": { "type": "string" },
+                "min_version": { "type": "string" },
+                "version": { "type": "string" },
+            },
+            "required": ["id", "links", "status", "min_version", "version"],
+        },
+        "Root": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string" },
+                "description": { "type": "string" },
+                "default_version": { "$ref": "#/components/schemas/Version" },
+                "versions": { "type": "array", "items": { "$ref": "#/components/schemas/Version" } },
+            },
+            "required": ["name", "description", "default_version", "versions"],
+        },
+        "V1": {
+            "type": "object",
+            "properties": {
+                "id": { "type": "string" },
+                "links": { "$ref": "#/components/schemas/Links" },
+                "version": { "$ref": "#/components/schemas/Version" },
+            },
+            "required": ["id", "links"],
+            "additionalProperties": true,
+        },
+        }),
+        json!({
+        "Node": resource_schema(node_fields::NODE_FIELDS, &["uuid", "links"]),
+        "NodeCreate": create_schema(node_fields::NODE_FIELDS, &["driver"]),
+        "NodeCollection": collection_schema("nodes", "Node"),
+        "Port": resource_schema(port_fields::PORT_FIELDS, &["uuid", "links"]),
+        "PortCreate": create_schema(port_fields::PORT_FIELDS, &["address", "node_uuid"]),
+        "PortCollection": collection_schema("ports", "Port"),
+        "Portgroup": resource_schema(portgroup_fields::PORTGROUP_FIELDS, &["uuid", "links"]),
+        "PortgroupCreate": create_schema(portgroup_fields::PORTGROUP_FIELDS, &["node_uuid"]),
+        "PortgroupCollection": collection_schema("portgroups", "Portgroup"),
+        "Chassis": resource_schema(chassis::CHASSIS_FIELDS, &["uuid", "links"]),
+        "ChassisCreate": create_schema(chassis::CHASSIS_FIELDS, &[]),
+        "ChassisCollection": collection_schema("chassis", "Chassis"),
+        "Conductor": resource_schema(conductors::CONDUCTOR_FIELDS, &["hostname", "links"]),
+        "ConductorCollection": collection_schema("conductors", "Conductor"),
+        "NodeHistoryEvent": {
+            "type": "object",
+            "properties": {
+                "uuid": { "type": "string", "format": "uuid" },
+                "created_at": { "type": "string", "format": "date-time" },
+                "severity": { "type": "string" },
+                "event": { "type": "string" },
+                "event_type": { "type": "string" },
+                "conductor": { "type": "string", "nullable": true },
+                "user": { "type": "string", "nullable": true },
+                "links": { "$ref": "#/components/schemas/Links" },
+            },
+            "required": ["uuid", "created_at", "severity", "event"],
+        },
+        "NodeHistory": collection_schema("history", "NodeHistoryEvent"),
+        }),
+        json!({
+        "JsonPatch": {
+            "type": "array",
+            "description": "RFC 6902, restricted to add, replace and remove on writable fields.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "op": { "type": "string", "enum": ["add", "replace", "remove"] },
+                    "path": { "type": "string", "pattern": "^/" },
+                    "value": {},
+                },
+                "required": ["op", "path"],
+            },
+        },
+        "Driver": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string" },
+                "hosts": { "type": "array", "items": { "type": "string" } },
+                "type": { "type": "string", "x-ironic-since": "1.30" },
+                "links": { "$ref": "#/components/schemas/Links" },
+                "properties": { "$ref": "#/components/schemas/Links" },
+            },
+            "required": ["name", "hosts"],
+            "additionalProperties": true,
+        },
+        "DriverCollection": {
+            "type": "object",
+            "properties": {
+                "drivers": { "type": "array", "items": { "$ref": "#/components/schemas/Driver" } },
+            },
+            "required": ["drivers"],
+        },
+        "DriverProperties": {
+            "type": "object",
+            "additionalProperties": { "type": "string" },
+        },
+        }),
+        json!({
+        "NodeStates": {
+            "type": "object",
+            "properties": {
+                "console_enabled": { "type": "boolean" },
+                "last_error": { "type": "string", "nullable": true },
+                "power_state": { "type": "string", "nullable": true },
+                "provision_state": { "type": "string", "nullable": true },
+                "provision_updated_at": { "type": "string", "format": "date-time", "nullable": true },
+                "target_power_state": { "type": "string", "nullable": true },
+                "target_provision_state": { "type": "string", "nullable": true },
+                "raid_config": { "type": "object", "x-ironic-since": "1.12" },
+                "target_raid_config": { "type": "object", "x-ironic-since": "1.12" },
+                "boot_mode": { "type": "string", "nullable": true, "x-ironic-since": "1.75" },
+                "secure_boot": { "type": "boolean", "nullable": true, "x-ironic-since": "1.75" },
+            },
+            "required": ["console_enabled", "power_state", "provision_state"],
+        },
+        "ProvisionRequest": object(json!({
+            "target": {
+                "type": "string",
+                "enum": ferric_model::machine::Verb::ALL.map(|verb| verb.as_str()),
+            },
+            "configdrive": { "nullable": true, "oneOf": [{ "type": "string" }, { "type": "object" }] },
+            "clean_steps": { "$ref": "#/components/schemas/Steps" },
+            "deploy_steps": { "$ref": "#/components/schemas/Steps" },
+            "service_steps": { "$ref": "#/components/schemas/Steps" },
+            "disable_ramdisk": { "type": "boolean" },
+            "rescue_password": { "type": "string" },
+        }), &["target"]),
+        "BiosSetting": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string" },
+                "value": { "type": "string", "nullable": true },
+                "links": { "$ref": "#/components/schemas/Links" },
+                "created_at": { "type": "string", "format": "date-time" },
+                "updated_at": { "type": "string", "format": "date-time", "nullable": true },
+            },
+            "required": ["name", "value"],
+            "additionalProperties": true,
+        },
+        "BiosSettings": {
+            "type": "object",
+            "properties": {
+                "bios": { "type": "array", "items": { "$ref": "#/components/schemas/BiosSetting" } },
+            },
+            "required": ["bios"],
+        },
+        "BiosSettingShow": {
+            "type": "object",
+            "description": "{\"<setting name>\": BiosSetting}",
+            "additionalProperties": { "$ref": "#/components/schemas/BiosSetting" },
+        },
+        "Inventory": {
+            "type": "object",
+            "properties": {
+                "inventory": { "type": "object" },
+                "plugin_data": { "type": "object" },
+            },
+            "required": ["inventory", "plugin_data"],
+        },
+        "Shards": {
+            "type": "object",
+            "properties": {
+                "shards": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": { "name": { "type": "string" }, "count": { "type": "integer" } },
+                        "required": ["name", "count"],
+                    },
+                },
+            },
+            "required": ["shards"],
+        },
+        "Events": {
+            "type": "object",
+            "properties": {
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "event": { "type": "string", "enum": ["network.bind_port", "network.unbind_port", "network.delete_port"] },
+                            "port_id": { "type": "string" },
+                            "mac_address": { "type": "string" },
+                            "status": { "type": "string" },
+                            "device_id": { "type": "string" },
+                        },
+                        "required": ["event"],
+                    },
+                },
+            },
+            "required": ["events"],
+            "additionalProperties": false,
+        },
+        "Lookup": {
+            "type": "object",
+            "properties": {
+                "node": { "type": "object" },
+                "config": { "type": "object" },
+            },
+            "required": ["node", "config"],
+        },
+        "HeartbeatRequest": {
+            "type": "object",
+            "properties": {
+                "callback_url": { "type": "string" },
+                "agent_token": { "type": "string", "x-ironic-since": "1.62" },
+                "agent_version": { "type": "string", "x-ironic-since": "1.36" },
+                "agent_verify_ca": { "type": "string", "x-ironic-since": "1.68" },
+                "agent_status": { "type": "string", "x-ironic-since": "1.72" },
+                "agent_status_message": { "type": "string", "x-ironic-since": "1.72" },
+            },
+            "required": ["callback_url"],
+        },
+        "Steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "interface": { "type": "string" },
+                    "step": { "type": "string", "minLength": 1 },
+                    "args": { "type": "object" },
+                    "priority": { "type": "integer", "minimum": 0 },
+                    "order": {},
+                    "execute_on_child_nodes": { "type": "boolean" },
+                    "limit_child_node_execution": { "type": "array", "items": { "type": "string" } },
+                },
+                "required": ["interface", "step"],
+                "additionalProperties": false,
+            },
+        },
+        "PowerRequest": object(json!({
+            "target": {
+                "type": "string",
+                "enum": ["power on", "power off", "rebooting", "soft power off", "soft rebooting"],
+            },
+            "timeout": { "type": "integer", "minimum": 1, "x-ironic-since": "1.27" },
+        }), &["target"]),
+        }),
+        json!({
+        "BootDevice": {
+            "type": "object",
+            "properties": {
+                "boot_device": { "type": "string", "nullable": true },
+                "persistent": { "type": "boolean", "nullable": true },
+            },
+            "required": ["boot_device", "persistent"],
+        },
+        "BootDeviceRequest": object(json!({
+            "boot_device": {
+                "type": "string",
+                "enum": ["pxe", "disk", "cdrom", "bios", "safe", "wanboot", "iscsiboot", "floppy", "uefihttp"],
+            },
+            "persistent": { "type": "boolean" },
+        }), &["boot_device"]),
+        "SupportedBootDevices": {
+            "type": "object",
+            "properties": {
+                "supported_boot_devices": { "type": "array", "items": { "type": "string" } },
+            },
+            "required": ["supported_boot_devices"],
+        },
+        "Validation": {
+            "type": "object",
+            "description": "Per interface: {\"result\": bool, \"reason\": text when false}.",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "result": { "type": "boolean", "nullable": true },
+                    "reason": { "type": "string", "nullable": true },
+                },
+            },
+        },
+        "MaintenanceRequest": object(json!({
+            "reason": { "type": "string", "nullable": true },
+        }), &[]),
+        "Traits": {
+            "type": "object",
+            "properties": {
+                "traits": { "type": "array", "items": { "type": "string" }, "maxItems": 50 },
+            },
+            "required": ["traits"],
+            "additionalProperties": false,
+        },
+        "Vif": {
+            "type": "object",
+            "properties": { "id": { "type": "string" } },
+            "required": ["id"],
+        },
+        "VifCollection": {
+            "type": "object",
+            "properties": {
+                "vifs": { "type": "array", "items": { "$ref": "#/components/schemas/Vif" } },
+            },
+            "required": ["vifs"],
+        },
+        "VifAttachRequest": object(json!({
+            "id": { "type": "string", "minLength": 1 },
+            "port_uuid": { "type": "string", "format": "uuid", "x-ironic-since": "1.67" },
+            "portgroup_uuid": { "type": "string", "format": "uuid", "x-ironic-since": "1.67" },
+        }), &["id"]),
+        "Health": { "type": "object", "additionalProperties": true },
+        "Allocation": resource_schema(allocations::ALLOCATION_FIELDS, &["uuid", "state", "links"]),
+        "AllocationCreate": {
+            "allOf": [create_schema(allocations::ALLOCATION_FIELDS, &[])],
+            "description": "`resource_class` is required unless `node` (1.58) names a deployed node to backfill.",
+        },
+        "AllocationCollection": collection_schema("allocations", "Allocation"),
+        }),
+    ];
+    let mut all = Map::new();
+    for part in parts {
+        if let Value::Object(part) = part {
+            all.extend(part);
+        }
+    }
+    Value::Object(all)
+}
+
+// ---- parameters --------------------------------------------------------------------------
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "in": "path",
+        "required": true,
+        "description": description,
+        "schema": { "type": "string" },
+    })
+}
+
+fn parameters() -> Value {
+    json!({
+        "ApiVersion": {
+            "name": "X-OpenStack-Ironic-API-Version",
+            "in": "header",
+            "required": false,
+            "description": "The microversion: `1.N` or `latest`; 1.1 when absent.",
+            "schema": { "type": "string", "pattern": "^(1\\.[0-9]+|latest)$" },
+        },
+        "node_ident": path_param("node_ident", "A node's UUID or name."),
+        "port_ident": path_param("port_ident", "A port's UUID or name (1.88)."),
+        "portgroup_ident": path_param("portgroup_ident", "A portgroup's UUID or name."),
+        "chassis_uuid": path_param("chassis_uuid", "A chassis's UUID."),
+        "hostname": path_param("hostname", "A conductor's hostname."),
+        "driver_name": path_param("driver_name", "A hardware type's name."),
+        "trait_name": path_param("trait_name", "A trait: CUSTOM_* or a standard trait."),
+        "vif_id": path_param("vif_id", "The VIF's identifier."),
+        "event_uuid": path_param("event_uuid", "A history event's UUID."),
+        "allocation_ident": path_param("allocation_ident", "An allocation's UUID or name."),
+        "setting_name": path_param("setting_name", "A BIOS setting's name."),
+        "limit": {
+            "name": "limit", "in": "query", "required": false,
+            "description": "Page size, at most 1000.",
+            "schema": { "type": "integer", "minimum": 1 },
+        },
+        "marker": {
+            "name": "marker", "in": "query", "required": false,
+            "description": "The UUID of the last item of the previous page.",
+            "schema": { "type": "string", "format": "uuid" },
+        },
+        "sort_key": {
+            "name": "sort_key", "in": "query", "required": false,
+            "schema": { "type": "string" },
+        },
+        "sort_dir": {
+            "name": "sort_dir", "in": "query", "required": false,
+            "schema": { "type": "string", "enum": ["asc", "desc"] },
+        },
+        "fields": {
+            "name": "fields", "in": "query", "required": false,
+            "description": "Comma-separated field names (1.8).",
+            "schema": { "type": "string" },
+            "x-ironic-since": "1.8",
+        },
+        "detail": {
+            "name": "detail", "in": "query", "required": false,
+            "description": "Show every field (1.43); not with `fields`.",
+            "schema": { "type": "boolean" },
+            "x-ironic-since": "1.43",
+        },
+    })
+}
+
+fn error_responses() -> Value {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } },
+        })
+    };
+    json!({
+        "BadRequest": error("The request is invalid (Ironic's Invalid* family)."),
+        "Unauthorized": error("Credentials are missing or wrong (http_basic)."),
+        "Forbidden": error("The node is protected, or the action is not allowed."),
+        "NotFound": error("No such resource, or the endpoint is newer than the microversion."),
+        "MethodNotAllowed": error("The path does not accept this method."),
+        "NotAcceptable": error("The microversion is outside the supported range, or a field, filter or verb is newer than it."),
+        "Conflict": error("A duplicate, a locked node, or a state that refuses the change."),
+        "PayloadTooLarge": error("The body is larger than the configured limit."),
+        "UnsupportedMediaType": error("The body is not JSON."),
+        "ServiceUnavailable": error("No conductor can take the work now; retry."),
+        "InternalError": error("An unexpected fault; details are in the server log."),
+    })
+}
+
+// ---- operations --------------------------------------------------------------------------
+
+/// One documented route and method.
+pub(crate) struct Operation {
+    method: &'static str,
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+    since: u16,
+    params: Vec<Value>,
+    body: Option<&'static str>,
+    /// The success status and its schema (`None`: no body).
+    success: (u16, Option<&'static str>),
+    /// Error statuses this operation can answer besides the ones every operation can.
+    errors: &'static [u16],
+}
+
+fn op(method: &'static str, path: &'static str, id: &'static str) -> Operation {
+    Operation {
+        method,
+        path,
+        id,
+        summary: "",
+        since: 1,
+        params: Vec::new(),
+        body: None,
+        success: (200, None),
+        errors: &[],
+    }
+}
+
+impl Operation {
+    fn summary(mut self, summary: &'static str) -> Self {
+        self.summary = summary;
+        self
+    }
+
+    fn since(mut self, since: u16) -> Self {
+        self.since = since;
+        self
+    }
+
+    fn refs(mut self, names: &[&str]) -> Self {
+        self.params.extend(
+            names
+                .iter()
+                .map(|name| json!({ "$ref": format!("#/components/parameters/{name}") })),
+        );
+        self
+    }
+
+    fn param(mut self, param: Value) -> Self {
+        self.params.push(param);
+        self
+    }
+
+    fn body(mut self, schema: &'static str) -> Self {
+        self.body = Some(schema);
+        self
+    }
+
+    fn ok(mut self, status: u16, schema: Option<&'static str>) -> Self {
+        self.success = (status, schema);
+        self
+    }
+
+    fn errors(mut self, errors: &'static [u16]) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// A listing: paging parameters, `fields` (not on detail paths), and its filters.
+    fn listing(mut self, filters: &[(&str, u16)], detail_path: bool) -> Self {
+        self = self.refs(&["limit", "marker", "sort_key", "sort_dir"]);
+        if !detail_path {
+            self = self.refs(&["fields", "detail"]);
+        }
+        for (name, since) in filters {
+            self.params.push(filter_param(name, *since));
+        }
+        self
+    }
+
+    fn to_json(&self) -> Value {
+        let mut parameters = vec![json!({ "$ref": "#/components/parameters/ApiVersion" })];
+        parameters.extend(self.params.iter().cloned());
+        let (status, schema) = self.success;
+        let success = match schema {
+            Some(schema) => json!({
+                "description": "Success.",
+                "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } },
+            }),
+            None => json!({ "description": "Success, no body." }),
+        };
+        let mut responses = Map::new();
+        responses.insert(status.to_string(), success);
+        let mut errors: Vec<u16> = vec![401, 404, 406, 500];
+        if self.body.is_some() {
+            errors.extend([400, 413, 415]);
+        }
+        errors.extend(self.errors.iter().copied());
+        errors.sort_unstable();
+        errors.dedup();
+        for error in errors {
+            let name = match error {
+                400 => "BadRequest",
+                401 => "Unauthorized",
+                403 => "Forbidden",
+                404 => "NotFound",
+                405 => "MethodNotAllowed",
+                406 => "NotAcceptable",
+                409 => "Conflict",
+                413 => "PayloadTooLarge",
+                415 => "UnsupportedMediaType",
+                503 => "ServiceUnavailable",
+                _ => "InternalError",
+            };
+            responses.insert(
+                error.to_string(),
+                json!({ "$ref": format!("#/components/responses/{name}") }),
+            );
+        }
+        let mut operation = json!({
+            "operationId": self.id,
+            "summary": self.summary,
+            "tags": [self.path.trim_start_matches("/v1/").split('/').next().unwrap_or("root")],
+            "parameters": parameters,
+            "responses": responses,
+        });
+        if self.since > 1 {
+            operation["x-ironic-since"] = json!(format!("1.{}", self.since));
+        }
+        if let Some(body) = self.body {
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{body}") } } },
+            });
+        }
+        operation
+    }
+}
+
+/// A list filter, typed by what the handler parses.
+fn filter_param(name: &str, since: u16) -> Value {
+    let schema = match name {
+        "associated" | "maintenance" | "retired" | "sharded" => json!({ "type": "boolean" }),
+        "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
+            json!({ "type": "string", "format": "uuid" })
+        }
+        "provision_state" => json!({
+            "type": "string",
+            "enum": ferric_model::ProvisionState::ALL.map(|state| state.as_str()),
+        }),
+        "fault" => json!({
+            "type": "string",
+            "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
+        }),
+        _ => json!({ "type": "string" }),
+    };
+    let mut param = json!({ "name": name, "in": "query", "required": false, "schema": schema });
+    if since > 1 {
+        param["x-ironic-since"] = json!(format!("1.{since}"));
+    }
+    param
+}
+
+/// Every operation Ferric serves, in route order.
+pub(crate) fn operations() -> Vec<Operation> {
+    const NODE: &[&str] = &["node_ident"];
+    vec![
+        op("get", "/", "root_get")
+            .summary("Version discovery: the API's versions")
+            .ok(200, Some("Root")),
+        op("get", "/v1", "v1_get")
+            .summary("Version discovery: the v1 document and its resources")
+            .ok(200, Some("V1")),
+        op("get", "/health", "health_get")
+            .summary("Health of the database and the conductor's reconcilers")
+            .ok(200, Some("Health"))
+            .errors(&[503]),
+        // Nodes.
+        op("get", "/v1/nodes", "node_list")
+            .summary("List nodes (default fields, or ?fields=)")
+            .listing(nodes::NODE_FILTERS, false)
+            .ok(200, Some("NodeCollection"))
+            .errors(&[400]),
+        op("post", "/v1/nodes", "node_create")
+            .summary("Enroll a node")
+            .body("NodeCreate")
+            .ok(201, Some("Node"))
+            .errors(&[409]),
+        op("get", "/v1/nodes/detail", "node_list_detail")
+            .summary("List nodes with every field")
+            .listing(nodes::NODE_FILTERS, true)
+            .ok(200, Some("NodeCollection"))
+            .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}", "node_get")
+            .summary("Show a node")
+            .refs(NODE)
+            .refs(&["fields"])
+            .ok(200, Some("Node"))
+            .errors(&[400]),
+        op("patch", "/v1/nodes/{node_ident}", "node_update")
+            .summary("Update a node (JSON patch)")
+            .refs(NODE)
+            .body("JsonPatch")
+            .ok(200, Some("Node"))
+            .errors(&[409]),
+        op("delete", "/v1/nodes/{node_ident}", "node_delete")
+            .summary("Delete a node")
+            .refs(NODE)
+            .ok(204, None)
+            .errors(&[403, 409]),
+        // Node states and management.
+        op("get", "/v1/nodes/{node_ident}/states", "node_states_get")
+            .summary("A node's power, provision and RAID states")
+            .refs(NODE)
+            .ok(200, Some("NodeStates")),
+        op("put", "/v1/nodes/{node_ident}/states/provision", "node_provision_set")
+            .summary("Request a provision state change")
+            .refs(NODE)
+            .body("ProvisionRequest")
+            .ok(202, None)
+            .errors(&[409, 503]),
+        op("put", "/v1/nodes/{node_ident}/states/power", "node_power_set")
+            .summary("Request a power state change")
+            .refs(NODE)
+            .body("PowerRequest")
+            .ok(202, None)
+            .errors(&[409, 503]),
+        op("get", "/v1/nodes/{node_ident}/management/boot_device", "node_boot_device_get")
+            .summary("The node's boot device")
+            .refs(NODE)
+            .ok(200, Some("BootDevice"))
+            .errors(&[400, 409, 503]),
+        op("put", "/v1/nodes/{node_ident}/management/boot_device", "node_boot_device_set")
+            .summary("Set the node's boot device")
+            .refs(NODE)
+            .body("BootDeviceRequest")
+            .ok(204, None)
+            .errors(&[409, 503]),
+        op(
+            "get",
+            "/v1/nodes/{node_ident}/management/boot_device/supported",
+            "node_boot_device_supported",
+        )
+        .summary("The boot devices the node supports")
+        .refs(NODE)
+        .ok(200, Some("SupportedBootDevices"))
+        .errors(&[400, 409, 503]),
+        op("get", "/v1/nodes/{node_ident}/validate", "node_validate")
+            .summary("Validate the node's interfaces")
+            .refs(NODE)
+            .ok(200, Some("Validation"))
+            .errors(&[409, 503]),
+        op("put", "/v1/nodes/{node_ident}/maintenance", "node_maintenance_set")
+            .summary("Put the node in maintenance")
+            .refs(NODE)
+            .body("MaintenanceRequest")
+            .ok(202, None)
+            .errors(&[409]),
+        op("delete", "/v1/nodes/{node_ident}/maintenance", "node_maintenance_unset")
+            .summary("Take the node out of maintenance")
+            .refs(NODE)
+            .ok(202, None)
+            .errors(&[409]),
+        // Traits, VIFs, history.
+        op("get", "/v1/nodes/{node_ident}/traits", "trait_list")
+            .summary("The node's traits")
+            .since(37)
+            .refs(NODE)
+            .ok(200, Some("Traits")),
+        op("put", "/v1/nodes/{node_ident}/traits", "trait_replace_all")
+            .summary("Replace all of the node's traits")
+            .since(37)
+            .refs(NODE)
+            .body("Traits")
+            .ok(204, None)
+            .errors(&[409]),
+        op("delete", "/v1/nodes/{node_ident}/traits", "trait_delete_all")
+            .summary("Remove all of the node's traits")
+            .since(37)
+            .refs(NODE)
+            .ok(204, None)
+            .errors(&[409]),
+        op("put", "/v1/nodes/{node_ident}/traits/{trait_name}", "trait_add")
+            .summary("Add one trait")
+            .since(37)
+            .refs(&["node_ident", "trait_name"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("delete", "/v1/nodes/{node_ident}/traits/{trait_name}", "trait_delete")
+            .summary("Remove one trait")
+            .since(37)
+            .refs(&["node_ident", "trait_name"])
+            .ok(204, None)
+            .errors(&[409]),
+        op("get", "/v1/nodes/{node_ident}/vifs", "vif_list")
+            .summary("The VIFs attached to the node")
+            .since(28)
+            .refs(NODE)
+            .ok(200, Some("VifCollection")),
+        op("post", "/v1/nodes/{node_ident}/vifs", "vif_attach")
+            .summary("Attach a VIF")
+            .since(28)
+            .refs(NODE)
+            .body("VifAttachRequest")
+            .ok(204, None)
+            .errors(&[409]),
+        op("delete", "/v1/nodes/{node_ident}/vifs/{vif_id}", "vif_detach")
+            .summary("Detach a VIF")
+            .since(28)
+            .refs(&["node_ident", "vif_id"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("get", "/v1/nodes/{node_ident}/history", "history_list")
+            .summary("The node's history of events")
+            .since(78)
+            .refs(NODE)
+            .refs(&["detail"])
+            .ok(200, Some("NodeHistory"))
+            .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}/history/{event_uuid}", "history_get")
+            .summary("One history event")
+            .since(78)
+            .refs(&["node_ident", "event_uuid"])
+            .ok(200, Some("NodeHistoryEvent"))
+            .errors(&[400]),
+        // Ports.
+        op("get", "/v1/ports", "port_list")
+            .summary("List ports")
+            .listing(ports::PORT_FILTERS, false)
+            .ok(200, Some("PortCollection"))
+            .errors(&[400]),
+        op("post", "/v1/ports", "port_create")
+            .summary("Create a port")
+            .body("PortCreate")
+            .ok(201, Some("Port"))
+            .errors(&[409]),
+        op("get", "/v1/ports/detail", "port_list_detail")
+            .summary("List ports with every field")
+            .listing(ports::PORT_FILTERS, true)
+            .ok(200, Some("PortCollection"))
+            .errors(&[400]),
+        op("get", "/v1/ports/{port_ident}", "port_get")
+            .summary("Show a port")
+            .refs(&["port_ident", "fields"])
+            .ok(200, Some("Port"))
+            .errors(&[400]),
+        op("patch", "/v1/ports/{port_ident}", "port_update")
+            .summary("Update a port (JSON patch)")
+            .refs(&["port_ident"])
+            .body("JsonPatch")
+            .ok(200, Some("Port"))
+            .errors(&[409]),
+        op("delete", "/v1/ports/{port_ident}", "port_delete")
+            .summary("Delete a port")
+            .refs(&["port_ident"])
+            .ok(204, None)
+            .errors(&[409]),
+        op("get", "/v1/nodes/{node_ident}/ports", "node_port_list")
+            .summary("List a node's ports")
+            .refs(NODE)
+            .listing(&[], false)
+            .ok(200, Some("PortCollection"))
+            .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}/ports/detail", "node_port_list_detail")
+            .summary("List a node's ports with every field")
+            .refs(NODE)
+            .listing(&[], true)
+            .ok(200, Some("PortCollection"))
+            .errors(&[400]),
+        // Portgroups.
+        op("get", "/v1/portgroups", "portgroup_list")
+            .summary("List portgroups")
+            .since(23)
+            .listing(portgroups::PORTGROUP_FILTERS, false)
+            .ok(200, Some("PortgroupCollection"))
+            .errors(&[400]),
+        op("post", "/v1/portgroups", "portgroup_create")
+            .summary("Create a portgroup")
+            .since(23)
+            .body("PortgroupCreate")
+            .ok(201, Some("Portgroup"))
+            .errors(&[409]),
+        op("get", "/v1/portgroups/detail", "portgroup_list_detail")
+            .summary("List portgroups with every field")
+            .since(23)
+            .listing(portgroups::PORTGROUP_FILTERS, true)
+            .ok(200, Some("PortgroupCollection"))
+            .errors(&[400]),
+        op("get", "/v1/portgroups/{portgroup_ident}", "portgroup_get")
+            .summary("Show a portgroup")
+            .since(23)
+            .refs(&["portgroup_ident", "fields"])
+            .ok(200, Some("Portgroup"))
+            .errors(&[400]),
+        op("patch", "/v1/portgroups/{portgroup_ident}", "portgroup_update")
+            .summary("Update a portgroup (JSON patch)")
+            .since(23)
+            .refs(&["portgroup_ident"])
+            .body("JsonPatch")
+            .ok(200, Some("Portgroup"))
+            .errors(&[409]),
+        op("delete", "/v1/portgroups/{portgroup_ident}", "portgroup_delete")
+            .summary("Delete a portgroup (it must have no ports)")
+            .since(23)
+            .refs(&["portgroup_ident"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("get", "/v1/portgroups/{portgroup_ident}/ports", "portgroup_port_list")
+            .summary("List a portgroup's ports")
+            .since(24)
+            .refs(&["portgroup_ident"])
+            .listing(&[], false)
+            .ok(200, Some("PortCollection"))
+            .errors(&[400]),
+        op(
+            "get",
+            "/v1/portgroups/{portgroup_ident}/ports/detail",
+            "portgroup_port_list_detail",
+        )
+        .summary("List a portgroup's ports with every field")
+        .since(24)
+        .refs(&["portgroup_ident"])
+        .listing(&[], true)
+        .ok(200, Some("PortCollection"))
+        .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}/portgroups", "node_portgroup_list")
+            .summary("List a node's portgroups")
+            .since(24)
+            .refs(NODE)
+            .listing(&[], false)
+            .ok(200, Some("PortgroupCollection"))
+            .errors(&[400]),
+        op(
+            "get",
+            "/v1/nodes/{node_ident}/portgroups/detail",
+            "node_portgroup_list_detail",
+        )
+        .summary("List a node's portgroups with every field")
+        .since(24)
+        .refs(NODE)
+        .listing(&[], true)
+        .ok(200, Some("PortgroupCollection"))
+        .errors(&[400]),
+        // Chassis.
+        op("get", "/v1/chassis", "chassis_list")
+            .summary("List chassis")
+            .listing(&[], false)
+            .ok(200, Some("ChassisCollection"))
+            .errors(&[400]),
+        op("post", "/v1/chassis", "chassis_create")
+            .summary("Create a chassis")
+            .body("ChassisCreate")
+            .ok(201, Some("Chassis"))
+            .errors(&[409]),
+        op("get", "/v1/chassis/detail", "chassis_list_detail")
+            .summary("List chassis with every field")
+            .listing(&[], true)
+            .ok(200, Some("ChassisCollection"))
+            .errors(&[400]),
+        op("get", "/v1/chassis/{chassis_uuid}", "chassis_get")
+            .summary("Show a chassis")
+            .refs(&["chassis_uuid", "fields"])
+            .ok(200, Some("Chassis"))
+            .errors(&[400]),
+        op("patch", "/v1/chassis/{chassis_uuid}", "chassis_update")
+            .summary("Update a chassis (JSON patch)")
+            .refs(&["chassis_uuid"])
+            .body("JsonPatch")
+            .ok(200, Some("Chassis"))
+            .errors(&[409]),
+        op("delete", "/v1/chassis/{chassis_uuid}", "chassis_delete")
+            .summary("Delete a chassis (it must have no nodes)")
+            .refs(&["chassis_uuid"])
+            .ok(204, None)
+            .errors(&[400]),
+        op("get", "/v1/chassis/{chassis_uuid}/nodes", "chassis_node_list")
+            .summary("List a chassis's nodes")
+            .refs(&["chassis_uuid"])
+            .listing(nodes::NODE_FILTERS, false)
+            .ok(200, Some("NodeCollection"))
+            .errors(&[400]),
+        op("get", "/v1/chassis/{chassis_uuid}/nodes/detail", "chassis_node_list_detail")
+            .summary("List a chassis's nodes with every field")
+            .refs(&["chassis_uuid"])
+            .listing(nodes::NODE_FILTERS, true)
+            .ok(200, Some("NodeCollection"))
+            .errors(&[400]),
+        // Drivers and conductors.
+        op("get", "/v1/drivers", "driver_list")
+            .summary("List the enabled hardware types")
+            .param(json!({ "name": "type", "in": "query", "required": false,
+                "schema": { "type": "string", "enum": ["classic", "dynamic"] }, "x-ironic-since": "1.30" }))
+            .param(json!({ "name": "detail", "in": "query", "required": false,
+                "schema": { "type": "boolean" }, "x-ironic-since": "1.30" }))
+            .ok(200, Some("DriverCollection"))
+            .errors(&[400]),
+        op("get", "/v1/drivers/{driver_name}", "driver_get")
+            .summary("Show a hardware type")
+            .refs(&["driver_name"])
+            .ok(200, Some("Driver")),
+        op("get", "/v1/drivers/{driver_name}/properties", "driver_properties_get")
+            .summary("The driver_info properties a hardware type reads")
+            .refs(&["driver_name"])
+            .ok(200, Some("DriverProperties")),
+        // Allocations.
+        op("get", "/v1/allocations", "allocation_list")
+            .summary("List allocations")
+            .since(52)
+            .listing(allocations::ALLOCATION_FILTERS, false)
+            .ok(200, Some("AllocationCollection"))
+            .errors(&[400]),
+        op("post", "/v1/allocations", "allocation_create")
+            .summary("Ask for a node: matched at once, answered active or error")
+            .since(52)
+            .body("AllocationCreate")
+            .ok(201, Some("Allocation"))
+            .errors(&[409]),
+        op("get", "/v1/allocations/{allocation_ident}", "allocation_get")
+            .summary("Show an allocation")
+            .since(52)
+            .refs(&["allocation_ident", "fields"])
+            .ok(200, Some("Allocation"))
+            .errors(&[400]),
+        op("patch", "/v1/allocations/{allocation_ident}", "allocation_update")
+            .summary("Rename an allocation or change its extra (1.57)")
+            .since(52)
+            .refs(&["allocation_ident"])
+            .body("JsonPatch")
+            .ok(200, Some("Allocation"))
+            .errors(&[405, 409]),
+        op("delete", "/v1/allocations/{allocation_ident}", "allocation_delete")
+            .summary("Delete an allocation, freeing its node")
+            .since(52)
+            .refs(&["allocation_ident"])
+            .ok(204, None)
+            .errors(&[409]),
+        op("get", "/v1/nodes/{node_ident}/allocation", "node_allocation_get")
+            .summary("The node's allocation")
+            .since(52)
+            .refs(&["node_ident", "fields"])
+            .ok(200, Some("Allocation"))
+            .errors(&[400]),
+        op("delete", "/v1/nodes/{node_ident}/allocation", "node_allocation_delete")
+            .summary("Delete the node's allocation")
+            .since(52)
+            .refs(NODE)
+            .ok(204, None)
+            .errors(&[409]),
+        // Node data, shards, events.
+        op("get", "/v1/nodes/{node_ident}/bios", "bios_list")
+            .summary("The node's BIOS settings")
+            .since(40)
+            .refs(NODE)
+            .param(json!({ "name": "detail", "in": "query", "required": false,
+                "schema": { "type": "boolean" }, "x-ironic-since": "1.74" }))
+            .ok(200, Some("BiosSettings"))
+            .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}/bios/{setting_name}", "bios_get")
+            .summary("One BIOS setting")
+            .since(40)
+            .refs(&["node_ident", "setting_name"])
+            .ok(200, Some("BiosSettingShow")),
+        op("get", "/v1/nodes/{node_ident}/inventory", "inventory_get")
+            .summary("What inspection stored about the node")
+            .since(81)
+            .refs(NODE)
+            .ok(200, Some("Inventory")),
+        op("get", "/v1/shards", "shard_list")
+            .summary("Shards and how many nodes each has")
+            .since(82)
+            .ok(200, Some("Shards")),
+        op("post", "/v1/events", "event_post")
+            .summary("Network events from Neutron (accepted and logged)")
+            .since(54)
+            .body("Events")
+            .ok(204, None),
+        // The ramdisk agent's endpoints (public).
+        op("get", "/v1/lookup", "lookup")
+            .summary("An agent finds its node by MAC addresses or UUID (and gets its token)")
+            .since(22)
+            .param(json!({ "name": "addresses", "in": "query", "required": false,
+                "description": "Comma-separated MAC addresses.", "schema": { "type": "string" } }))
+            .param(json!({ "name": "node_uuid", "in": "query", "required": false,
+                "schema": { "type": "string", "format": "uuid" } }))
+            .ok(200, Some("Lookup"))
+            .errors(&[400, 409, 503]),
+        op("post", "/v1/heartbeat/{node_ident}", "heartbeat")
+            .summary("An agent reports that it is up")
+            .since(22)
+            .refs(NODE)
+            .body("HeartbeatRequest")
+            .ok(202, None)
+            .errors(&[409, 503]),
+        op("get", "/v1/conductors", "conductor_list")
+            .summary("List conductors")
+            .since(49)
+            .refs(&["limit", "marker", "sort_key", "sort_dir", "fields", "detail"])
+            .ok(200, Some("ConductorCollection"))
+            .errors(&[400]),
+        op("get", "/v1/conductors/{hostname}", "conductor_get")
+            .summary("Show a conductor")
+            .since(49)
+            .refs(&["hostname", "fields"])
+            .ok(200, Some("Conductor"))
+            .errors(&[400]),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_id_is_unique_and_every_ref_resolves() {
+        let document = document();
+        let mut ids: Vec<&str> = operations().iter().map(|op| op.id).collect();
+        ids.sort_unstable();
+        let count = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), count, "duplicate operationId");
+
+        let text = document.to_string();
+        for reference in text.split("\"$ref\":\"").skip(1) {
+            let target = reference.split('"').next().unwrap();
+            let pointer = target.trim_start_matches('#');
+            assert!(
+                document.pointer(pointer).is_some(),
+                "unresolved reference {target}"
+            );
+        }
+    }
+}

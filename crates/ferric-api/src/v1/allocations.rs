@@ -1,0 +1,695 @@
+//! `/v1/allocations` (1.52) and `/v1/nodes/{node}/allocation`: asking for one available node
+//! that matches a resource class, traits and optionally a list of candidates
+//! (`reference/ironic.md` §2.7).
+//!
+//! Theory of operation: Ironic hands a new allocation to a conductor, which matches it and
+//! moves it from `allocating` to `active` or `error`. Ferric matches at create time, in the
+//! API process, through the store: it lists the free available nodes of the resource class,
+//! keeps those with every requested trait (and among the candidates, and of the owner), and
+//! claims one with a revision-guarded node write — two allocations racing for a node cannot
+//! both win; the loser tries the next match. The claim sets the node's `allocation_uuid` and
+//! `instance_uuid` (to the allocation's UUID, as Ironic does); deleting the allocation clears
+//! both. No provision state changes: allocations only reserve.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use ferric_db::{AllocationFilter, AllocationSortKey, Kind, NodeFilter, NodeSortKey, Page};
+use ferric_model::resources::{Allocation, AllocationState, Ident, Node};
+use ferric_model::{Microversion, ProvisionState};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::fields::FieldType as T;
+use super::fields::{
+    Access::{CreateOnly, ReadOnly, Writable},
+    FieldSpec, Selection, field, is_valid_logical_name, object, opt_string, opt_text_value,
+    show_selection, uuid_value,
+};
+use super::patch::parse_patch;
+use super::resource::{
+    Page as ListPage, Resource, apply_create_body, apply_patch, check_create_body, check_patch,
+    created, known_filter, list_body, list_params, record_json, require_endpoint,
+};
+use super::traits::{MAX_TRAITS_PER_NODE, check_trait};
+use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+pub(crate) const ALLOCATIONS_SINCE: u16 = 52;
+/// PATCH of `name` and `extra`.
+const UPDATE_SINCE: u16 = 57;
+/// `node` in a create body: backfill an allocation for an already deployed node.
+const BACKFILL_SINCE: u16 = 58;
+
+pub(crate) const ALLOCATION_FIELDS: &[FieldSpec] = &[
+    field("uuid", ALLOCATIONS_SINCE, CreateOnly, T::Uuid),
+    field("name", ALLOCATIONS_SINCE, Writable, T::OptText),
+    field("node_uuid", ALLOCATIONS_SINCE, ReadOnly, T::OptUuid),
+    field("state", ALLOCATIONS_SINCE, ReadOnly, T::Text),
+    field("last_error", ALLOCATIONS_SINCE, ReadOnly, T::OptText),
+    field("resource_class", ALLOCATIONS_SINCE, CreateOnly, T::OptText),
+    field("traits", ALLOCATIONS_SINCE, CreateOnly, T::StringList),
+    field(
+        "candidate_nodes",
+        ALLOCATIONS_SINCE,
+        CreateOnly,
+        T::StringList,
+    ),
+    field("extra", ALLOCATIONS_SINCE, Writable, T::Object),
+    field("owner", 60, CreateOnly, T::OptText),
+    field("created_at", ALLOCATIONS_SINCE, ReadOnly, T::Time),
+    field("updated_at", ALLOCATIONS_SINCE, ReadOnly, T::OptTime),
+    field("links", ALLOCATIONS_SINCE, ReadOnly, T::Links),
+];
+
+pub(crate) const ALLOCATION_FILTERS: &[(&str, u16)] = &[
+    ("node", ALLOCATIONS_SINCE),
+    ("resource_class", ALLOCATIONS_SINCE),
+    ("state", ALLOCATIONS_SINCE),
+    ("owner", 60),
+];
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route(
+            "/v1/allocations",
+            get(allocation_list).post(allocation_create),
+        )
+        .route(
+            "/v1/allocations/{allocation_ident}",
+            get(allocation_get)
+                .patch(allocation_update)
+                .delete(allocation_delete),
+        )
+        .route(
+            "/v1/nodes/{node_ident}/allocation",
+            get(node_allocation_get).delete(node_allocation_delete),
+        )
+}
+
+impl Resource for Allocation {
+    type SortKey = AllocationSortKey;
+    const NAME: &'static str = "allocation";
+    const COLLECTION: &'static str = "allocations";
+    const FIELDS: &'static [FieldSpec] = ALLOCATION_FIELDS;
+    // Ironic's allocation listing shows every field; there is no `/detail`.
+    const DEFAULT_LIST_FIELDS: &'static [&'static str] = &[
+        "uuid",
+        "name",
+        "node_uuid",
+        "state",
+        "last_error",
+        "resource_class",
+        "traits",
+        "candidate_nodes",
+        "extra",
+        "owner",
+        "created_at",
+        "updated_at",
+    ];
+    const UNSORTABLE: &'static [&'static str] = &["traits", "candidate_nodes", "extra"];
+
+    fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    fn field_json(&self, name: &str, _version: Microversion, base: &str) -> Value {
+        match name {
+            "uuid" => json!(self.uuid),
+            "name" => opt_text_value(self.name.as_deref()),
+            "node_uuid" => uuid_value(self.node_uuid),
+            "state" => json!(self.state.as_str()),
+            "last_error" => opt_text_value(self.last_error.as_deref()),
+            "resource_class" => opt_text_value(self.resource_class.as_deref()),
+            "traits" => json!(self.traits),
+            "candidate_nodes" => json!(self.candidate_nodes),
+            "extra" => Value::Object(self.extra.clone()),
+            "owner" => opt_text_value(self.owner.as_deref()),
+            "created_at" => timestamp(self.created_at),
+            "updated_at" => opt_timestamp(self.updated_at),
+            "links" => links(base, &format!("allocations/{}", self.uuid)),
+            _ => Value::Null,
+        }
+    }
+
+    fn field_value(&self, name: &str, version: Microversion) -> Value {
+        self.field_json(name, version, "")
+    }
+
+    fn set_field(&mut self, name: &str, value: Value) -> Result<(), ApiError> {
+        match name {
+            "uuid" => {
+                self.uuid = super::fields::opt_uuid(name, value)?.unwrap_or_else(Uuid::new_v4);
+            }
+            "name" => {
+                let name_value = opt_string(name, value, 255)?;
+                if let Some(text) = &name_value
+                    && (!is_valid_logical_name(text) || Uuid::parse_str(text).is_ok())
+                {
+                    return Err(ApiError::bad_request(format!(
+                        "Cannot use '{text}' as an allocation name: use letters, digits, '-', \
+                         '.', '_' and '~', and nothing that looks like a UUID."
+                    )));
+                }
+                self.name = name_value;
+            }
+            "resource_class" => self.resource_class = opt_string(name, value, 80)?,
+            "owner" => self.owner = opt_string(name, value, 255)?,
+            "extra" => self.extra = object(name, value)?,
+            "traits" => self.traits = string_list(name, value)?,
+            "candidate_nodes" => self.candidate_nodes = string_list(name, value)?,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "'{other}' cannot be set on an allocation."
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn string_list(name: &str, value: Value) -> Result<Vec<String>, ApiError> {
+    let bad = || {
+        ApiError::bad_request(format!(
+            "Invalid value for {name}: expected a list of strings."
+        ))
+    };
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                _ => Err(bad()),
+            })
+            .collect(),
+        _ => Err(bad()),
+    }
+}
+
+fn allocation_filter(
+    store_filter: &mut AllocationFilter,
+    pairs: &[(String, String)],
+    version: Microversion,
+) -> Result<Option<String>, ApiError> {
+    let mut node = None;
+    for (name, value) in pairs {
+        if !known_filter("allocations", ALLOCATION_FILTERS, name, version)? {
+            return Err(ApiError::bad_request(format!(
+                "Unknown query parameter '{name}' for listing allocations."
+            )));
+        }
+        match name.as_str() {
+            "node" => node = Some(value.clone()),
+            "resource_class" => store_filter.resource_class = Some(value.clone()),
+            "owner" => store_filter.owner = Some(value.clone()),
+            "state" => {
+                store_filter.state =
+                    Some(value.parse::<AllocationState>().map_err(|error| {
+                        ApiError::bad_request(format!("Invalid state: {error}"))
+                    })?);
+            }
+            _ => {}
+        }
+    }
+    Ok(node)
+}
+
+/// `GET /v1/allocations`.
+pub async fn allocation_list(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
+    let (params, selection) = list_params::<Allocation>(&query, version, false)?;
+    let mut filter = AllocationFilter::default();
+    if let Some(node) = allocation_filter(&mut filter, &params.filters, version)? {
+        let node =
+            state
+                .store
+                .node_get(&Ident::parse(&node))
+                .await
+                .map_err(|error| match error {
+                    ferric_db::Error::NotFound { .. } => {
+                        ApiError::bad_request(format!("Node {node} could not be found."))
+                    }
+                    other => db_error(other),
+                })?;
+        filter.node = Some(node.uuid);
+    }
+    let allocations = state
+        .store
+        .allocation_list(&filter, &params.page)
+        .await
+        .map_err(db_error)?;
+    let base = base_url(&headers);
+    let page = ListPage {
+        version,
+        selection: &selection,
+        base: &base,
+        path: "allocations",
+        query: &query,
+        limit: params.limit,
+    };
+    Ok(Json(list_body(&allocations, &page)))
+}
+
+/// `GET /v1/allocations/{allocation_ident}`.
+pub async fn allocation_get(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
+    let selection = show_selection(ALLOCATION_FIELDS, "allocation", &query, version)?;
+    let allocation = state
+        .store
+        .allocation_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    Ok(Json(record_json(
+        &allocation,
+        version,
+        &selection,
+        &base_url(&headers),
+    )))
+}
+
+/// `POST /v1/allocations`: 201 with the allocation, already `active` or `error`.
+pub async fn allocation_create(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
+    let mut body = json_object_body(&body)?;
+    let backfill = match body.remove("node") {
+        None => None,
+        Some(_) if version.minor() < BACKFILL_SINCE => {
+            return Err(ApiError::not_acceptable(format!(
+                "'node' needs API version 1.{BACKFILL_SINCE} or later; this request asked \
+                 for {version}."
+            )));
+        }
+        Some(Value::String(node)) => Some(node),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid value for node: expected a node UUID or name, got {other}."
+            )));
+        }
+    };
+    check_create_body::<Allocation>(&body, version, &[])?;
+    let mut allocation = Allocation::new(Uuid::new_v4());
+    apply_create_body(&mut allocation, body)?;
+    if allocation.traits.len() > MAX_TRAITS_PER_NODE {
+        return Err(ApiError::bad_request(format!(
+            "An allocation may ask for at most {MAX_TRAITS_PER_NODE} traits."
+        )));
+    }
+    for name in &allocation.traits {
+        check_trait("traits", name)?;
+    }
+    allocation.candidate_nodes = candidate_uuids(&state, &allocation.candidate_nodes).await?;
+
+    let saved = match backfill {
+        Some(node) => backfill_allocation(&state, allocation, &node).await?,
+        None => {
+            if allocation
+                .resource_class
+                .as_deref()
+                .is_none_or(str::is_empty)
+            {
+                return Err(ApiError::bad_request(
+                    "The resource_class field is mandatory when not backfilling",
+                ));
+            }
+            let saved = state
+                .store
+                .allocation_create(&allocation)
+                .await
+                .map_err(db_error)?;
+            allocate(&state, saved).await?
+        }
+    };
+    let base = base_url(&headers);
+    let body = record_json(&saved, version, &Selection::All, &base);
+    Ok(created(&saved, body, &base))
+}
+
+/// Candidates as UUIDs: each named node must exist (400 otherwise).
+async fn candidate_uuids(state: &ApiState, candidates: &[String]) -> Result<Vec<String>, ApiError> {
+    let mut uuids = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        let node = state
+            .store
+            .node_get(&Ident::parse(candidate))
+            .await
+            .map_err(|error| match error {
+                ferric_db::Error::NotFound { .. } => {
+                    ApiError::bad_request(format!("Candidate node {candidate} could not be found."))
+                }
+                other => db_error(other),
+            })?;
+        let uuid = node.uuid.to_string();
+        if !uuids.contains(&uuid) {
+            uuids.push(uuid);
+        }
+    }
+    Ok(uuids)
+}
+
+/// Whether `node` satisfies `allocation` beyond what the store filtered (traits, candidates,
+/// owner).
+fn matches(allocation: &Allocation, node: &Node) -> bool {
+    let traits = allocation
+        .traits
+        .iter()
+        .all(|wanted| node.traits.contains(wanted));
+    let candidate = allocation.candidate_nodes.is_empty()
+        || allocation.candidate_nodes.contains(&node.uuid.to_string());
+    let owner = allocation.owner.as_ref().is_none_or(|owner| {
+        node.owner.as_ref() == Some(owner) || node.lessee.as_ref() == Some(owner)
+    });
+    traits && candidate && owner
+}
+
+/// Finds and claims a node for a freshly stored allocation; returns it `active` or `error`.
+async fn allocate(state: &ApiState, allocation: Allocation) -> Result<Allocation, ApiError> {
+    let filter = NodeFilter {
+        provision_state: Some(ProvisionState::Available),
+        maintenance: Some(false),
+        associated: Some(false),
+        allocated: Some(false),
+        resource_class: allocation.resource_class.clone(),
+        ..NodeFilter::default()
+    };
+    let mut page = Page::<NodeSortKey>::first(1000);
+    let mut saw_any = false;
+    loop {
+        let nodes = state
+            .store
+            .node_list(&filter, &page)
+            .await
+            .map_err(db_error)?;
+        saw_any |= !nodes.is_empty();
+        for node in nodes.iter().filter(|node| matches(&allocation, node)) {
+            if let Some(saved) = claim(state, &allocation, node).await? {
+                return Ok(saved);
+            }
+        }
+        match nodes.last() {
+            Some(last) if nodes.len() == 1000 => page = page.after(last.uuid),
+            _ => break,
+        }
+    }
+    let resource_class = allocation.resource_class.clone().unwrap_or_default();
+    let why = if !saw_any {
+        format!("no available nodes match the resource class {resource_class}")
+    } else if !allocation.candidate_nodes.is_empty() {
+        format!(
+            "none of the requested nodes are available and match the resource class \
+             {resource_class}"
+        )
+    } else {
+        format!(
+            "no available nodes match the requested traits {}",
+            allocation.traits.join(", ")
+        )
+    };
+    let mut failed = allocation.clone();
+    failed.state = AllocationState::Error;
+    failed.last_error = Some(format!(
+        "Failed to process allocation {}: {why}.",
+        allocation.uuid
+    ));
+    state
+        .store
+        .allocation_update(&failed, allocation.version)
+        .await
+        .map_err(db_error)
+}
+
+/// Claims `node` for `allocation` (node first, guarded by its revision). `None` when someone
+/// else changed the node first: the caller tries the next one.
+async fn claim(
+    state: &ApiState,
+    allocation: &Allocation,
+    node: &Node,
+) -> Result<Option<Allocation>, ApiError> {
+    let mut claimed = node.clone();
+    claimed.allocation_uuid = Some(allocation.uuid);
+    claimed.instance_uuid = Some(allocation.uuid);
+    match state.store.node_update(&claimed, node.version).await {
+        Ok(_) => {}
+        Err(ferric_db::Error::StaleRevision { .. } | ferric_db::Error::NotFound { .. }) => {
+            return Ok(None);
+        }
+        Err(ferric_db::Error::Duplicate { .. }) => return Ok(None),
+        Err(other) => return Err(db_error(other)),
+    }
+    let mut active = allocation.clone();
+    active.state = AllocationState::Active;
+    active.node_uuid = Some(node.uuid);
+    active.last_error = None;
+    state
+        .store
+        .allocation_update(&active, allocation.version)
+        .await
+        .map(Some)
+        .map_err(db_error)
+}
+
+/// An allocation for a node that is already deployed (1.58): active at once.
+async fn backfill_allocation(
+    state: &ApiState,
+    mut allocation: Allocation,
+    ident: &str,
+) -> Result<Allocation, ApiError> {
+    let node = state
+        .store
+        .node_get(&Ident::parse(ident))
+        .await
+        .map_err(|error| match error {
+            ferric_db::Error::NotFound { .. } => {
+                ApiError::bad_request(format!("Node {ident} could not be found."))
+            }
+            other => db_error(other),
+        })?;
+    if node.provision_state != ProvisionState::Active {
+        return Err(ApiError::bad_request(format!(
+            "Cannot backfill an allocation for node {} in state \"{}\": only active nodes \
+             can be backfilled.",
+            node.uuid,
+            node.provision_state.as_str()
+        )));
+    }
+    if node.allocation_uuid.is_some() {
+        return Err(ApiError::conflict(format!(
+            "Node {} already has an allocation.",
+            node.uuid
+        )));
+    }
+    if allocation.resource_class.is_none() {
+        allocation.resource_class = node.resource_class.clone();
+    }
+    if !matches(&allocation, &node)
+        || allocation
+            .resource_class
+            .as_ref()
+            .is_some_and(|class| node.resource_class.as_ref() != Some(class))
+    {
+        return Err(ApiError::bad_request(format!(
+            "Node {} does not match the allocation's resource class, traits, candidates or \
+             owner.",
+            node.uuid
+        )));
+    }
+    allocation.state = AllocationState::Active;
+    allocation.node_uuid = Some(node.uuid);
+    let saved = state
+        .store
+        .allocation_create(&allocation)
+        .await
+        .map_err(db_error)?;
+    let mut claimed = node.clone();
+    claimed.allocation_uuid = Some(saved.uuid);
+    if claimed.instance_uuid.is_none() {
+        claimed.instance_uuid = Some(saved.uuid);
+    }
+    if let Err(error) = state.store.node_update(&claimed, node.version).await {
+        // The node moved on meanwhile: undo, so no allocation points at a node that does
+        // not point back.
+        let _ = state.store.allocation_delete(saved.uuid).await;
+        return Err(db_error(error));
+    }
+    Ok(saved)
+}
+
+/// `PATCH /v1/allocations/{allocation_ident}` (1.57): `name` and `extra`.
+pub async fn allocation_update(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
+    if version.minor() < UPDATE_SINCE {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "Updating an allocation needs API version 1.{UPDATE_SINCE} or later; this \
+                 request asked for {version}."
+            ),
+        ));
+    }
+    let ops = parse_patch(&body)?;
+    check_patch::<Allocation>(&ops, version)?;
+    let allocation = state
+        .store
+        .allocation_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    let updated = apply_patch(&allocation, &ops, version)?;
+    let saved = state
+        .store
+        .allocation_update(&updated, allocation.version)
+        .await
+        .map_err(db_error)?;
+    Ok(Json(record_json(
+        &saved,
+        version,
+        &Selection::All,
+        &base_url(&headers),
+    )))
+}
+
+/// Frees the allocation's node (if it still points at it) and deletes the allocation. 409
+/// while the node is deployed or busy, unless it is in maintenance.
+async fn delete(state: &ApiState, allocation: &Allocation) -> Result<StatusCode, ApiError> {
+    if let Some(node_uuid) = allocation.node_uuid {
+        match state.store.node_get(&Ident::Uuid(node_uuid)).await {
+            Ok(node) => {
+                let busy = node.provision_state == ProvisionState::Active
+                    || node.target_provision_state.is_some();
+                if busy && !node.maintenance {
+                    return Err(ApiError::conflict(format!(
+                        "Cannot remove allocation {} as node {} is in state \"{}\"; undeploy \
+                         it or set maintenance first.",
+                        allocation.uuid,
+                        node.uuid,
+                        node.provision_state.as_str()
+                    )));
+                }
+                if node.allocation_uuid == Some(allocation.uuid) {
+                    let mut freed = node.clone();
+                    freed.allocation_uuid = None;
+                    if freed.instance_uuid == Some(allocation.uuid) {
+                        freed.instance_uuid = None;
+                    }
+                    state
+                        .store
+                        .node_update(&freed, node.version)
+                        .await
+                        .map_err(db_error)?;
+                }
+            }
+            Err(ferric_db::Error::NotFound { .. }) => {}
+            Err(other) => return Err(db_error(other)),
+        }
+    }
+    state
+        .store
+        .allocation_delete(allocation.uuid)
+        .await
+        .map_err(db_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `DELETE /v1/allocations/{allocation_ident}`.
+pub async fn allocation_delete(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
+    let allocation = state
+        .store
+        .allocation_get(&Ident::parse(&ident))
+        .await
+        .map_err(db_error)?;
+    delete(&state, &allocation).await
+}
+
+/// The allocation of a node; 404 when it has none.
+async fn node_allocation(state: &ApiState, ident: &str) -> Result<Allocation, ApiError> {
+    let node = state
+        .store
+        .node_get(&Ident::parse(ident))
+        .await
+        .map_err(db_error)?;
+    let missing = || {
+        ApiError::not_found(format!(
+            "Allocation for node {} could not be found.",
+            node.uuid
+        ))
+    };
+    let Some(allocation) = node.allocation_uuid else {
+        return Err(missing());
+    };
+    match state.store.allocation_get(&Ident::Uuid(allocation)).await {
+        Ok(allocation) => Ok(allocation),
+        Err(ferric_db::Error::NotFound {
+            kind: Kind::Allocation,
+            ..
+        }) => Err(missing()),
+        Err(other) => Err(db_error(other)),
+    }
+}
+
+/// `GET /v1/nodes/{node_ident}/allocation`.
+pub async fn node_allocation_get(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(
+        version,
+        ALLOCATIONS_SINCE,
+        &format!("/v1/nodes/{ident}/allocation"),
+    )?;
+    let selection = show_selection(ALLOCATION_FIELDS, "allocation", &query, version)?;
+    let allocation = node_allocation(&state, &ident).await?;
+    Ok(Json(record_json(
+        &allocation,
+        version,
+        &selection,
+        &base_url(&headers),
+    )))
+}
+
+/// `DELETE /v1/nodes/{node_ident}/allocation`.
+pub async fn node_allocation_delete(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    require_endpoint(
+        version,
+        ALLOCATIONS_SINCE,
+        &format!("/v1/nodes/{ident}/allocation"),
+    )?;
+    let allocation = node_allocation(&state, &ident).await?;
+    delete(&state, &allocation).await
+}

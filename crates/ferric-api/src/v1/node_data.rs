@@ -1,0 +1,237 @@
+//! What drivers and inspection learned about nodes, and the small read-mostly resources:
+//! `/v1/nodes/{node}/bios` (1.40), `/v1/nodes/{node}/inventory` (1.81), `/v1/shards` (1.82)
+//! and `POST /v1/events` (1.54) (`reference/ironic.md` §2.5, §2.7).
+//!
+//! BIOS settings and inventories are written by drivers and inspection through the store
+//! (`node_bios_set`, `node_inventory_set`); the API only reads them. Events are Neutron's port
+//! notifications: Ironic forwards them to the network interface; Ferric's network interfaces
+//! (`noop`, `flat`) act on none, so they are checked, logged and accepted.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use ferric_model::Microversion;
+use ferric_model::resources::{BiosSetting, Ident};
+use serde_json::{Map, Value, json};
+
+use super::resource::require_endpoint;
+use super::{base_url, db_error, json_object_body, opt_timestamp, parse_bool_param, timestamp};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+const BIOS_SINCE: u16 = 40;
+/// The registry fields of a setting, `?detail` and `?fields`.
+const BIOS_REGISTRY_SINCE: u16 = 74;
+const BIOS_REGISTRY_FIELDS: &[&str] = &[
+    "attribute_type",
+    "allowable_values",
+    "lower_bound",
+    "max_length",
+    "min_length",
+    "read_only",
+    "reset_required",
+    "unique",
+    "upper_bound",
+];
+const EVENTS_SINCE: u16 = 54;
+const INVENTORY_SINCE: u16 = 81;
+const SHARDS_SINCE: u16 = 82;
+
+/// The network events Ironic accepts (`network.*` port notifications).
+const EVENT_TYPES: &[&str] = &[
+    "network.bind_port",
+    "network.unbind_port",
+    "network.delete_port",
+];
+
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/nodes/{node_ident}/bios", get(bios_list))
+        .route("/v1/nodes/{node_ident}/bios/{setting_name}", get(bios_get))
+        .route("/v1/nodes/{node_ident}/inventory", get(inventory_get))
+        .route("/v1/shards", get(shard_list))
+        .route("/v1/events", post(event_post))
+}
+
+fn bios_json(
+    setting: &BiosSetting,
+    node: &str,
+    version: Microversion,
+    detail: bool,
+    base: &str,
+) -> Value {
+    let mut shown = Map::new();
+    shown.insert("name".to_owned(), json!(setting.name));
+    shown.insert("value".to_owned(), json!(setting.value));
+    shown.insert(
+        "links".to_owned(),
+        super::links(base, &format!("nodes/{node}/bios/{}", setting.name)),
+    );
+    if detail {
+        shown.insert("created_at".to_owned(), timestamp(setting.created_at));
+        shown.insert("updated_at".to_owned(), opt_timestamp(setting.updated_at));
+        if version.minor() >= BIOS_REGISTRY_SINCE {
+            for name in BIOS_REGISTRY_FIELDS {
+                let value = setting.registry.get(*name).cloned().unwrap_or(Value::Null);
+                shown.insert((*name).to_owned(), value);
+            }
+        }
+    }
+    Value::Object(shown)
+}
+
+async fn node_uuid(state: &ApiState, ident: &str) -> Result<uuid::Uuid, ApiError> {
+    Ok(state
+        .store
+        .node_get(&Ident::parse(ident))
+        .await
+        .map_err(db_error)?
+        .uuid)
+}
+
+/// `GET /v1/nodes/{node_ident}/bios` (`?detail` from 1.74).
+pub async fn bios_list(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, BIOS_SINCE, &format!("/v1/nodes/{ident}/bios"))?;
+    let mut detail = false;
+    for (name, value) in &query {
+        match name.as_str() {
+            "detail" if version.minor() >= BIOS_REGISTRY_SINCE => {
+                detail = parse_bool_param("detail", value)?;
+            }
+            "detail" => {
+                return Err(ApiError::not_acceptable(format!(
+                    "'detail' needs API version 1.{BIOS_REGISTRY_SINCE} or later; this \
+                     request asked for {version}."
+                )));
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "Unknown query parameter '{other}' for listing BIOS settings."
+                )));
+            }
+        }
+    }
+    let node = node_uuid(&state, &ident).await?;
+    let settings = state.store.node_bios_list(node).await.map_err(db_error)?;
+    let base = base_url(&headers);
+    let node = node.to_string();
+    let items: Vec<Value> = settings
+        .iter()
+        .map(|setting| bios_json(setting, &node, version, detail, &base))
+        .collect();
+    Ok(Json(json!({ "bios": items })))
+}
+
+/// `GET /v1/nodes/{node_ident}/bios/{setting_name}`: `{"<name>": {…}}`, every field.
+pub async fn bios_get(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path((ident, setting_name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, BIOS_SINCE, &format!("/v1/nodes/{ident}/bios"))?;
+    let node = node_uuid(&state, &ident).await?;
+    let settings = state.store.node_bios_list(node).await.map_err(db_error)?;
+    let Some(setting) = settings.iter().find(|setting| setting.name == setting_name) else {
+        return Err(ApiError::not_found(format!(
+            "Node {node} doesn't have a BIOS setting '{setting_name}'"
+        )));
+    };
+    let shown = bios_json(
+        setting,
+        &node.to_string(),
+        version,
+        true,
+        &base_url(&headers),
+    );
+    Ok(Json(json!({ setting_name: shown })))
+}
+
+/// `GET /v1/nodes/{node_ident}/inventory`: what inspection stored; 404 before it has.
+pub async fn inventory_get(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(
+        version,
+        INVENTORY_SINCE,
+        &format!("/v1/nodes/{ident}/inventory"),
+    )?;
+    let node = node_uuid(&state, &ident).await?;
+    match state
+        .store
+        .node_inventory_get(node)
+        .await
+        .map_err(db_error)?
+    {
+        Some(stored) => Ok(Json(json!({
+            "inventory": stored.inventory,
+            "plugin_data": stored.plugin_data,
+        }))),
+        None => Err(ApiError::not_found(format!(
+            "Node inventory for node {node} could not be found."
+        ))),
+    }
+}
+
+/// `GET /v1/shards`: `{"shards": [{"name", "count"}]}` for every shard nodes name.
+pub async fn shard_list(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(version, SHARDS_SINCE, "/v1/shards")?;
+    let counts = state.store.node_shard_counts().await.map_err(db_error)?;
+    let shards: Vec<Value> = counts
+        .into_iter()
+        .map(|(name, count)| json!({ "name": name, "count": count }))
+        .collect();
+    Ok(Json(json!({ "shards": shards })))
+}
+
+/// `POST /v1/events` (`{"events": [{"event": "network.bind_port", …}]}`): 204.
+pub async fn event_post(
+    ApiVersion(version): ApiVersion,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    require_endpoint(version, EVENTS_SINCE, "/v1/events")?;
+    let mut body = json_object_body(&body)?;
+    let Some(Value::Array(events)) = body.remove("events") else {
+        return Err(ApiError::bad_request(
+            "Mandatory field missing: 'events' (a list of event objects).",
+        ));
+    };
+    if let Some(unknown) = body.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "Unknown field '{unknown}' in an events request."
+        )));
+    }
+    for event in &events {
+        let kind = event.get("event").and_then(Value::as_str).unwrap_or("");
+        if !EVENT_TYPES.contains(&kind) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid event '{kind}': use one of {}.",
+                EVENT_TYPES.join(", ")
+            )));
+        }
+        for key in ["port_id", "mac_address", "status", "device_id"] {
+            if !event.get(key).is_none_or(Value::is_string) {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid {key} in event '{kind}': expected a string."
+                )));
+            }
+        }
+    }
+    for event in &events {
+        tracing::info!(%event, "network event received");
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,372 @@
+//! Allocations (a request for one matching available node), and the node data drivers and
+//! inspection fill in: BIOS settings and the hardware inventory.
+//!
+//! Claiming a node for an allocation is two guarded writes, node first: the node's revision
+//! guard makes sure two allocations never take the same node, and an allocation whose second
+//! write failed is still `allocating` and frees its node when deleted.
+
+use ferric_model::resources::{
+    Allocation, AllocationState, BiosSetting, Ident, JsonObject, NodeInventory,
+};
+use uuid::Uuid;
+
+use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
+use crate::paging::{Page, push_after_marker, push_order_and_limit};
+use crate::sql::{Arg, DbRow, SqlBuilder, insert_returning, parsed, update_returning};
+use crate::store::Store;
+
+/// Which allocations `allocation_list` returns; `None` does not filter.
+#[derive(Debug, Clone, Default)]
+pub struct AllocationFilter {
+    pub node: Option<Uuid>,
+    pub state: Option<AllocationState>,
+    pub resource_class: Option<String>,
+    pub owner: Option<String>,
+}
+
+define_sort_key! {
+    /// What an allocation listing may be sorted by.
+    pub enum AllocationSortKey {
+        #[default]
+        Id => "id",
+        Uuid => "uuid",
+        Name => "name" nullable,
+        NodeUuid => "node_uuid" nullable,
+        State => "state",
+        ResourceClass => "resource_class" nullable,
+        Owner => "owner" nullable,
+        CreatedAt => "created_at",
+        UpdatedAt => "updated_at" nullable,
+    }
+}
+
+fn allocation_values(allocation: &Allocation) -> Vec<(&'static str, Arg<'_>)> {
+    vec![
+        ("name", (&allocation.name).into()),
+        ("node_uuid", allocation.node_uuid.into()),
+        ("state", allocation.state.as_str().into()),
+        ("last_error", (&allocation.last_error).into()),
+        ("resource_class", (&allocation.resource_class).into()),
+        ("traits", (&allocation.traits).into()),
+        ("candidate_nodes", (&allocation.candidate_nodes).into()),
+        ("extra", (&allocation.extra).into()),
+        ("owner", (&allocation.owner).into()),
+    ]
+}
+
+fn allocation_from_row(row: &dyn DbRow) -> Result<Allocation, sqlx::Error> {
+    Ok(Allocation {
+        id: row.int("id")?,
+        version: row.int("version")?,
+        uuid: row.uuid("uuid")?,
+        name: row.opt_text("name")?,
+        node_uuid: row.opt_uuid("node_uuid")?,
+        state: parsed(row, "state")?,
+        last_error: row.opt_text("last_error")?,
+        resource_class: row.opt_text("resource_class")?,
+        traits: row.json_list("traits")?,
+        candidate_nodes: row.json_list("candidate_nodes")?,
+        extra: row.json_object("extra")?,
+        owner: row.opt_text("owner")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.opt_time("updated_at")?,
+    })
+}
+
+fn allocation_write_error(
+    error: sqlx::Error,
+    allocation: &Allocation,
+    operation: &'static str,
+) -> Error {
+    let fields = [
+        ("uuid", allocation.uuid.to_string()),
+        ("name", allocation.name.clone().unwrap_or_default()),
+        (
+            "node_uuid",
+            allocation
+                .node_uuid
+                .map(|uuid| uuid.to_string())
+                .unwrap_or_default(),
+        ),
+    ];
+    if let Some((field, value)) = unique_violation(&error, "allocations", &fields) {
+        return Error::Duplicate {
+            kind: Kind::Allocation,
+            field,
+            value,
+        };
+    }
+    if is_foreign_key_violation(&error) {
+        return Error::NotFound {
+            kind: Kind::Node,
+            ident: fields[2].1.clone(),
+        };
+    }
+    Error::Backend {
+        operation,
+        source: error,
+    }
+}
+
+const BIOS_COLUMNS: &str = "name, value, registry, created_at, updated_at";
+
+fn bios_from_row(row: &dyn DbRow) -> Result<BiosSetting, sqlx::Error> {
+    Ok(BiosSetting {
+        name: row.text("name")?,
+        value: row.opt_text("value")?,
+        registry: row.json_object("registry")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.opt_time("updated_at")?,
+    })
+}
+
+fn inventory_from_row(row: &dyn DbRow) -> Result<NodeInventory, sqlx::Error> {
+    Ok(NodeInventory {
+        node: row.uuid("node_uuid")?,
+        inventory: row.json_object("inventory")?,
+        plugin_data: row.json_object("plugin_data")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.opt_time("updated_at")?,
+    })
+}
+
+fn node_missing(node: Uuid) -> impl FnOnce(sqlx::Error) -> Error {
+    move |error| {
+        if is_foreign_key_violation(&error) {
+            Error::NotFound {
+                kind: Kind::Node,
+                ident: node.to_string(),
+            }
+        } else {
+            Error::Backend {
+                operation: "node data write",
+                source: error,
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Saves a new allocation; [`Error::Duplicate`] if its UUID or name is taken.
+    pub async fn allocation_create(&self, allocation: &Allocation) -> Result<Allocation, Error> {
+        let query = insert_returning(
+            "allocations",
+            allocation.uuid,
+            self.now(),
+            &allocation_values(allocation),
+        );
+        self.fetch_optional(query.sql(), query.args(), allocation_from_row)
+            .await
+            .map_err(|error| allocation_write_error(error, allocation, "allocation_create"))?
+            .ok_or_else(|| Error::NotFound {
+                kind: Kind::Allocation,
+                ident: allocation.uuid.to_string(),
+            })
+    }
+
+    /// The allocation with this UUID or name.
+    pub async fn allocation_get(&self, ident: &Ident) -> Result<Allocation, Error> {
+        let found = match ident {
+            Ident::Uuid(uuid) => {
+                self.fetch_optional(
+                    "SELECT * FROM allocations WHERE uuid = $1",
+                    &[Arg::Uuid(*uuid)],
+                    allocation_from_row,
+                )
+                .await
+            }
+            Ident::Name(name) => {
+                self.fetch_optional(
+                    "SELECT * FROM allocations WHERE name = $1",
+                    &[Arg::Text(name)],
+                    allocation_from_row,
+                )
+                .await
+            }
+        };
+        found
+            .map_err(backend("allocation_get"))?
+            .ok_or_else(|| Error::NotFound {
+                kind: Kind::Allocation,
+                ident: ident.to_string(),
+            })
+    }
+
+    /// One page of the allocations `filter` selects.
+    pub async fn allocation_list(
+        &self,
+        filter: &AllocationFilter,
+        page: &Page<AllocationSortKey>,
+    ) -> Result<Vec<Allocation>, Error> {
+        let mut query = SqlBuilder::new("SELECT * FROM allocations");
+        if let Some(node) = filter.node {
+            query.and_eq("node_uuid", node);
+        }
+        if let Some(state) = filter.state {
+            query.and_eq("state", state.as_str());
+        }
+        if let Some(resource_class) = &filter.resource_class {
+            query.and_eq("resource_class", resource_class);
+        }
+        if let Some(owner) = &filter.owner {
+            query.and_eq("owner", owner);
+        }
+        if let Some(marker) = page.marker {
+            let marker_id = self
+                .marker_id("allocations", Kind::Allocation, marker)
+                .await?;
+            push_after_marker(
+                &mut query,
+                "allocations",
+                page.sort_key,
+                page.sort_dir,
+                marker_id,
+            );
+        }
+        push_order_and_limit(&mut query, page.sort_key, page.sort_dir, page.limit);
+        self.fetch_all(query.sql(), query.args(), allocation_from_row)
+            .await
+            .map_err(backend("allocation_list"))
+    }
+
+    /// Writes `allocation` if its stored revision is still `expected_version`.
+    pub async fn allocation_update(
+        &self,
+        allocation: &Allocation,
+        expected_version: i64,
+    ) -> Result<Allocation, Error> {
+        let values = allocation_values(allocation);
+        let query = update_returning(
+            "allocations",
+            allocation.uuid,
+            self.now(),
+            expected_version,
+            &values,
+        );
+        let updated = self
+            .fetch_optional(query.sql(), query.args(), allocation_from_row)
+            .await
+            .map_err(|error| allocation_write_error(error, allocation, "allocation_update"))?;
+        match updated {
+            Some(allocation) => Ok(allocation),
+            None => Err(self
+                .stale_or_missing(
+                    "allocations",
+                    Kind::Allocation,
+                    allocation.uuid,
+                    expected_version,
+                )
+                .await),
+        }
+    }
+
+    /// Deletes the allocation. The caller frees its node first.
+    pub async fn allocation_delete(&self, uuid: Uuid) -> Result<(), Error> {
+        let deleted = self
+            .execute(
+                "DELETE FROM allocations WHERE uuid = $1",
+                &[Arg::Uuid(uuid)],
+            )
+            .await
+            .map_err(backend("allocation_delete"))?;
+        if deleted == 0 {
+            return Err(Error::NotFound {
+                kind: Kind::Allocation,
+                ident: uuid.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces the node's BIOS settings with `settings` (what the BIOS interface just read).
+    pub async fn node_bios_set(&self, node: Uuid, settings: &[BiosSetting]) -> Result<(), Error> {
+        // One statement per setting, no transaction: a reader may briefly see a mix of the
+        // old and new settings, which the next read corrects; the alternative would hold a
+        // transaction across many statements.
+        let names: Vec<String> = settings
+            .iter()
+            .map(|setting| setting.name.clone())
+            .collect();
+        let now = self.now();
+        for setting in settings {
+            let sql = format!(
+                "INSERT INTO node_bios_settings (node_uuid, {BIOS_COLUMNS}) \
+                 VALUES ($1, $2, $3, $4, $5, NULL) \
+                 ON CONFLICT (node_uuid, name) DO UPDATE SET value = $3, registry = $4, \
+                 updated_at = $5"
+            );
+            let args = [
+                Arg::Uuid(node),
+                Arg::Text(&setting.name),
+                (&setting.value).into(),
+                (&setting.registry).into(),
+                Arg::Time(now),
+            ];
+            self.execute(&sql, &args)
+                .await
+                .map_err(node_missing(node))?;
+        }
+        // Settings the BIOS no longer reports go.
+        let stored = self.node_bios_list(node).await?;
+        for gone in stored
+            .iter()
+            .filter(|setting| !names.contains(&setting.name))
+        {
+            self.execute(
+                "DELETE FROM node_bios_settings WHERE node_uuid = $1 AND name = $2",
+                &[Arg::Uuid(node), Arg::Text(&gone.name)],
+            )
+            .await
+            .map_err(backend("node_bios_set"))?;
+        }
+        Ok(())
+    }
+
+    /// The node's BIOS settings, by name.
+    pub async fn node_bios_list(&self, node: Uuid) -> Result<Vec<BiosSetting>, Error> {
+        let sql = format!(
+            "SELECT {BIOS_COLUMNS} FROM node_bios_settings WHERE node_uuid = $1 ORDER BY name"
+        );
+        self.fetch_all(&sql, &[Arg::Uuid(node)], bios_from_row)
+            .await
+            .map_err(backend("node_bios_list"))
+    }
+
+    /// Stores what inspection learned about the node, replacing what an earlier run stored.
+    pub async fn node_inventory_set(
+        &self,
+        node: Uuid,
+        inventory: &JsonObject,
+        plugin_data: &JsonObject,
+    ) -> Result<NodeInventory, Error> {
+        let sql = "INSERT INTO node_inventories \
+                   (node_uuid, inventory, plugin_data, created_at, updated_at) \
+                   VALUES ($1, $2, $3, $4, NULL) \
+                   ON CONFLICT (node_uuid) DO UPDATE SET inventory = $2, plugin_data = $3, \
+                   updated_at = $4 RETURNING *";
+        let args = [
+            Arg::Uuid(node),
+            inventory.into(),
+            plugin_data.into(),
+            Arg::Time(self.now()),
+        ];
+        self.fetch_optional(sql, &args, inventory_from_row)
+            .await
+            .map_err(node_missing(node))?
+            .ok_or_else(|| Error::NotFound {
+                kind: Kind::Node,
+                ident: node.to_string(),
+            })
+    }
+
+    /// The node's stored inventory, if inspection stored one.
+    pub async fn node_inventory_get(&self, node: Uuid) -> Result<Option<NodeInventory>, Error> {
+        self.fetch_optional(
+            "SELECT * FROM node_inventories WHERE node_uuid = $1",
+            &[Arg::Uuid(node)],
+            inventory_from_row,
+        )
+        .await
+        .map_err(backend("node_inventory_get"))
+    }
+}

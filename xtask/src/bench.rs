@@ -1,0 +1,481 @@
+//! `cargo xtask bench-api`: the read benchmark of the Bare Metal API (issue 3). Not a test: it
+//! builds the release `ferric`, starts `ferric server` on a fresh SQLite file (or, with
+//! `--postgres`, a fresh PostgreSQL database), enrolls 10,000 nodes through the API and reports
+//! latency percentiles of the read paths operators and Nova's driver hammer, plus the single-node
+//! throughput of 10 client threads.
+//!
+//! Theory of operation: every client is a plain thread with its own keep-alive connection
+//! (`ureq`, synchronous, no runtime of its own), so the client costs little CPU beside the
+//! server on a small machine. Latency is wall time from sending a request to having read its
+//! whole body. Beside it the task reports the server's CPU time per request (from
+//! `/proc/<pid>/stat`), which stays meaningful on a machine that other work keeps busy, where
+//! wall time mostly measures the wait for a core. The figures go to stdout;
+//! `docs/benchmarks.md` keeps the ones we record.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::clients::{RunningServer, free_port, target_dir};
+use crate::{run, workspace_root};
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask bench-api [--postgres] [--nodes N] [--threads N] [--seconds S]
+
+  --postgres      run on PostgreSQL (127.0.0.1:5432, user postgres, trust) in a fresh database
+                  `ferric_bench`, made from `test`, instead of a fresh SQLite file
+  --nodes N       how many nodes to enroll first (default 10000)
+  --threads N     client threads for the throughput run (default 10)
+  --seconds S     length of the throughput run (default 10)
+";
+
+/// The version every request asks for: the newest, so every field is shown.
+const VERSION: &str = "latest";
+
+#[derive(Debug, Clone)]
+struct Options {
+    postgres: bool,
+    nodes: usize,
+    threads: usize,
+    seconds: u64,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut options = Options {
+        postgres: false,
+        nodes: 10_000,
+        threads: 10,
+        seconds: 10,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut number = |name: &str| -> anyhow::Result<u64> {
+            let value = args
+                .next()
+                .with_context(|| format!("{name} needs a value\n\n{USAGE}"))?;
+            match value.parse::<u64>() {
+                Ok(number) if number > 0 => Ok(number),
+                _ => bail!("{name} {value:?}: expected a positive whole number\n\n{USAGE}"),
+            }
+        };
+        match arg.as_str() {
+            "--postgres" => options.postgres = true,
+            "--nodes" => options.nodes = usize::try_from(number("--nodes")?)?,
+            "--threads" => options.threads = usize::try_from(number("--threads")?)?,
+            "--seconds" => options.seconds = number("--seconds")?,
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}\n\n{USAGE}"),
+        }
+    }
+    Ok(options)
+}
+
+pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
+    let options = parse(args)?;
+    let root = workspace_root();
+    let backend = if options.postgres {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let run_dir = target_dir(&root).join("bench-api").join(backend);
+    if run_dir.exists() {
+        std::fs::remove_dir_all(&run_dir)
+            .with_context(|| format!("cannot clear {}", run_dir.display()))?;
+    }
+    std::fs::create_dir_all(&run_dir)
+        .with_context(|| format!("cannot create {}", run_dir.display()))?;
+
+    run(
+        "cargo",
+        &["build", "--release", "--locked", "--bin", "ferric"],
+        &[],
+    )?;
+    let binary = target_dir(&root).join("release").join("ferric");
+    let database_url = if options.postgres {
+        fresh_postgres_database()?
+    } else {
+        run_dir.join("ferric.db").display().to_string()
+    };
+    let server = RunningServer::ferric_binary(&binary, &run_dir, free_port()?, &database_url)?;
+    let endpoint = server.endpoint.clone();
+    println!("bench-api: ferric (release) on {backend} at {endpoint}");
+
+    let started = Instant::now();
+    let uuids = enroll(&endpoint, options.nodes, options.threads)?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "enrolled {} nodes in {seconds:.1} s ({:.0} nodes/s, {} client threads)",
+        uuids.len(),
+        uuids.len() as f64 / seconds,
+        options.threads
+    );
+
+    let cpu = ServerCpu::new(server.pid())?;
+    let agent = agent();
+    // A warm-up pass over every read path, so caches and the pool are as in steady state.
+    walk_pages(&agent, &format!("{endpoint}/v1/nodes/detail?limit=1000"))?;
+    walk_pages(
+        &agent,
+        &format!("{endpoint}/v1/nodes?fields=uuid,provision_state"),
+    )?;
+
+    let mut detail = Vec::new();
+    let start = cpu.used()?;
+    for _ in 0..5 {
+        detail.extend(walk_pages(
+            &agent,
+            &format!("{endpoint}/v1/nodes/detail?limit=1000"),
+        )?);
+    }
+    report("GET /v1/nodes/detail (pages of 1,000)", &mut detail);
+    cpu.report_since(start, detail.len())?;
+
+    let mut fields = Vec::new();
+    let start = cpu.used()?;
+    for _ in 0..5 {
+        fields.extend(walk_pages(
+            &agent,
+            &format!("{endpoint}/v1/nodes?fields=uuid,provision_state"),
+        )?);
+    }
+    report(
+        "GET /v1/nodes?fields=uuid,provision_state (pages of 1,000)",
+        &mut fields,
+    );
+    cpu.report_since(start, fields.len())?;
+
+    let mut single = Vec::new();
+    let start = cpu.used()?;
+    for n in 0..2_000 {
+        let uuid = &uuids[(n * 7919) % uuids.len()];
+        single.push(timed_get(&agent, &format!("{endpoint}/v1/nodes/{uuid}"))?.0);
+    }
+    report("GET /v1/nodes/{uuid} (one client)", &mut single);
+    cpu.report_since(start, single.len())?;
+
+    let start = cpu.used()?;
+    let (requests, mut latencies, elapsed) =
+        throughput(&endpoint, &uuids, options.threads, options.seconds)?;
+    report(
+        &format!(
+            "GET /v1/nodes/{{uuid}} ({} client threads)",
+            options.threads
+        ),
+        &mut latencies,
+    );
+    cpu.report_since(start, requests)?;
+    println!(
+        "  throughput: {:.0} requests/s ({requests} requests in {:.1} s)",
+        requests as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64()
+    );
+    drop(server);
+    Ok(())
+}
+
+/// The server's CPU time (user + system), read from `/proc/<pid>/stat`.
+struct ServerCpu {
+    stat: String,
+    ticks_per_second: f64,
+}
+
+impl ServerCpu {
+    fn new(pid: Option<u32>) -> anyhow::Result<Self> {
+        let pid = pid.context("the server's process id is unknown")?;
+        let output = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .context("cannot run getconf CLK_TCK")?;
+        let ticks_per_second: f64 = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .context("getconf CLK_TCK did not print a number")?;
+        Ok(Self {
+            stat: format!("/proc/{pid}/stat"),
+            ticks_per_second,
+        })
+    }
+
+    /// CPU seconds used so far.
+    fn used(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(&self.stat)
+            .with_context(|| format!("cannot read {}", self.stat))?;
+        // After the command name (which may hold spaces) come the fields from `state` (3)
+        // on; utime and stime are fields 14 and 15.
+        let after_name = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .context("unexpected /proc stat format")?;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |index: usize| -> anyhow::Result<f64> {
+            Ok(fields
+                .get(index)
+                .context("unexpected /proc stat format")?
+                .parse::<f64>()?)
+        };
+        Ok((ticks(11)? + ticks(12)?) / self.ticks_per_second)
+    }
+
+    fn report_since(&self, start: f64, requests: usize) -> anyhow::Result<()> {
+        let used = self.used()? - start;
+        println!(
+            "  server CPU: {:.3} ms per request ({used:.2} s for {requests})",
+            used * 1000.0 / requests.max(1) as f64
+        );
+        Ok(())
+    }
+}
+
+/// Creates `ferric_bench` afresh on the local PostgreSQL and returns its URL.
+fn fresh_postgres_database() -> anyhow::Result<String> {
+    for statement in [
+        "DROP DATABASE IF EXISTS ferric_bench",
+        "CREATE DATABASE ferric_bench",
+    ] {
+        let status = Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "test",
+                "-q",
+                "-c",
+            ])
+            .arg(statement)
+            .env("PGOPTIONS", "-c client_min_messages=warning")
+            .status()
+            .context("cannot run psql (run scripts/install-deps.sh first)")?;
+        if !status.success() {
+            bail!("psql -c {statement:?} failed ({status})");
+        }
+    }
+    Ok("postgres://postgres@127.0.0.1:5432/ferric_bench".to_owned())
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// Enrolls `count` nodes through `POST /v1/nodes` from `threads` threads; returns their UUIDs.
+fn enroll(endpoint: &str, count: usize, threads: usize) -> anyhow::Result<Vec<String>> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let next = Arc::clone(&next);
+            let url = format!("{endpoint}/v1/nodes");
+            thread::spawn(move || -> anyhow::Result<Vec<String>> {
+                let agent = agent();
+                let mut uuids = Vec::new();
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= count {
+                        return Ok(uuids);
+                    }
+                    let mut response = agent
+                        .post(&url)
+                        .header("X-OpenStack-Ironic-API-Version", VERSION)
+                        .send_json(node_body(n))
+                        .context("POST /v1/nodes")?;
+                    let status = response.status();
+                    let body: Value = response.body_mut().read_json()?;
+                    if status != 201 {
+                        bail!("POST /v1/nodes answered {status}: {body}");
+                    }
+                    let uuid = body["uuid"]
+                        .as_str()
+                        .context("the created node has no uuid")?;
+                    uuids.push(uuid.to_owned());
+                }
+            })
+        })
+        .collect();
+    let mut uuids = Vec::with_capacity(count);
+    for worker in workers {
+        let part = worker
+            .join()
+            .map_err(|_| anyhow::anyhow!("an enrolling thread panicked"))??;
+        uuids.extend(part);
+    }
+    Ok(uuids)
+}
+
+/// A node as an operator enrolls one: a BMC with a password, hardware properties, extras.
+fn node_body(n: usize) -> Value {
+    json!({
+        "name": format!("bench-{n:05}"),
+        "driver": "fake-hardware",
+        "resource_class": "baremetal",
+        "driver_info": {
+            "ipmi_address": format!("10.{}.{}.{}", n / 65536, (n / 256) % 256, n % 256),
+            "ipmi_username": "admin",
+            "ipmi_password": "s3cret",
+        },
+        "properties": {
+            "cpus": 64,
+            "cpu_arch": "x86_64",
+            "memory_mb": 262_144,
+            "local_gb": 1800,
+            "capabilities": "boot_mode:uefi",
+        },
+        "extra": { "rack": format!("r{:02}", n % 40), "slot": n % 42 },
+    })
+}
+
+/// GETs `url`; returns the latency and the parsed body. Anything but 200 is an error.
+fn timed_get(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Duration, Value)> {
+    let started = Instant::now();
+    let mut response = agent
+        .get(url)
+        .header("X-OpenStack-Ironic-API-Version", VERSION)
+        .call()
+        .with_context(|| format!("GET {url}"))?;
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(256 * 1024 * 1024)
+        .read_to_vec()?;
+    let elapsed = started.elapsed();
+    let status = response.status();
+    if status != 200 {
+        bail!(
+            "GET {url} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let body = serde_json::from_slice(&body).with_context(|| format!("GET {url}: not JSON"))?;
+    Ok((elapsed, body))
+}
+
+/// Follows a listing's `next` links to the end; returns the latency of each page.
+fn walk_pages(agent: &ureq::Agent, first: &str) -> anyhow::Result<Vec<Duration>> {
+    let mut latencies = Vec::new();
+    let mut url = Some(first.to_owned());
+    while let Some(current) = url {
+        let (latency, body) = timed_get(agent, &current)?;
+        latencies.push(latency);
+        url = body["next"].as_str().map(str::to_owned);
+    }
+    Ok(latencies)
+}
+
+/// `threads` clients GET random nodes for `seconds`; returns the request count, every
+/// latency and the wall time.
+fn throughput(
+    endpoint: &str,
+    uuids: &[String],
+    threads: usize,
+    seconds: u64,
+) -> anyhow::Result<(usize, Vec<Duration>, Duration)> {
+    let uuids: Arc<Vec<String>> = Arc::new(uuids.to_vec());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    let workers: Vec<_> = (0..threads)
+        .map(|thread_no| {
+            let uuids = Arc::clone(&uuids);
+            let endpoint = endpoint.to_owned();
+            thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
+                let agent = agent();
+                let mut latencies = Vec::new();
+                let mut n = thread_no * 104_729;
+                while Instant::now() < deadline {
+                    n = n.wrapping_add(7919);
+                    let uuid = &uuids[n % uuids.len()];
+                    let url = format!("{endpoint}/v1/nodes/{uuid}");
+                    let started = Instant::now();
+                    let mut response = agent
+                        .get(&url)
+                        .header("X-OpenStack-Ironic-API-Version", VERSION)
+                        .call()
+                        .with_context(|| format!("GET {url}"))?;
+                    let body = response.body_mut().read_to_vec()?;
+                    latencies.push(started.elapsed());
+                    if response.status() != 200 {
+                        bail!(
+                            "GET {url} answered {}: {}",
+                            response.status(),
+                            String::from_utf8_lossy(&body)
+                        );
+                    }
+                }
+                Ok(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(
+            worker
+                .join()
+                .map_err(|_| anyhow::anyhow!("a client thread panicked"))??,
+        );
+    }
+    Ok((latencies.len(), latencies, started.elapsed()))
+}
+
+/// Prints p50 and p99 (nearest rank) of `latencies`.
+fn report(name: &str, latencies: &mut [Duration]) {
+    latencies.sort_unstable();
+    println!(
+        "{name}: {} samples, p50 {}, p99 {}",
+        latencies.len(),
+        millis(percentile(latencies, 50)),
+        millis(percentile(latencies, 99)),
+    );
+}
+
+fn percentile(sorted: &[Duration], percent: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (sorted.len() * percent).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let sorted: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&sorted, 50), Duration::from_millis(50));
+        assert_eq!(percentile(&sorted, 99), Duration::from_millis(99));
+        assert_eq!(percentile(&sorted[..1], 99), Duration::from_millis(1));
+        assert_eq!(percentile(&[], 50), Duration::ZERO);
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let options = parse(&[]).unwrap();
+        assert_eq!(options.nodes, 10_000);
+        assert!(!options.postgres);
+        let args: Vec<String> = ["--postgres", "--nodes", "50"]
+            .iter()
+            .map(|arg| (*arg).to_owned())
+            .collect();
+        let options = parse(&args).unwrap();
+        assert!(options.postgres);
+        assert_eq!(options.nodes, 50);
+        assert!(parse(&["--nodes".to_owned(), "0".to_owned()]).is_err());
+        assert!(parse(&["--fast".to_owned()]).is_err());
+    }
+}
