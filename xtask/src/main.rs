@@ -17,7 +17,7 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
-  ci      lint, then test (what .ci/run does)
+  ci      lint, test, then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
   docs    regenerate the generated documents (docs/state-machine.md, …)
@@ -47,7 +47,9 @@ fn main() -> anyhow::Result<()> {
         "lint" => lint(),
         "ci" => {
             lint()?;
-            test(&extra)
+            test(&extra)?;
+            // The QEMU suites need root (namespaces, taps); CI runs as root.
+            e2e()
         }
         "docs" => docs(),
         "e2e" => e2e(),

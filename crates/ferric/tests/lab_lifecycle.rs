@@ -451,14 +451,20 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     let node = client.wait_for(&uuid, "manageable")?;
     phase("inspection (in-band, through the agent)", started);
     let properties = &node["properties"];
-    ensure!(properties["memory_mb"] == 1234, "inspection overwrote memory_mb: {properties}");
+    ensure!(
+        properties["memory_mb"] == 1234,
+        "inspection overwrote memory_mb: {properties}"
+    );
     ensure!(properties["cpus"].as_u64() == Some(1), "cpus: {properties}");
     ensure!(properties["cpu_arch"] == "x86_64", "cpu_arch: {properties}");
     ensure!(
         properties["local_gb"].as_u64().is_some_and(|gb| gb >= 2),
         "local_gb: {properties}"
     );
-    ensure!(node["power_state"] == "power off", "inspection powers the node off: {node}");
+    ensure!(
+        node["power_state"] == "power off",
+        "inspection powers the node off: {node}"
+    );
 
     let started = Instant::now();
     client.provision(&uuid, json!({"target": "provide"}))?;
