@@ -100,8 +100,11 @@ impl Operator<'_> {
             &format!("/v1/nodes/{uuid}/states/provision"),
             Some(json!({"target": target})),
         );
+        // At rest: in the state and no task holding the node (its lease goes a moment after
+        // the last transition), so the next request does not meet a 409.
         eventually(&format!("{uuid} in {expect}"), || {
-            (self.node(uuid)["provision_state"] == expect).then_some(())
+            let node = self.node(uuid);
+            (node["provision_state"] == expect && node["reservation"].is_null()).then_some(())
         });
     }
 }
@@ -721,7 +724,7 @@ fn the_conductor_cleans_and_deploys_through_the_real_agent() {
     let available = eventually("available after cleaning", || {
         let node = operator.node(&uuid);
         assert_ne!(node["provision_state"], "clean failed", "{node:#}");
-        (node["provision_state"] == "available").then_some(node)
+        (node["provision_state"] == "available" && node["reservation"].is_null()).then_some(node)
     });
     assert_eq!(available["last_error"], Value::Null);
     let names: Vec<String> = cleaner
@@ -749,7 +752,7 @@ fn the_conductor_cleans_and_deploys_through_the_real_agent() {
     let active = eventually("active after the deploy", || {
         let node = operator.node(&uuid);
         assert_ne!(node["provision_state"], "deploy failed", "{node:#}");
-        (node["provision_state"] == "active").then_some(node)
+        (node["provision_state"] == "active" && node["reservation"].is_null()).then_some(node)
     });
     assert_eq!(active["last_error"], Value::Null);
     assert_eq!(read_disk(&disk, MIB as u64, 38 * MIB), raw[MIB..39 * MIB]);
