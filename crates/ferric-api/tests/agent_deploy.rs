@@ -27,7 +27,6 @@ use ferric_db::testing::TestDb;
 use ferric_drivers::{BootSettings, DeploySettings, DriverSettings, Drivers};
 use serde_json::{Value, json};
 
-const LATEST: u16 = 110;
 const MAC: &str = "52:54:00:aa:bb:01";
 
 /// What the recording agent was asked, and how its commands go.
@@ -129,23 +128,11 @@ async fn api(root: &Path) -> Api {
 }
 
 async fn send(api: &Api, method: Method, path: &str, body: Option<Value>) -> common::Answer {
-    api.send_at(LATEST, method, path, body).await
+    api.send_latest(method, path, body).await
 }
 
 async fn provision(api: &Api, uuid: &str, target: &str) {
-    let answer = send(
-        api,
-        Method::PUT,
-        &format!("/v1/nodes/{uuid}/states/provision"),
-        Some(json!({"target": target})),
-    )
-    .await;
-    assert_eq!(
-        answer.status,
-        StatusCode::ACCEPTED,
-        "{target}: {}",
-        answer.body
-    );
+    api.provision(uuid, target).await;
 }
 
 async fn state(api: &Api, uuid: &str, expected: &str) -> Value {

@@ -22,7 +22,6 @@ use ferric_inspector::{Service, ServiceConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const LATEST: u16 = 110;
 const MAC: &str = "52:54:00:12:34:01";
 const SCRIPT: &str = "ipxe/52-54-00-12-34-01.ipxe";
 
@@ -45,23 +44,11 @@ async fn api(root: &Path, inspector: InspectorSettings) -> Api {
 }
 
 async fn send(api: &Api, method: Method, path: &str, body: Option<Value>) -> common::Answer {
-    api.send_at(LATEST, method, path, body).await
+    api.send_latest(method, path, body).await
 }
 
 async fn provision(api: &Api, uuid: &str, target: &str) {
-    let answer = send(
-        api,
-        Method::PUT,
-        &format!("/v1/nodes/{uuid}/states/provision"),
-        Some(json!({"target": target})),
-    )
-    .await;
-    assert_eq!(
-        answer.status,
-        StatusCode::ACCEPTED,
-        "{target}: {}",
-        answer.body
-    );
+    api.provision(uuid, target).await;
 }
 
 async fn node_body(api: &Api, uuid: &str) -> Value {

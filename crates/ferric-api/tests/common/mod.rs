@@ -156,3 +156,35 @@ impl Api {
         created.body["uuid"].as_str().unwrap().to_owned()
     }
 }
+
+/// The newest microversion; the tests that drive whole flows send it.
+pub(crate) const LATEST: u16 = 110;
+
+impl Api {
+    /// A request at [`LATEST`].
+    pub(crate) async fn send_latest(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Answer {
+        self.send_at(LATEST, method, path, body).await
+    }
+
+    /// Requests the provision `target` at [`LATEST`] and expects 202.
+    pub(crate) async fn provision(&self, uuid: &str, target: &str) {
+        let answer = self
+            .send_latest(
+                Method::PUT,
+                &format!("/v1/nodes/{uuid}/states/provision"),
+                Some(serde_json::json!({"target": target})),
+            )
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::ACCEPTED,
+            "{target}: {}",
+            answer.body
+        );
+    }
+}
