@@ -263,7 +263,7 @@ fn fresh_postgres_database() -> anyhow::Result<String> {
     Ok("postgres://postgres@127.0.0.1:5432/ferric_bench".to_owned())
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))
@@ -272,7 +272,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// Enrolls `count` nodes through `POST /v1/nodes` from `threads` threads; returns their UUIDs.
-fn enroll(endpoint: &str, count: usize, threads: usize) -> anyhow::Result<Vec<String>> {
+pub(crate) fn enroll(endpoint: &str, count: usize, threads: usize) -> anyhow::Result<Vec<String>> {
     let next = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..threads)
         .map(|_| {
@@ -337,7 +337,7 @@ fn node_body(n: usize) -> Value {
 }
 
 /// GETs `url`; returns the latency and the parsed body. Anything but 200 is an error.
-fn timed_get(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Duration, Value)> {
+pub(crate) fn timed_get(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Duration, Value)> {
     let started = Instant::now();
     let mut response = agent
         .get(url)
@@ -362,7 +362,7 @@ fn timed_get(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Duration, Value)
 }
 
 /// Follows a listing's `next` links to the end; returns the latency of each page.
-fn walk_pages(agent: &ureq::Agent, first: &str) -> anyhow::Result<Vec<Duration>> {
+pub(crate) fn walk_pages(agent: &ureq::Agent, first: &str) -> anyhow::Result<Vec<Duration>> {
     let mut latencies = Vec::new();
     let mut url = Some(first.to_owned());
     while let Some(current) = url {
@@ -375,7 +375,7 @@ fn walk_pages(agent: &ureq::Agent, first: &str) -> anyhow::Result<Vec<Duration>>
 
 /// `threads` clients GET random nodes for `seconds`; returns the request count, every
 /// latency and the wall time.
-fn throughput(
+pub(crate) fn throughput(
     endpoint: &str,
     uuids: &[String],
     threads: usize,
@@ -438,7 +438,7 @@ fn report(name: &str, latencies: &mut [Duration]) {
     );
 }
 
-fn percentile(sorted: &[Duration], percent: usize) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], percent: usize) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }

@@ -223,7 +223,7 @@ impl RunningServer {
         Ok(server)
     }
 
-    fn ironic(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
+    pub(crate) fn ironic(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
         let ironic_dir = run_dir.join("ironic");
         let output = Command::new("bash")
             .arg(root.join("scripts").join("ironic-standalone.sh"))
@@ -245,9 +245,16 @@ impl RunningServer {
         Ok(server)
     }
 
-    /// The server's process id, when this task started it.
+    /// The server's process id: the child this task started, or Ironic's from its pid file.
     pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        match self.kind {
+            Server::Ferric => self.child.as_ref().map(Child::id),
+            Server::Ironic => std::fs::read_to_string(self.ironic_dir.join("ironic.pid"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok(),
+        }
     }
 
     fn wait_until_listening(&mut self, address: SocketAddr, log: &Path) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@
 
 mod bench;
 mod clients;
+mod compare;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +37,10 @@ commands:
           the API read benchmark: a release ferric with 10,000 nodes on SQLite (or
           PostgreSQL with --postgres), p50/p99 of the list and show paths and single-node
           requests/s (`cargo xtask bench-api --help`; results in docs/benchmarks.md)
+  bench-compare
+          Ferric beside OpenStack Ironic (with --ironic): fleets of 100 and 1,000 nodes
+          through manage/provide/deploy/undeploy, reads at 10,000 nodes, peak and idle RSS;
+          one table with the ratio (`cargo xtask bench-compare --help`)
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +62,7 @@ fn main() -> anyhow::Result<()> {
         "bench-power-sync" => bench_power_sync(&extra),
         "bench-agent-write" => bench_agent_write(&extra),
         "bench-api" => bench::bench_api(&extra),
+        "bench-compare" => compare::bench_compare(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
