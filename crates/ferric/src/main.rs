@@ -53,6 +53,11 @@ enum Command {
     /// and ferric-agent into a kernel + initramfs pair that boots into the agent (docs/agent.md).
     #[command(subcommand)]
     Ramdisk(ferric_agent::ramdisk::RamdiskCommand),
+
+    /// The client commands (`node`, `port`, `portgroup`, `driver`, `conductor`,
+    /// `allocation`): one per API operation, against --url / FERRIC_URL (docs/cli.md).
+    #[command(flatten)]
+    Client(ferric_cli::ClientCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +73,7 @@ struct ServerArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Client(command) => ferric_cli::run(command),
         Command::Lab(command) => match ferric_lab::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
