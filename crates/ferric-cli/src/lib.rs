@@ -63,12 +63,19 @@ pub struct GlobalArgs {
         env = "FERRIC_URL",
         default_value = "http://127.0.0.1:6385",
         global = true,
+        help_heading = "Global options",
         value_name = "URL"
     )]
     pub url: String,
 
     /// User name for http_basic authentication.
-    #[arg(long, env = "FERRIC_USERNAME", global = true, value_name = "NAME")]
+    #[arg(
+        long,
+        env = "FERRIC_USERNAME",
+        global = true,
+        help_heading = "Global options",
+        value_name = "NAME"
+    )]
     pub username: Option<String>,
 
     /// Password for http_basic authentication.
@@ -76,6 +83,7 @@ pub struct GlobalArgs {
         long,
         env = "FERRIC_PASSWORD",
         global = true,
+        help_heading = "Global options",
         hide_env_values = true,
         value_name = "PASSWORD"
     )]
@@ -87,6 +95,7 @@ pub struct GlobalArgs {
         env = "FERRIC_API_VERSION",
         default_value = "latest",
         global = true,
+        help_heading = "Global options",
         value_name = "VERSION"
     )]
     pub api_version: String,
@@ -97,7 +106,8 @@ pub struct GlobalArgs {
         long,
         value_enum,
         default_value_t = Format::Table,
-        global = true
+        global = true,
+        help_heading = "Global options"
     )]
     pub format: Format,
 }
@@ -145,6 +155,12 @@ pub enum CliError {
     NodeFailed {
         node: String,
         state: String,
+        last_error: String,
+    },
+    /// An allocation the API could not satisfy.
+    #[error("allocation {allocation} failed: {last_error}")]
+    AllocationFailed {
+        allocation: String,
         last_error: String,
     },
     #[error(

@@ -126,7 +126,9 @@ pub fn columns(items: &[Value], fields: Option<&[String]>, defaults: &[&str]) ->
 fn new_table() -> Table {
     let mut table = Table::new();
     table.load_preset(presets::ASCII_FULL_CONDENSED);
-    if std::io::stdout().is_terminal() {
+    // Wrap to the terminal's width, when there is a terminal with a usable width (a pseudo
+    // terminal may report 0 columns, which would wrap every cell to one character).
+    if std::io::stdout().is_terminal() && table.width().is_some_and(|width| width >= 40) {
         table.set_content_arrangement(ContentArrangement::Dynamic);
     }
     table

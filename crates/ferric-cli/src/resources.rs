@@ -646,7 +646,8 @@ pub(crate) enum AllocationCommand {
     ///
     /// Example: `ferric allocation show job-42`.
     Show(Showing),
-    /// Ask for a node (POST /v1/allocations): the answer is `active` with the node or `error`.
+    /// Ask for a node (POST /v1/allocations): the answer is `active` with the node, or
+    /// `error` (exit code 1, with the reason) when no available node fits.
     ///
     /// Example: `ferric allocation create --resource-class baremetal --trait CUSTOM_GPU
     /// --name job-42`.
@@ -753,7 +754,22 @@ pub(crate) fn run_allocation(
             if !extra.is_empty() {
                 body.insert("extra".into(), Value::Object(object_of(&extra)));
             }
-            create(context, "allocations", body)
+            let record = context
+                .client
+                .post("/v1/allocations", &Value::Object(body))?;
+            context.show(&record, None)?;
+            // The API matches at once: `error` means no node fits, and scripts must notice.
+            if record.get("state").and_then(Value::as_str) == Some("error") {
+                let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("");
+                return Err(CliError::AllocationFailed {
+                    allocation: match text("name") {
+                        "" => text("uuid").to_owned(),
+                        name => name.to_owned(),
+                    },
+                    last_error: text("last_error").to_owned(),
+                });
+            }
+            Ok(())
         }
         AllocationCommand::Set {
             allocation,

@@ -118,13 +118,17 @@ pub enum Verdict {
 }
 
 pub fn verdict(observation: &Observation, target: &str) -> Verdict {
+    // An abort leaves the node in the failure state of what it stopped: that is its success.
+    if target == "abort" {
+        return Verdict::Succeeded;
+    }
     let state = ProvisionState::from_str(&observation.state).ok();
     match state.map(ProvisionState::kind) {
         Some(StateKind::Failure) => return Verdict::Failed,
         Some(StateKind::Hold) => return Verdict::Held,
         _ => {}
     }
-    if state == Some(ProvisionState::Error) && target != "abort" {
+    if state == Some(ProvisionState::Error) {
         return Verdict::Failed;
     }
     match expected_state(target) {
@@ -223,7 +227,10 @@ fn follow(
         display.show(&observation);
         if done(&record) {
             display.finish();
-            eprintln!("node {node}: {}", observation.describe());
+            if display.is_bar() {
+                // The bar is gone: leave one line saying where the node ended.
+                eprintln!("node {node}: {}", observation.describe());
+            }
             return Ok(record);
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -315,6 +322,10 @@ impl Display {
                 }
             }
         }
+    }
+
+    fn is_bar(&self) -> bool {
+        matches!(self, Display::Bar(..))
     }
 
     fn finish(&mut self) {
@@ -414,6 +425,7 @@ mod tests {
         );
         assert_eq!(verdict(&at("deploy hold"), "active"), Verdict::Held);
         assert_eq!(verdict(&at("manageable"), "abort"), Verdict::Succeeded);
+        assert_eq!(verdict(&at("clean failed"), "abort"), Verdict::Succeeded);
         assert_eq!(verdict(&at("available"), "deleted"), Verdict::Succeeded);
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(64 << 20), "64.0 MiB");

@@ -47,6 +47,18 @@ impl Cli {
         String::from_utf8(output.stdout).expect("UTF-8 output")
     }
 
+    /// Runs a command that must succeed; returns its stderr (progress and notes).
+    fn ok_stderr(&self, args: &[&str]) -> String {
+        let output = ferric(&self.url, args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            output.status.success(),
+            "`ferric {}`: {stderr}",
+            args.join(" ")
+        );
+        stderr
+    }
+
     /// Runs a command with `-f json` that must succeed; returns the parsed document.
     fn json(&self, args: &[&str]) -> Value {
         let mut args = args.to_vec();
@@ -162,6 +174,13 @@ fn a_node_goes_through_its_lifecycle_with_the_cli() {
     // The lifecycle, each step followed to its end.
     let table = cli.ok(&["node", "manage", "n1", "--wait", "120"]);
     assert_eq!(field(&table, "provision_state"), "manageable");
+    // Not a terminal: plain progress lines on stderr, ending where the node rests.
+    let progress = cli.ok_stderr(&["node", "inspect", "n1", "--wait", "120"]);
+    assert_eq!(
+        progress.lines().last(),
+        Some("node n1: manageable"),
+        "{progress}"
+    );
     let node = cli.json(&["node", "provide", "n1", "--wait", "120"]);
     assert_eq!(node["provision_state"], "available");
     assert_eq!(node["target_provision_state"], Value::Null);
@@ -257,6 +276,40 @@ fn a_node_goes_through_its_lifecycle_with_the_cli() {
     let first = events[0]["uuid"].as_str().unwrap();
     let event = cli.json(&["node", "history", "get", "n1", first]);
     assert_eq!(event["uuid"], first);
+
+    // A port group, and an allocation that claims the available node.
+    let portgroup = cli.json(&["portgroup", "create", "--node", "n1", "--name", "bond0"]);
+    assert_eq!(portgroup["node_uuid"], uuid.as_str());
+    let table = cli.ok(&["portgroup", "list", "--node", "n1"]);
+    assert_eq!(
+        cell(&row_where(&table, "name", "bond0"), "uuid"),
+        portgroup["uuid"].as_str().unwrap()
+    );
+    cli.ok(&["portgroup", "delete", "bond0"]);
+    cli.ok(&["node", "set", "n1", "--resource-class", "baremetal"]);
+    let allocation = cli.json(&[
+        "allocation",
+        "create",
+        "--resource-class",
+        "baremetal",
+        "--name",
+        "job-1",
+    ]);
+    assert_eq!(allocation["state"], "active");
+    assert_eq!(allocation["node_uuid"], uuid.as_str());
+    let table = cli.ok(&["allocation", "list"]);
+    assert_eq!(cell(&row_where(&table, "name", "job-1"), "node_uuid"), uuid);
+    let stderr = cli.fails(&[
+        "allocation",
+        "create",
+        "--resource-class",
+        "gpu",
+        "--name",
+        "job-2",
+    ]);
+    assert!(stderr.contains("allocation job-2 failed"), "{stderr}");
+    cli.ok(&["allocation", "delete", "job-1", "job-2"]);
+    assert_eq!(cli.json(&["allocation", "list"]), serde_json::json!([]));
 
     // Drivers and conductors.
     let drivers = cli.ok(&["driver", "list"]);
