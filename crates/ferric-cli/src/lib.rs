@@ -9,8 +9,10 @@
 
 pub mod client;
 mod node;
+mod node_data;
 mod node_states;
 pub mod output;
+mod ports;
 mod resources;
 pub mod wait;
 
@@ -51,6 +53,10 @@ pub enum ClientCommand {
     ///
     /// Example: `ferric allocation create --resource-class baremetal --trait CUSTOM_GPU`.
     Allocation(AllocationArgs),
+    /// Chassis: groups of nodes that share an enclosure.
+    ///
+    /// Example: `ferric chassis create --description "rack 4"`.
+    Chassis(ChassisArgs),
 }
 
 /// Where the API is and how to talk to it: shared by every client subcommand, and accepted
@@ -125,11 +131,12 @@ macro_rules! resource_args {
 }
 
 resource_args!(NodeArgs, node::NodeCommand);
-resource_args!(PortArgs, resources::PortCommand);
-resource_args!(PortgroupArgs, resources::PortgroupCommand);
+resource_args!(PortArgs, ports::PortCommand);
+resource_args!(PortgroupArgs, ports::PortgroupCommand);
 resource_args!(DriverArgs, resources::DriverCommand);
 resource_args!(ConductorArgs, resources::ConductorCommand);
 resource_args!(AllocationArgs, resources::AllocationCommand);
+resource_args!(ChassisArgs, resources::ChassisCommand);
 
 /// Everything a command can fail with; shown as `ferric: <message>` and exit code 1.
 #[derive(Debug, thiserror::Error)]
@@ -200,11 +207,9 @@ pub fn run(command: ClientCommand) -> ExitCode {
 fn dispatch(command: ClientCommand) -> Result<(), CliError> {
     match command {
         ClientCommand::Node(args) => node::run(&Context::new(&args.global)?, args.command),
-        ClientCommand::Port(args) => {
-            resources::run_port(&Context::new(&args.global)?, args.command)
-        }
+        ClientCommand::Port(args) => ports::run_port(&Context::new(&args.global)?, args.command),
         ClientCommand::Portgroup(args) => {
-            resources::run_portgroup(&Context::new(&args.global)?, args.command)
+            ports::run_portgroup(&Context::new(&args.global)?, args.command)
         }
         ClientCommand::Driver(args) => {
             resources::run_driver(&Context::new(&args.global)?, args.command)
@@ -214,6 +219,9 @@ fn dispatch(command: ClientCommand) -> Result<(), CliError> {
         }
         ClientCommand::Allocation(args) => {
             resources::run_allocation(&Context::new(&args.global)?, args.command)
+        }
+        ClientCommand::Chassis(args) => {
+            resources::run_chassis(&Context::new(&args.global)?, args.command)
         }
     }
 }

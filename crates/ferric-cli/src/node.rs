@@ -1,10 +1,11 @@
 //! `ferric node …`: the node resource (`/v1/nodes`) and its management sub-resources
 //! (power, boot device, maintenance, validate, history). The provision verbs are in
-//! `node_states.rs`.
+//! `node_states.rs`, traits, VIFs, BIOS and inventory in `node_data.rs`.
 
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use crate::node_data;
 use crate::node_states::{self, Clean, Deploy, Plain, Rescue, Service};
 use crate::{CliError, Context, Patch, fields_of, key_value, object_of, segment, wait};
 
@@ -138,6 +139,29 @@ pub(crate) enum NodeCommand {
     /// Example: `ferric node history list n1 --long`.
     #[command(subcommand)]
     History(HistoryCommand),
+    /// A node's traits (/v1/nodes/{node}/traits, API 1.37).
+    ///
+    /// Example: `ferric node trait add n1 CUSTOM_GPU`.
+    #[command(subcommand)]
+    Trait(node_data::TraitCommand),
+    /// The VIFs attached to a node (/v1/nodes/{node}/vifs, API 1.28).
+    ///
+    /// Example: `ferric node vif attach n1 VIF_ID`.
+    #[command(subcommand)]
+    Vif(node_data::VifCommand),
+    /// A node's BIOS settings (/v1/nodes/{node}/bios, API 1.40).
+    ///
+    /// Example: `ferric node bios list n1`.
+    #[command(subcommand)]
+    Bios(node_data::BiosCommand),
+    /// The hardware inventory inspection stored (GET /v1/nodes/{node}/inventory, API 1.81);
+    /// JSON, or YAML with -f yaml.
+    ///
+    /// Example: `ferric node inventory n1 | jq .inventory.disks`.
+    Inventory {
+        /// Name or UUID of the node.
+        node: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -629,6 +653,10 @@ pub(crate) fn run(context: &Context, command: NodeCommand) -> Result<(), CliErro
             };
             context.show_list(&events, None, defaults)
         }
+        NodeCommand::Trait(command) => node_data::run_trait(context, command),
+        NodeCommand::Vif(command) => node_data::run_vif(context, command),
+        NodeCommand::Bios(command) => node_data::run_bios(context, command),
+        NodeCommand::Inventory { node } => node_data::inventory(context, &node),
         NodeCommand::History(HistoryCommand::Get { node, event }) => {
             let path = format!("{}/history/{}", node_path(&node), segment(&event));
             let record = client.get(&path, &[])?;

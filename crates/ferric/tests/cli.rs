@@ -171,6 +171,22 @@ fn a_node_goes_through_its_lifecycle_with_the_cli() {
     let row = row_where(&ports, "address", "52:54:00:12:34:56");
     assert_eq!(cell(&row, "uuid"), port["uuid"].as_str().unwrap());
 
+    // Traits and VIFs: data on the node.
+    cli.ok(&["node", "trait", "add", "n1", "CUSTOM_GPU", "CUSTOM_FAST"]);
+    let traits = cli.ok(&["node", "trait", "list", "n1"]);
+    row_where(&traits, "trait", "CUSTOM_GPU");
+    cli.ok(&["node", "trait", "remove", "n1", "CUSTOM_FAST"]);
+    assert_eq!(
+        cli.json(&["node", "trait", "list", "n1"]),
+        serde_json::json!([{"trait": "CUSTOM_GPU"}])
+    );
+    cli.ok(&["node", "vif", "attach", "n1", "vif-1"]);
+    assert_eq!(
+        cli.json(&["node", "vif", "list", "n1"]),
+        serde_json::json!([{"id": "vif-1"}])
+    );
+    cli.ok(&["node", "vif", "detach", "n1", "vif-1"]);
+
     // The lifecycle, each step followed to its end.
     let table = cli.ok(&["node", "manage", "n1", "--wait", "120"]);
     assert_eq!(field(&table, "provision_state"), "manageable");
@@ -310,6 +326,16 @@ fn a_node_goes_through_its_lifecycle_with_the_cli() {
     assert!(stderr.contains("allocation job-2 failed"), "{stderr}");
     cli.ok(&["allocation", "delete", "job-1", "job-2"]);
     assert_eq!(cli.json(&["allocation", "list"]), serde_json::json!([]));
+
+    // Chassis.
+    let chassis = cli.json(&["chassis", "create", "--description", "rack 4"]);
+    let chassis_uuid = chassis["uuid"].as_str().unwrap();
+    let table = cli.ok(&["chassis", "list"]);
+    assert_eq!(
+        cell(&row_where(&table, "uuid", chassis_uuid), "description"),
+        "rack 4"
+    );
+    cli.ok(&["chassis", "delete", chassis_uuid]);
 
     // Drivers and conductors.
     let drivers = cli.ok(&["driver", "list"]);
