@@ -22,6 +22,17 @@ use crate::node::node_path;
 
 const FIRST_INTERVAL: Duration = Duration::from_millis(250);
 const LONGEST_INTERVAL: Duration = Duration::from_secs(1);
+/// Failed looks in a row (connection refused, 5xx) tolerated before the wait gives up.
+const MAX_FAILED_LOOKS: u32 = 30;
+
+/// Whether a failed look at the node may succeed if tried again.
+fn is_transient(error: &CliError) -> bool {
+    match error {
+        CliError::Connect { .. } | CliError::Http { .. } => true,
+        CliError::Api { status, .. } => *status >= 500,
+        _ => false,
+    }
+}
 
 /// What one look at the node shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,9 +226,20 @@ fn follow(
     let mut display = Display::new(node);
     let mut interval = FIRST_INTERVAL;
     let path = node_path(node);
+    let mut failures = 0;
     loop {
         let record = match client.get(&path, &[]) {
-            Ok(record) => record,
+            Ok(record) => {
+                failures = 0;
+                record
+            }
+            // A restarting server or a proxy's hiccup must not end a long deploy's wait.
+            Err(error) if is_transient(&error) && failures < MAX_FAILED_LOOKS => {
+                failures += 1;
+                display.note(&format!("{error}; looking again"));
+                std::thread::sleep(LONGEST_INTERVAL);
+                continue;
+            }
             Err(error) => {
                 display.finish();
                 return Err(error);
@@ -250,10 +272,34 @@ fn follow(
 /// A progress bar on a terminal; plain lines on stderr otherwise (logs, CI, tests).
 enum Display {
     Bar(ProgressBar, bool),
-    Lines {
-        node: String,
-        last: Option<(String, Option<String>, Option<String>, u64)>,
-    },
+    Lines { node: String, last: LineLog },
+}
+
+/// What the plain-line display last printed, so it prints again only on a change: a new
+/// state, target or step, or another tenth of the image written (64 MiB when the total is
+/// unknown).
+#[derive(Debug, Default)]
+struct LineLog(Option<(String, Option<String>, Option<String>, u64)>);
+
+impl LineLog {
+    fn next_line(&mut self, observation: &Observation) -> Option<String> {
+        let written = match (observation.bytes_written, observation.total_bytes) {
+            (Some(written), Some(total)) if total > 0 => written * 10 / total,
+            (Some(written), _) => written >> 26,
+            _ => 0,
+        };
+        let key = (
+            observation.state.clone(),
+            observation.target.clone(),
+            observation.step.clone(),
+            written,
+        );
+        if self.0.as_ref() == Some(&key) {
+            return None;
+        }
+        self.0 = Some(key);
+        Some(observation.describe())
+    }
 }
 
 impl Display {
@@ -267,7 +313,7 @@ impl Display {
         } else {
             Display::Lines {
                 node: node.to_owned(),
-                last: None,
+                last: LineLog::default(),
             }
         }
     }
@@ -304,23 +350,18 @@ impl Display {
                 bar.set_message(message);
             }
             Display::Lines { node, last } => {
-                // A new line per state or step, and per tenth of the image written.
-                let written = match (observation.bytes_written, observation.total_bytes) {
-                    (Some(written), Some(total)) if total > 0 => written * 10 / total,
-                    (Some(written), _) => written >> 26,
-                    _ => 0,
-                };
-                let key = (
-                    observation.state.clone(),
-                    observation.target.clone(),
-                    observation.step.clone(),
-                    written,
-                );
-                if last.as_ref() != Some(&key) {
-                    eprintln!("node {node}: {}", observation.describe());
-                    *last = Some(key);
+                if let Some(line) = last.next_line(observation) {
+                    eprintln!("node {node}: {line}");
                 }
             }
+        }
+    }
+
+    /// A message beside the progress (above the bar, or as a line).
+    fn note(&self, message: &str) {
+        match self {
+            Display::Bar(bar, _) => bar.println(message),
+            Display::Lines { node, .. } => eprintln!("node {node}: {message}"),
         }
     }
 
@@ -413,6 +454,28 @@ mod tests {
     }
 
     #[test]
+    fn plain_lines_come_once_per_state_step_or_tenth_written() {
+        let mut log = LineLog::default();
+        let mut node = json!({"provision_state": "deploying", "target_provision_state": "active"});
+        assert_eq!(
+            log.next_line(&Observation::of(&node)).as_deref(),
+            Some("deploying → active")
+        );
+        assert_eq!(log.next_line(&Observation::of(&node)), None, "no change");
+        node["deploy_step"] = json!({"interface": "deploy", "step": "write_image"});
+        node["driver_internal_info"] =
+            json!({"deploy_progress": {"bytes_written": 10, "total_bytes": 1000}});
+        assert!(log.next_line(&Observation::of(&node)).is_some(), "a step");
+        node["driver_internal_info"]["deploy_progress"]["bytes_written"] = json!(50);
+        assert_eq!(log.next_line(&Observation::of(&node)), None, "same tenth");
+        node["driver_internal_info"]["deploy_progress"]["bytes_written"] = json!(500);
+        assert_eq!(
+            log.next_line(&Observation::of(&node)).as_deref(),
+            Some("deploying → active, step deploy.write_image, 500 B of 1000 B written")
+        );
+    }
+
+    #[test]
     fn verdicts_follow_the_verb_and_the_state_groups() {
         let at = |state: &str| Observation::of(&json!({"provision_state": state}));
         assert_eq!(verdict(&at("active"), "active"), Verdict::Succeeded);
@@ -428,6 +491,14 @@ mod tests {
         assert_eq!(verdict(&at("clean failed"), "abort"), Verdict::Succeeded);
         assert_eq!(verdict(&at("available"), "deleted"), Verdict::Succeeded);
         assert_eq!(bytes(512), "512 B");
+        assert!(is_transient(&CliError::Api {
+            status: 503,
+            message: String::new()
+        }));
+        assert!(!is_transient(&CliError::Api {
+            status: 404,
+            message: String::new()
+        }));
         assert_eq!(bytes(64 << 20), "64.0 MiB");
     }
 }
