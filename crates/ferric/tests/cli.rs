@@ -378,6 +378,32 @@ fn a_failing_deploy_makes_wait_exit_non_zero_with_last_error() {
     let node = cli.json(&["node", "show", "n2"]);
     assert_eq!(node["provision_state"], "deploy failed");
 
+    // A deploy that waits for a callback that never comes: the wait gives up, saying where
+    // the node is; an abort then lands it in `deploy failed`, which is what abort is for.
+    cli.ok(&[
+        "node",
+        "create",
+        "--driver",
+        "fake-hardware",
+        "--name",
+        "n3",
+        "--driver-info",
+        "fake_wait=deploy",
+    ]);
+    cli.ok(&["node", "manage", "n3", "--wait", "120"]);
+    cli.ok(&["node", "provide", "n3", "--wait", "120"]);
+    let stderr = cli.fails(&["node", "deploy", "n3", "--wait", "1"]);
+    assert!(
+        stderr.contains("gave up waiting for node n3 after 1 s"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("'wait call-back' (target active)"),
+        "{stderr}"
+    );
+    let node = cli.json(&["node", "abort", "n3", "--wait", "120"]);
+    assert_eq!(node["provision_state"], "deploy failed");
+
     // A verb the state machine refuses: the API's message, exit 1.
     let stderr = cli.fails(&["node", "provide", "n2"]);
     assert!(stderr.contains("HTTP 400"), "{stderr}");
