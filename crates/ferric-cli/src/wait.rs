@@ -49,19 +49,29 @@ pub struct Observation {
 impl Observation {
     pub fn of(node: &Value) -> Self {
         let text = |key: &str| node.get(key).and_then(Value::as_str).map(str::to_owned);
-        let step = ["deploy_step", "clean_step", "service_step"]
+        let running = ["deploy_step", "clean_step", "service_step"]
             .iter()
             .filter_map(|key| node.get(*key))
             .find_map(|step| {
                 let name = step.get("step")?.as_str()?;
-                Some(match step.get("interface").and_then(Value::as_str) {
-                    Some(interface) => format!("{interface}.{name}"),
-                    None => name.to_owned(),
-                })
+                Some((name, step.get("interface").and_then(Value::as_str)))
             });
+        let step = running.map(|(name, interface)| match interface {
+            Some(interface) => format!("{interface}.{name}"),
+            None => name.to_owned(),
+        });
+        // The agent's count belongs to the step that is running; a count left over from an
+        // earlier deploy is not progress.
         let progress = node
             .get("driver_internal_info")
-            .and_then(|info| info.get("deploy_progress"));
+            .and_then(|info| info.get("deploy_progress"))
+            .filter(|progress| {
+                running.is_some_and(|(name, _)| {
+                    progress
+                        .get("step")
+                        .is_none_or(|step| step.as_str() == Some(name))
+                })
+            });
         let number = |key: &str| progress.and_then(|p| p.get(key)).and_then(Value::as_u64);
         Self {
             state: text("provision_state").unwrap_or_else(|| "unknown".to_owned()),
@@ -431,6 +441,21 @@ mod tests {
             observation.describe(),
             "deploying → active, step deploy.write_image, 1.5 GiB of 4.0 GiB written"
         );
+    }
+
+    #[test]
+    fn a_count_from_another_step_is_not_progress() {
+        let mut node = json!({
+            "provision_state": "active",
+            "deploy_step": {},
+            "driver_internal_info": {"deploy_progress": {"step": "write_image",
+                                                         "bytes_written": 42}},
+        });
+        assert_eq!(Observation::of(&node).bytes_written, None, "no step runs");
+        node["deploy_step"] = json!({"interface": "deploy", "step": "prepare_image"});
+        assert_eq!(Observation::of(&node).bytes_written, None, "another step");
+        node["deploy_step"] = json!({"interface": "deploy", "step": "write_image"});
+        assert_eq!(Observation::of(&node).bytes_written, Some(42));
     }
 
     #[test]
