@@ -146,7 +146,8 @@ fn parse_entry<'l>(path: &Path, line: &'l str) -> Result<(&'l str, &'l str), Use
     Ok((user, hash))
 }
 
-/// Routes that need no authentication (Ironic's `acl_public_routes`, plus `/health`).
+/// Routes that need no authentication (Ironic's `acl_public_routes`, plus `/health` and
+/// `/metrics`).
 pub fn is_public_route(path: &str) -> bool {
     // Ironic strips trailing slashes (but keeps "/") and allows a `.json` suffix.
     let trimmed = path.trim_end_matches('/');
@@ -156,7 +157,7 @@ pub fn is_public_route(path: &str) -> bool {
         .or_else(|| path.strip_suffix(".xml"))
         .unwrap_or(path);
     match path {
-        "/" | "/v1" | "/health" | "/v1/lookup" | "/v1/continue_inspection" => true,
+        "/" | "/v1" | "/health" | "/metrics" | "/v1/lookup" | "/v1/continue_inspection" => true,
         _ => path.strip_prefix("/v1/heartbeat/").is_some_and(|node| {
             !node.is_empty()
                 && node
@@ -252,6 +253,7 @@ mod tests {
             "/v1",
             "/v1/",
             "/health",
+            "/metrics",
             "/v1/lookup",
             "/v1/lookup.json",
             "/v1/heartbeat/0c3b7a2e-1f6d-4c7e-9a0b-5d4c3b2a1f0e",

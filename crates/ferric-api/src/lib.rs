@@ -15,6 +15,7 @@ pub mod auth;
 pub mod error;
 mod health;
 pub mod limits;
+mod metrics;
 pub mod openapi;
 mod root;
 pub mod v1;
@@ -41,12 +42,15 @@ pub struct ApiState {
     pub conductor: Conductor,
     /// Serialized node documents of detail listings, by node revision.
     pub(crate) rendered: Arc<v1::rendered::RenderedNodes>,
+    /// The process's metrics (the conductor's registry), shown on `GET /metrics`.
+    pub metrics: ferric_metrics::Metrics,
 }
 
 impl ApiState {
     pub fn new(store: Store, conductor: Conductor) -> Self {
         Self {
             store,
+            metrics: conductor.metrics().clone(),
             conductor,
             rendered: Arc::default(),
         }
@@ -67,11 +71,13 @@ pub fn router(state: ApiState) -> Router {
 
 /// The whole HTTP surface, ready to serve.
 pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
+    let metrics = state.metrics.clone();
     let routes = Router::new()
         .route("/", get(root::root_get))
         .route("/v1", get(root::v1_get))
         .route("/v1/", get(root::v1_get))
         .route("/health", get(health::health_get))
+        .route("/metrics", get(metrics::metrics_get))
         .merge(v1::nodes::routes())
         .merge(v1::ports::routes())
         .merge(v1::states::routes())
@@ -99,7 +105,13 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
             auth::require_auth,
         ))
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))
-        .layer(axum::middleware::from_fn(version::negotiate_version));
+        .layer(axum::middleware::from_fn(version::negotiate_version))
+        // Outermost, so a request's time includes every other layer; as a router layer it
+        // sees the matched route template.
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::record_request,
+        ));
     // Clients add a trailing slash now and then (`GET /v1/nodes/?fields=…` from the
     // baremetal CLI); Ironic serves both spellings, so every path is tried without it.
     Router::new().fallback_service(NormalizePath::trim_trailing_slash(routes))

@@ -165,6 +165,8 @@ pub(crate) struct Inner {
     /// Failed power reads in a row, per node (the power-sync reconciler's memory).
     pub(crate) power_failures: Mutex<HashMap<Uuid, u32>>,
     pub(crate) reconcilers: reconcilers::Registry,
+    /// Transitions, failures and time per state are counted here (the drivers' registry).
+    pub(crate) metrics: ferric_metrics::Metrics,
 }
 
 /// An inventory and the rest of the inspection data (plugin data).
@@ -233,7 +235,6 @@ impl Conductor {
         Self {
             inner: Arc::new(Inner {
                 store,
-                drivers,
                 workers,
                 tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
@@ -243,6 +244,8 @@ impl Conductor {
                 inventories: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
+                metrics: drivers.metrics().clone(),
+                drivers,
                 config,
             }),
         }
@@ -350,5 +353,19 @@ impl Conductor {
     /// How many workers are free.
     pub fn free_workers(&self) -> usize {
         self.inner.workers.available_permits()
+    }
+
+    /// The process's metrics (the registry its drivers were given).
+    pub fn metrics(&self) -> &ferric_metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    /// The worker pool, for `GET /metrics`.
+    pub fn worker_pool(&self) -> ferric_metrics::WorkerPool {
+        let free = self.free_workers();
+        ferric_metrics::WorkerPool {
+            in_use: self.inner.config.workers.saturating_sub(free),
+            free,
+        }
     }
 }

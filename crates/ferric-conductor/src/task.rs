@@ -177,6 +177,10 @@ impl Task {
             ))
         })?;
         let now = Utc::now();
+        let time_in_from = self
+            .node
+            .provision_updated_at
+            .and_then(|since| (now - since).to_std().ok());
         self.node.target_provision_state = edge.target_after(self.node.target_provision_state);
         self.node.provision_state = edge.to;
         self.node.provision_updated_at = Some(now);
@@ -192,6 +196,9 @@ impl Task {
             self.node.inspection_finished_at = Some(now);
         }
         self.save().await?;
+        self.inner
+            .metrics
+            .transition(from, event, edge.to, time_in_from);
         let how = match cause {
             Cause::Requested => " (requested through the API)",
             Cause::Conductor => "",

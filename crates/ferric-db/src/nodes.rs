@@ -382,6 +382,24 @@ impl Store {
             .map_err(backend("node_shard_counts"))
     }
 
+    /// How many nodes are in each (provision state, power state) pair, in no order: one
+    /// grouped query whatever the number of nodes (`GET /metrics` runs it at every scrape).
+    pub async fn node_state_counts(
+        &self,
+    ) -> Result<Vec<(ProvisionState, Option<PowerState>, i64)>, Error> {
+        let sql = "SELECT provision_state, power_state, COUNT(*) AS nodes FROM nodes \
+                   GROUP BY provision_state, power_state";
+        self.fetch_all(sql, &[], |row| {
+            Ok((
+                parsed(row, "provision_state")?,
+                opt_parsed(row, "power_state")?,
+                row.int("nodes")?,
+            ))
+        })
+        .await
+        .map_err(backend("node_state_counts"))
+    }
+
     /// Writes every field of `node` if the stored revision is still `expected_version`, and
     /// returns the node as stored (revision bumped, `updated_at` now). If someone else wrote
     /// first, nothing is written and the error is [`Error::StaleRevision`].

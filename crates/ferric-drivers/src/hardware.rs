@@ -20,6 +20,7 @@ use crate::interfaces::{
 };
 use crate::ipmi::Ipmi;
 use crate::ipxe::IpxeBoot;
+use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
 use crate::redfish::Redfish;
 use crate::settings::DriverSettings;
@@ -170,6 +171,8 @@ pub struct Drivers {
     bmc: Arc<BmcState>,
     /// The client of the inspection service (one connection pool).
     http: reqwest::Client,
+    /// Where BMC calls are timed and counted (the process's one registry).
+    metrics: ferric_metrics::Metrics,
 }
 
 impl Default for Drivers {
@@ -211,6 +214,27 @@ impl Drivers {
             agent,
             bmc: Arc::new(BmcState::new(BmcSettings::default())),
             http: reqwest::Client::new(),
+            metrics: ferric_metrics::Metrics::new(),
+        }
+    }
+
+    /// The same types recording their BMC calls in `metrics` (by default each `Drivers` has
+    /// a registry of its own; the conductor and the API use the one they are given here).
+    pub fn with_metrics(mut self, metrics: ferric_metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &ferric_metrics::Metrics {
+        &self.metrics
+    }
+
+    /// `inner` with its BMC calls measured under the interface name `driver`.
+    fn measured<T>(&self, driver: &'static str, inner: T) -> Measured<T> {
+        Measured {
+            inner,
+            driver,
+            metrics: self.metrics.clone(),
         }
     }
 
@@ -307,16 +331,16 @@ impl Drivers {
             state: self.bmc.clone(),
         };
         let power: Arc<dyn PowerInterface> = match name(InterfaceKind::Power).as_str() {
-            "fake" => Arc::new(Fake),
-            "redfish" => Arc::new(redfish()),
-            "ipmitool" => Arc::new(ipmi()),
+            "fake" => Arc::new(self.measured("fake", Fake)),
+            "redfish" => Arc::new(self.measured("redfish", redfish())),
+            "ipmitool" => Arc::new(self.measured("ipmitool", ipmi())),
             _ => return Err(unsupported(InterfaceKind::Power)),
         };
         let management: Arc<dyn ManagementInterface> =
             match name(InterfaceKind::Management).as_str() {
-                "fake" => Arc::new(Fake),
-                "redfish" => Arc::new(redfish()),
-                "ipmitool" => Arc::new(ipmi()),
+                "fake" => Arc::new(self.measured("fake", Fake)),
+                "redfish" => Arc::new(self.measured("redfish", redfish())),
+                "ipmitool" => Arc::new(self.measured("ipmitool", ipmi())),
                 "noop" => Arc::new(NoopManagement),
                 _ => return Err(unsupported(InterfaceKind::Management)),
             };

@@ -20,6 +20,7 @@ pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
 pub mod ipxe;
+mod measured;
 pub mod noop;
 mod redfish;
 pub mod settings;

@@ -23,6 +23,7 @@ backend_tests!(
     deleting_a_node_removes_its_ports_lease_and_history,
     unknown_marker_and_missing_node_are_reported,
     shared_listing_follows_every_revision,
+    state_counts_group_by_provision_and_power_state,
 );
 
 pub(crate) fn enrolled(name: &str) -> Node {
@@ -752,4 +753,29 @@ async fn shared_listing_follows_every_revision(store: Store) {
         .await
         .unwrap();
     assert_eq!(remaining.len(), 2);
+}
+
+async fn state_counts_group_by_provision_and_power_state(store: Store) {
+    assert!(store.node_state_counts().await.unwrap().is_empty());
+    for (name, state, power) in [
+        ("a", ProvisionState::Available, Some(PowerState::Off)),
+        ("b", ProvisionState::Available, Some(PowerState::Off)),
+        ("c", ProvisionState::Available, Some(PowerState::On)),
+        ("d", ProvisionState::Enroll, None),
+    ] {
+        let mut node = enrolled(name);
+        node.provision_state = state;
+        node.power_state = power;
+        store.node_create(&node).await.unwrap();
+    }
+    let mut counts = store.node_state_counts().await.unwrap();
+    counts.sort_by_key(|(state, power, _)| (state.as_str(), power.map(PowerState::as_str)));
+    assert_eq!(
+        counts,
+        vec![
+            (ProvisionState::Available, Some(PowerState::Off), 2),
+            (ProvisionState::Available, Some(PowerState::On), 1),
+            (ProvisionState::Enroll, None, 1),
+        ]
+    );
 }
