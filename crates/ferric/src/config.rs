@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// How log lines are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum LogFormat {
     /// Human-readable lines.
@@ -22,6 +23,7 @@ pub(crate) enum LogFormat {
 
 /// Who may call the API (Ironic's `auth_strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum AuthStrategySetting {
     /// Everyone may call every endpoint.
@@ -32,8 +34,10 @@ pub(crate) enum AuthStrategySetting {
     HttpBasic,
 }
 
-/// The effective settings of a `ferric server` process.
+/// The effective settings of a `ferric server` process. The doc comments are the operator's
+/// reference: `docs/configuration.md` is generated from them (`config_doc.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Settings {
     /// Where Ferric keeps its state: a SQLite file path or `sqlite://` URL (created if missing),
@@ -100,9 +104,11 @@ pub(crate) struct Settings {
     /// `ipxe/<mac>.ipxe` into it, and images placed under `images/` may be named by file name
     /// in `instance_info.image_source`.
     pub(crate) boot_http_root: PathBuf,
-    /// The agent kernel and ramdisk: file names under `boot_http_root` or URLs (a node's
-    /// `driver_info.deploy_kernel` / `deploy_ramdisk` win). `ferric ramdisk build` makes them.
+    /// The agent kernel: a file name under `boot_http_root` or a URL (a node's
+    /// `driver_info.deploy_kernel` wins). `ferric ramdisk build` makes it.
     pub(crate) deploy_kernel: String,
+    /// The agent ramdisk: a file name under `boot_http_root` or a URL (a node's
+    /// `driver_info.deploy_ramdisk` wins). `ferric ramdisk build` makes it.
     pub(crate) deploy_ramdisk: String,
     /// Extra kernel command-line parameters for the agent ramdisk.
     pub(crate) kernel_append_params: String,

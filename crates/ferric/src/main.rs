@@ -2,6 +2,8 @@
 //! settings and hands over to the subcommand; the work lives in the library crates.
 
 mod config;
+#[cfg(test)]
+mod config_doc;
 mod logging;
 mod server;
 
