@@ -343,6 +343,29 @@ fn a_node_goes_through_its_lifecycle_with_the_cli() {
     let conductors = cli.json(&["conductor", "list"]);
     assert_eq!(conductors[0]["alive"], true);
 
+    // What Prometheus scrapes after that walk counts the transitions the CLI asked for.
+    let metrics = reqwest::blocking::get(server.url("/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    for transition in [
+        r#"from="enroll",event="manage",to="verifying""#,
+        r#"from="manageable",event="inspect",to="inspecting""#,
+        r#"from="manageable",event="provide",to="cleaning""#,
+        r#"from="available",event="deploy",to="deploying""#,
+        r#"from="deploying",event="done",to="active""#,
+        r#"from="active",event="delete",to="deleting""#,
+    ] {
+        let series = format!("ferric_node_transitions_total{{{transition}}} ");
+        let count: f64 = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+            .parse()
+            .unwrap();
+        assert!(count >= 1.0, "{series}{count}");
+    }
+
     // Delete, and the API's own words when the node is gone.
     cli.ok(&["port", "delete", port["uuid"].as_str().unwrap()]);
     cli.ok(&["node", "delete", "n1"]);
