@@ -5,6 +5,7 @@
 //! adds the levels read now — nodes per provision and power state (one grouped query, never a
 //! walk over the nodes) and the conductor's worker pool.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -59,18 +60,17 @@ pub(crate) async fn record_request(
 ) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|path| path.as_str().to_owned());
+    let route: Cow<'static, str> = match request.extensions().get::<MatchedPath>() {
+        Some(path) => Cow::Owned(path.as_str().to_owned()),
+        None => Cow::Borrowed(UNMATCHED),
+    };
     let response = next.run(request).await;
     let status = response.status().as_u16();
-    let route = route.as_deref().unwrap_or(UNMATCHED);
-    metrics.api_request(method.as_str(), route, status, started.elapsed());
-    match route {
+    match route.as_ref() {
         "/v1/lookup" => metrics.agent_lookup(AgentResult::from_status(status)),
         "/v1/heartbeat/{node_ident}" => metrics.agent_heartbeat(AgentResult::from_status(status)),
         _ => {}
     }
+    metrics.api_request(method.as_str(), route, status, started.elapsed());
     response
 }

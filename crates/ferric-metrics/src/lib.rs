@@ -364,13 +364,20 @@ impl Metrics {
     }
 
     /// One API request: `route` is the matched path template (`/v1/nodes/{node_ident}`), never
-    /// the raw path, so the number of series stays bounded.
-    pub fn api_request(&self, method: &str, route: &str, status: u16, took: Duration) {
+    /// the raw path, so the number of series stays bounded. Taken by value: the caller's
+    /// string is the label, with no copy on the request path.
+    pub fn api_request(
+        &self,
+        method: &str,
+        route: impl Into<Cow<'static, str>>,
+        status: u16,
+        took: Duration,
+    ) {
         self.inner
             .api_duration
             .get_or_create(&RouteLabels {
-                method: Cow::Owned(method.to_owned()),
-                route: Cow::Owned(route.to_owned()),
+                method: method_label(method),
+                route: route.into(),
                 status,
             })
             .observe(took.as_secs_f64());
@@ -430,6 +437,15 @@ impl Metrics {
         // Writing into a String cannot fail; the encoder only passes on the writer's errors.
         let _ = prometheus_client::encoding::text::encode(&mut text, &inner.registry);
         text
+    }
+}
+
+/// An HTTP method as a label, without allocating for the methods the API serves.
+fn method_label(method: &str) -> Label {
+    const KNOWN: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+    match KNOWN.iter().find(|known| **known == method) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(method.to_owned()),
     }
 }
 
