@@ -361,7 +361,7 @@ async fn delete_provision_aborts_a_running_deploy_and_answers_202_403_404() {
         &api,
         Method::POST,
         "/v1/nodes",
-        Some(json!({"driver": "fake-hardware", "driver_info": {"fake_wait": "deploy"}})),
+        Some(json!({"driver": "fake-hardware", "driver_info": {"fake_wait": "firmware"}})),
     )
     .await;
     let fake = fake.body["uuid"].as_str().unwrap().to_owned();
