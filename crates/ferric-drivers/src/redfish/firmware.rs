@@ -309,7 +309,16 @@ impl FirmwareInterface for RedfishFirmware {
             return Ok(Outcome::Done);
         };
         let result = match &progress.task {
-            None => self.start(node, update).await.map(|task| {
+            None => self
+                .start(node, update)
+                .await
+                .map_err(|error| {
+                    DriverError::Failed(format!(
+                        "Starting the firmware update of component {} from {} failed: {error}",
+                        update.component, update.url
+                    ))
+                })
+                .map(|task| {
                 tracing::info!(node = %node.uuid, component = %update.component, %task, "firmware update started");
                 progress.task = Some(task);
                 progress.started = now_secs();
