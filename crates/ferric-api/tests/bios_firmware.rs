@@ -117,19 +117,25 @@ fn component<'a>(components: &'a [Value], name: &str) -> &'a Value {
 /// A redfish node on the lab BMC, managed; BIOS through Redfish (the type's default) and
 /// firmware through Redfish (asked for), no network boot.
 async fn managed_node(api: &Api, lab: &Lab) -> String {
-    let uuid = api
-        .enroll(json!({
-            "driver": "redfish",
-            "driver_info": {
-                "redfish_address": lab.address,
-                "redfish_username": "admin",
-                "redfish_password": "secret",
-                "redfish_system_id": SYSTEM,
-            },
-            "boot_interface": "fake",
-            "deploy_interface": "fake",
-        }))
+    let created = api
+        .send_latest(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({
+                "driver": "redfish",
+                "driver_info": {
+                    "redfish_address": lab.address,
+                    "redfish_username": "admin",
+                    "redfish_password": "secret",
+                    "redfish_system_id": SYSTEM,
+                },
+                "boot_interface": "fake",
+                "deploy_interface": "fake",
+            })),
+        )
         .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let uuid = created.body["uuid"].as_str().unwrap().to_owned();
     let patched = api
         .send_latest(
             Method::PATCH,
@@ -347,9 +353,18 @@ async fn a_failed_flash_names_the_component_in_last_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fake_driver_keeps_bios_and_firmware_per_node() {
     let api = api().await;
-    let uuid = api.enroll(json!({"driver": "fake-hardware"})).await;
+    let created = api
+        .send_latest(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"driver": "fake-hardware"})),
+        )
+        .await;
+    let uuid = created.body["uuid"].as_str().unwrap().to_owned();
     api.provision(&uuid, "manage").await;
     api.settle().await;
+    let managed = node(&api, &uuid).await;
+    assert_eq!(managed["provision_state"], "manageable", "{managed:#}");
     assert_eq!(
         bios_setting(&api, &uuid, "ProcVirtualization").await["value"],
         "Enabled"

@@ -65,6 +65,17 @@ async fn operate(node: &Node, operation: &str) -> Result<(), DriverError> {
     Ok(())
 }
 
+/// Fails if `fake_fail` names `operation`, without `fake_delay`: the reads the conductor
+/// makes at `manage` do not slow verifying down.
+fn injected(node: &Node, operation: &str) -> Result<(), DriverError> {
+    if listed(node, "fake_fail", operation) {
+        return Err(DriverError::Failed(format!(
+            "Fake failure of '{operation}' injected by driver_info fake_fail."
+        )));
+    }
+    Ok(())
+}
+
 /// [`operate`], then [`Outcome::Wait`] if `fake_wait` names the operation.
 async fn operate_async(node: &Node, operation: &str) -> Result<Outcome, DriverError> {
     operate(node, operation).await?;
@@ -294,7 +305,7 @@ fn fake_bios(node: &Node) -> Vec<BiosValue> {
 #[async_trait]
 impl BiosInterface for Fake {
     async fn cache_settings(&self, node: &Node) -> Result<Vec<BiosValue>, DriverError> {
-        operate(node, "bios").await?;
+        injected(node, "bios")?;
         Ok(fake_bios(node))
     }
 
@@ -358,7 +369,7 @@ fn next_minor(version: &str) -> String {
 #[async_trait]
 impl FirmwareInterface for Fake {
     async fn cache_components(&self, node: &Node) -> Result<Vec<(String, String)>, DriverError> {
-        operate(node, "firmware").await?;
+        injected(node, "firmware")?;
         Ok(fake_firmware(node))
     }
 
@@ -429,6 +440,81 @@ mod tests {
         assert!(Validate::validate(&Fake, &node).await.is_err());
         assert_eq!(Fake.inspect(&mut node).await, Ok(Outcome::Wait));
         assert_eq!(Fake.rescue(&mut node).await, Ok(Outcome::Done));
+    }
+
+    fn change(name: &str, value: &str) -> BiosChange {
+        BiosChange {
+            name: name.to_owned(),
+            value: value.to_owned(),
+        }
+    }
+
+    fn value_of(settings: &[BiosValue], name: &str) -> Option<String> {
+        settings
+            .iter()
+            .find(|setting| setting.name == name)
+            .and_then(|setting| setting.value.clone())
+    }
+
+    #[tokio::test]
+    async fn fake_bios_checks_then_remembers_changes_until_a_factory_reset() {
+        let mut node = node(json!({}));
+        let unknown = Fake
+            .apply_configuration(
+                &mut node,
+                &[change("BootMode", "Bios"), change("Turbo", "On")],
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            unknown.to_string().contains("Unknown BIOS setting 'Turbo'"),
+            "{unknown}"
+        );
+        let not_allowed = Fake
+            .apply_configuration(&mut node, &[change("BootMode", "Legacy")])
+            .await
+            .unwrap_err();
+        assert!(
+            not_allowed.to_string().contains("allowed: Uefi, Bios"),
+            "{not_allowed}"
+        );
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(
+            value_of(&settings, "BootMode").as_deref(),
+            Some("Uefi"),
+            "nothing written"
+        );
+
+        Fake.apply_configuration(&mut node, &[change("BootMode", "Bios")])
+            .await
+            .unwrap();
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Bios"));
+        Fake.factory_reset(&mut node).await.unwrap();
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Uefi"));
+    }
+
+    #[tokio::test]
+    async fn fake_firmware_raises_the_minor_version_of_what_it_flashed() {
+        let mut node = node(json!({}));
+        let update = FirmwareUpdate {
+            component: "bios".to_owned(),
+            url: "http://images/bios.bin".to_owned(),
+            checksum: None,
+        };
+        assert_eq!(
+            Fake.update(&mut node, &[update.clone(), update]).await,
+            Ok(Outcome::Done)
+        );
+        let versions = Fake.cache_components(&node).await.unwrap();
+        assert_eq!(
+            versions,
+            [
+                ("bios".to_owned(), "1.2.0".to_owned()),
+                ("bmc".to_owned(), "1.0.0".to_owned())
+            ]
+        );
     }
 
     #[test]

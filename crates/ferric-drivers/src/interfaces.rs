@@ -636,3 +636,39 @@ pub trait FirmwareInterface: Validate {
         updates: &[FirmwareUpdate],
     ) -> Result<Outcome, DriverError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn step_arguments_are_read_or_refused_with_what_to_send() {
+        let changes = BiosChange::from_args(&args(json!({"settings": [
+            {"name": "BootMode", "value": "Uefi"}, {"name": "Cores", "value": 4}]})))
+        .unwrap();
+        assert_eq!(changes[1].value, "4");
+        for bad in [json!({}), json!({"settings": [{"name": "", "value": "x"}]})] {
+            let error = BiosChange::from_args(&args(bad)).unwrap_err();
+            assert!(error.is_caller_error(), "{error}");
+        }
+        let updates = FirmwareUpdate::from_args(&args(json!({"settings": [
+            {"component": "bmc", "url": "http://x/bmc.bin", "checksum": "ab"}]})))
+        .unwrap();
+        assert_eq!(updates[0].checksum.as_deref(), Some("ab"));
+        let unknown = FirmwareUpdate::from_args(&args(json!({"settings": [
+            {"component": "nic", "url": "http://x"}]})))
+        .unwrap_err();
+        assert!(
+            unknown.to_string().contains("known: bios, bmc"),
+            "{unknown}"
+        );
+        let no_url = FirmwareUpdate::from_args(&args(json!({"settings": [{"component": "bios"}]})))
+            .unwrap_err();
+        assert!(no_url.to_string().contains("\"url\""), "{no_url}");
+    }
+}

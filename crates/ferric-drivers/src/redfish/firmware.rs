@@ -314,7 +314,7 @@ impl FirmwareInterface for RedfishFirmware {
                 .await
                 .map_err(|error| {
                     DriverError::Failed(format!(
-                        "Starting the firmware update of component {} from {} failed: {error}",
+                        "Starting the update of firmware component {} from {} failed: {error}",
                         update.component, update.url
                     ))
                 })
