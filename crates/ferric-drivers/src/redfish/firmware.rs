@@ -326,7 +326,7 @@ impl FirmwareInterface for RedfishFirmware {
             Some(task) => match self.task_done(node, update, task).await {
                 Ok(true) => {
                     if update.component == "bios" {
-                        self.reboot(node).await.map(|()| ())
+                        self.reboot(node).await
                     } else {
                         Ok(())
                     }
