@@ -325,6 +325,27 @@ fn schemas() -> Value {
             "description": "{\"<setting name>\": BiosSetting}",
             "additionalProperties": { "$ref": "#/components/schemas/BiosSetting" },
         },
+        "FirmwareComponents": {
+            "type": "object",
+            "properties": {
+                "firmware": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "component": { "type": "string" },
+                            "initial_version": { "type": "string" },
+                            "current_version": { "type": "string" },
+                            "last_version_flashed": { "type": "string", "nullable": true },
+                            "created_at": { "type": "string", "format": "date-time" },
+                            "updated_at": { "type": "string", "format": "date-time", "nullable": true },
+                        },
+                        "required": ["component", "initial_version", "current_version"],
+                    },
+                },
+            },
+            "required": ["firmware"],
+        },
         "Inventory": {
             "type": "object",
             "properties": {
@@ -1145,6 +1166,11 @@ pub(crate) fn operations() -> Vec<Operation> {
             .since(40)
             .refs(&["node_ident", "setting_name"])
             .ok(200, Some("BiosSettingShow")),
+        op("get", "/v1/nodes/{node_ident}/firmware", "firmware_list")
+            .summary("The node's firmware components and their versions")
+            .since(86)
+            .refs(NODE)
+            .ok(200, Some("FirmwareComponents")),
         op("get", "/v1/nodes/{node_ident}/inventory", "inventory_get")
             .summary("What inspection stored about the node")
             .since(81)

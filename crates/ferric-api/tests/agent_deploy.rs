@@ -361,7 +361,7 @@ async fn delete_provision_aborts_a_running_deploy_and_answers_202_403_404() {
         &api,
         Method::POST,
         "/v1/nodes",
-        Some(json!({"driver": "fake-hardware", "driver_info": {"fake_wait": "deploy"}})),
+        Some(json!({"driver": "fake-hardware", "driver_info": {"fake_wait": "firmware"}})),
     )
     .await;
     let fake = fake.body["uuid"].as_str().unwrap().to_owned();
@@ -374,7 +374,8 @@ async fn delete_provision_aborts_a_running_deploy_and_answers_202_403_404() {
         Method::PUT,
         &format!("/v1/nodes/{fake}/states/provision"),
         Some(json!({"target": "active", "deploy_steps": [
-            {"interface": "firmware", "step": "update", "args": {}, "priority": 150}
+            {"interface": "firmware", "step": "update", "priority": 150, "args": {"settings": [
+                {"component": "bios", "url": "http://images.example/bios.bin"}]}}
         ]})),
     )
     .await;

@@ -342,3 +342,107 @@ async fn ipmi_wrong_password_unreachable_bmc_and_refused_suite_explain_themselve
     .await;
     expect_verification_failure(&api, &unreachable, &closed, "no answer after").await;
 }
+
+/// A redfish node with the `redfish` BIOS and firmware interfaces and no network boot, managed.
+async fn managed_for_steps(api: &Api, sushy: &Sushy) -> String {
+    let created = api
+        .send_at(
+            LATEST,
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({
+                "driver": "redfish",
+                "driver_info": {
+                    "redfish_address": sushy.address,
+                    "redfish_username": "admin",
+                    "redfish_password": "password",
+                },
+                "boot_interface": "fake",
+                "deploy_interface": "fake",
+                "bios_interface": "redfish",
+                "firmware_interface": "redfish",
+            })),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let uuid = created.body["uuid"].as_str().unwrap().to_owned();
+    let managed = manage(api, &uuid).await;
+    assert_eq!(
+        managed["provision_state"], "manageable",
+        "a BMC without a BIOS resource is still manageable: {managed:#}"
+    );
+    uuid
+}
+
+async fn manual_clean(api: &Api, uuid: &str, step: Value) -> Value {
+    let answer = api
+        .send_at(
+            LATEST,
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(json!({"target": "clean", "clean_steps": [step]})),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    api.settle().await;
+    node(api, uuid).await
+}
+
+/// What sushy-tools' fake driver has of issue 14: a Manager with a `FirmwareVersion` (cached
+/// as the `bmc` component) and an UpdateService whose SimpleUpdate needs a BIOS version the
+/// fake driver does not keep (500); no BIOS resource. The positive BIOS and firmware flows run
+/// against the lab's virtual BMC (`bios_firmware.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_bios_and_firmware_against_sushy_tools() {
+    let sushy = Sushy::start("admin", "password").await;
+    let api = api().await;
+    let uuid = managed_for_steps(&api, &sushy).await;
+
+    let bios = api
+        .send_at(LATEST, Method::GET, &format!("/v1/nodes/{uuid}/bios"), None)
+        .await;
+    assert_eq!(bios.body, json!({"bios": []}));
+    let firmware = api
+        .send_at(
+            LATEST,
+            Method::GET,
+            &format!("/v1/nodes/{uuid}/firmware"),
+            None,
+        )
+        .await;
+    let components = firmware.body["firmware"].as_array().unwrap();
+    assert_eq!(components.len(), 1, "{}", firmware.body);
+    assert_eq!(components[0]["component"], "bmc");
+    assert_eq!(components[0]["current_version"], "1.00");
+    assert_eq!(components[0]["initial_version"], "1.00");
+
+    let failed = manual_clean(
+        &api,
+        &uuid,
+        json!({"interface": "bios", "step": "apply_configuration", "args": {
+            "settings": [{"name": "ProcVirtualization", "value": "Disabled"}]}}),
+    )
+    .await;
+    assert_eq!(failed["provision_state"], "clean failed", "{failed:#}");
+    let last_error = failed["last_error"].as_str().unwrap();
+    assert!(
+        last_error.contains("has no Bios resource") && last_error.contains("no-bios"),
+        "{last_error}"
+    );
+
+    let other = managed_for_steps(&api, &sushy).await;
+    let failed = manual_clean(
+        &api,
+        &other,
+        json!({"interface": "firmware", "step": "update", "args": {
+            "settings": [{"component": "bios", "url": "http://images.example/bios.bin"}]}}),
+    )
+    .await;
+    assert_eq!(failed["provision_state"], "clean failed", "{failed:#}");
+    let last_error = failed["last_error"].as_str().unwrap();
+    assert!(
+        last_error.contains("firmware component bios") && last_error.contains("HTTP 500"),
+        "{last_error}\n{}",
+        sushy.log()
+    );
+}

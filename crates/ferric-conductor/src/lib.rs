@@ -21,6 +21,7 @@
 
 pub mod agent;
 mod error;
+mod hardware_data;
 mod inspection;
 mod power;
 mod provision;

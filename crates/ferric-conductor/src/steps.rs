@@ -75,7 +75,7 @@ pub(crate) fn check_requested(
     kind: StepKind,
     requested: &[StepCall],
 ) -> Result<(), ConductorError> {
-    let offered = interfaces.deploy.steps(kind);
+    let offered = interfaces.steps(kind);
     for step in requested {
         let known = is_reserved(step)
             || offered
@@ -109,7 +109,6 @@ pub(crate) fn automated_plan(
     requested: &[StepCall],
 ) -> Vec<StepCall> {
     let mut plan: Vec<StepCall> = interfaces
-        .deploy
         .steps(kind)
         .into_iter()
         .filter(|def| def.priority > 0)
@@ -180,7 +179,6 @@ pub(crate) fn current_step_is_abortable(
         return Ok(());
     };
     let refused = interfaces
-        .deploy
         .steps(kind)
         .iter()
         .any(|def| def.interface == step.interface && def.step == step.step && !def.abortable);
@@ -324,12 +322,12 @@ async fn execute(
         return Ok(StepOutcome::Done);
     }
     loop {
-        match interfaces
-            .deploy
-            .execute_step(&mut task.node, kind, step)
-            .await?
-        {
-            Outcome::Done => return Ok(StepOutcome::Done),
+        match interfaces.execute_step(&mut task.node, kind, step).await? {
+            Outcome::Done => {
+                // What a BIOS or firmware step changed shows in `/bios` and `/firmware`.
+                crate::hardware_data::after_step(task, interfaces, step).await?;
+                return Ok(StepOutcome::Done);
+            }
             Outcome::Wait => return Ok(StepOutcome::Wait),
             Outcome::Poll(after) => {
                 // Progress the step recorded becomes visible; the lease stays ours.

@@ -91,12 +91,14 @@ async fn verify(task: &mut Task) -> Result<(), ConductorError> {
         for kind in [InterfaceKind::Power, InterfaceKind::Management] {
             interfaces.validate(&task.node, kind).await?;
         }
-        Ok::<_, ConductorError>(interfaces.power.get_power_state(&task.node).await?)
+        let power = interfaces.power.get_power_state(&task.node).await?;
+        Ok::<_, ConductorError>((power, interfaces))
     }
     .await;
     match checked {
-        Ok(power) => {
+        Ok((power, interfaces)) => {
             task.node.power_state = Some(power);
+            crate::hardware_data::refresh_at_manage(task, &interfaces).await;
             task.fire(Event::Done, Cause::Conductor).await
         }
         Err(error) => {

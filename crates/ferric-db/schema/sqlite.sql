@@ -208,3 +208,14 @@ CREATE TABLE node_inventories (
     created_at  TEXT NOT NULL,
     updated_at  TEXT
 );
+
+CREATE TABLE node_firmware_components (
+    node_uuid            TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    component            TEXT NOT NULL,
+    initial_version      TEXT NOT NULL,
+    current_version      TEXT NOT NULL,
+    last_version_flashed TEXT,
+    created_at           TEXT NOT NULL,
+    updated_at           TEXT,
+    PRIMARY KEY (node_uuid, component)
+);

@@ -6,7 +6,7 @@
 //! write failed is still `allocating` and frees its node when deleted.
 
 use ferric_model::resources::{
-    Allocation, AllocationState, BiosSetting, Ident, JsonObject, NodeInventory,
+    Allocation, AllocationState, BiosSetting, FirmwareComponent, Ident, JsonObject, NodeInventory,
 };
 use uuid::Uuid;
 
@@ -115,6 +115,20 @@ fn bios_from_row(row: &dyn DbRow) -> Result<BiosSetting, sqlx::Error> {
         name: row.text("name")?,
         value: row.opt_text("value")?,
         registry: row.json_object("registry")?,
+        created_at: row.time("created_at")?,
+        updated_at: row.opt_time("updated_at")?,
+    })
+}
+
+const FIRMWARE_COLUMNS: &str =
+    "component, initial_version, current_version, last_version_flashed, created_at, updated_at";
+
+fn firmware_from_row(row: &dyn DbRow) -> Result<FirmwareComponent, sqlx::Error> {
+    Ok(FirmwareComponent {
+        component: row.text("component")?,
+        initial_version: row.text("initial_version")?,
+        current_version: row.text("current_version")?,
+        last_version_flashed: row.opt_text("last_version_flashed")?,
         created_at: row.time("created_at")?,
         updated_at: row.opt_time("updated_at")?,
     })
@@ -330,6 +344,52 @@ impl Store {
         self.fetch_all(&sql, &[Arg::Uuid(node)], bios_from_row)
             .await
             .map_err(backend("node_bios_list"))
+    }
+
+    /// Records the firmware versions the firmware interface just read, as `(component,
+    /// version)` pairs. A component seen for the first time keeps its version as
+    /// `initial_version`; the components named in `flashed` were just updated, so their
+    /// version is also the `last_version_flashed`. Components not read keep their rows (a BMC
+    /// that cannot report one at the moment does not erase its history).
+    pub async fn node_firmware_set(
+        &self,
+        node: Uuid,
+        versions: &[(String, String)],
+        flashed: &[String],
+    ) -> Result<(), Error> {
+        let now = self.now();
+        for (component, version) in versions {
+            let last_flashed = flashed.contains(component).then_some(version.as_str());
+            let sql = format!(
+                "INSERT INTO node_firmware_components (node_uuid, {FIRMWARE_COLUMNS}) \
+                 VALUES ($1, $2, $3, $3, $4, $5, NULL) \
+                 ON CONFLICT (node_uuid, component) DO UPDATE SET current_version = $3, \
+                 last_version_flashed = COALESCE($4, \
+                 node_firmware_components.last_version_flashed), updated_at = $5"
+            );
+            let args = [
+                Arg::Uuid(node),
+                Arg::Text(component),
+                Arg::Text(version),
+                Arg::OptText(last_flashed),
+                Arg::Time(now),
+            ];
+            self.execute(&sql, &args)
+                .await
+                .map_err(node_missing(node))?;
+        }
+        Ok(())
+    }
+
+    /// The node's firmware components, by name.
+    pub async fn node_firmware_list(&self, node: Uuid) -> Result<Vec<FirmwareComponent>, Error> {
+        let sql = format!(
+            "SELECT {FIRMWARE_COLUMNS} FROM node_firmware_components WHERE node_uuid = $1 \
+             ORDER BY component"
+        );
+        self.fetch_all(&sql, &[Arg::Uuid(node)], firmware_from_row)
+            .await
+            .map_err(backend("node_firmware_list"))
     }
 
     /// Stores what inspection learned about the node, replacing what an earlier run stored.

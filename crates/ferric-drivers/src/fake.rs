@@ -7,9 +7,14 @@
 //! - `fake_delay`: seconds (fractional allowed, at most 60) every operation takes;
 //! - `fake_fail`: comma-separated operations that fail with a clear message — `validate`,
 //!   `power`, `management`, `deploy`, `clean`, `service`, `inspect`, `rescue`, `unrescue`,
-//!   `tear_down`;
+//!   `tear_down`, `bios`, `firmware`;
 //! - `fake_wait`: comma-separated operations that do not finish by themselves but leave the
-//!   node waiting for a callback — `deploy`, `clean`, `service`, `inspect`, `rescue`.
+//!   node waiting for a callback — `deploy`, `clean`, `service`, `inspect`, `rescue`,
+//!   `firmware` (the `firmware.update` step).
+//!
+//! The fake BIOS (`BootMode`, `ProcVirtualization`, `SecureBoot`, read-only `SystemSerial`)
+//! and firmware (`bios`, `bmc`, at 1.0.0 until updated) keep what they were told in the
+//! node's `driver_internal_info`, so it survives restarts.
 
 use std::time::Duration;
 
@@ -19,9 +24,10 @@ use serde_json::{Value, json};
 
 use crate::DriverError;
 use crate::interfaces::{
-    BootDevice, BootDeviceSetting, BootInterface, DeployInterface, InspectInterface,
-    ManagementInterface, Outcome, PowerAction, PowerInterface, RescueInterface, StepCall, StepDef,
-    StepKind, Validate,
+    BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface,
+    DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface,
+    Outcome, PowerAction, PowerInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+    check_bios_changes,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -51,6 +57,17 @@ async fn operate(node: &Node, operation: &str) -> Result<(), DriverError> {
     if let Some(delay) = delay(node) {
         tokio::time::sleep(delay).await;
     }
+    if listed(node, "fake_fail", operation) {
+        return Err(DriverError::Failed(format!(
+            "Fake failure of '{operation}' injected by driver_info fake_fail."
+        )));
+    }
+    Ok(())
+}
+
+/// Fails if `fake_fail` names `operation`, without `fake_delay`: the reads the conductor
+/// makes at `manage` do not slow verifying down.
+fn injected(node: &Node, operation: &str) -> Result<(), DriverError> {
     if listed(node, "fake_fail", operation) {
         return Err(DriverError::Failed(format!(
             "Fake failure of '{operation}' injected by driver_info fake_fail."
@@ -161,21 +178,11 @@ impl DeployInterface for Fake {
             abortable: true,
             argsinfo: NO_ARGS,
         };
-        // A firmware update may not be interrupted (seed 001): aborting while it runs is 403.
-        let firmware = StepDef {
-            interface: InterfaceKind::Firmware,
-            step: "update",
-            priority: 0,
-            abortable: false,
-            argsinfo: NO_ARGS,
-        };
-        let mut steps = match kind {
+        match kind {
             StepKind::Deploy => vec![step("deploy", 100)],
             StepKind::Clean => vec![step("erase_devices", 10), step("erase_devices_metadata", 0)],
             StepKind::Service => vec![step("service", 0)],
-        };
-        steps.push(firmware);
-        steps
+        }
     }
 
     async fn execute_step(
@@ -244,6 +251,162 @@ impl RescueInterface for Fake {
     }
 }
 
+/// Where the fake BIOS interface keeps the settings that differ from its defaults.
+const BIOS_KEY: &str = "fake_bios";
+/// Where the fake firmware interface keeps versions that differ from its defaults.
+const FIRMWARE_KEY: &str = "fake_firmware";
+/// Set while a fake update waits (`fake_wait` names `firmware`).
+const FLASHING_KEY: &str = "fake_firmware_flashing";
+
+/// The fake BIOS: its settings, defaults and registry (name, default, allowable values,
+/// read-only).
+const FAKE_BIOS: [(&str, &str, &[&str], bool); 4] = [
+    ("BootMode", "Uefi", &["Uefi", "Bios"], false),
+    (
+        "ProcVirtualization",
+        "Enabled",
+        &["Enabled", "Disabled"],
+        false,
+    ),
+    ("SecureBoot", "Disabled", &["Enabled", "Disabled"], false),
+    ("SystemSerial", "FAKE-0001", &[], true),
+];
+
+fn fake_bios(node: &Node) -> Vec<BiosValue> {
+    let changed = node.driver_internal_info.get(BIOS_KEY);
+    FAKE_BIOS
+        .iter()
+        .map(|(name, default, allowed, read_only)| {
+            let value = changed
+                .and_then(|changed| changed.get(*name))
+                .and_then(Value::as_str)
+                .unwrap_or(default);
+            let mut registry = ferric_model::resources::JsonObject::new();
+            let kind = if allowed.is_empty() {
+                "String"
+            } else {
+                "Enumeration"
+            };
+            registry.insert("attribute_type".into(), kind.into());
+            if !allowed.is_empty() {
+                registry.insert("allowable_values".into(), json!(allowed));
+            }
+            registry.insert("read_only".into(), (*read_only).into());
+            registry.insert("reset_required".into(), true.into());
+            BiosValue {
+                name: (*name).to_owned(),
+                value: Some(value.to_owned()),
+                registry,
+            }
+        })
+        .collect()
+}
+
+#[async_trait]
+impl BiosInterface for Fake {
+    async fn cache_settings(&self, node: &Node) -> Result<Vec<BiosValue>, DriverError> {
+        injected(node, "bios")?;
+        Ok(fake_bios(node))
+    }
+
+    async fn apply_configuration(
+        &self,
+        node: &mut Node,
+        changes: &[BiosChange],
+    ) -> Result<(), DriverError> {
+        check_bios_changes(&fake_bios(node), changes)?;
+        operate(node, "bios").await?;
+        let stored = node
+            .driver_internal_info
+            .entry(BIOS_KEY)
+            .or_insert_with(|| json!({}));
+        if !stored.is_object() {
+            *stored = json!({});
+        }
+        if let Some(stored) = stored.as_object_mut() {
+            for change in changes {
+                stored.insert(change.name.clone(), change.value.clone().into());
+            }
+        }
+        Ok(())
+    }
+
+    async fn factory_reset(&self, node: &mut Node) -> Result<(), DriverError> {
+        operate(node, "bios").await?;
+        node.driver_internal_info.remove(BIOS_KEY);
+        Ok(())
+    }
+}
+
+/// The fake firmware: `bios` and `bmc` at version 1.0.0 until updated; each update of a
+/// component raises its minor version.
+fn fake_firmware(node: &Node) -> Vec<(String, String)> {
+    let flashed = node.driver_internal_info.get(FIRMWARE_KEY);
+    crate::interfaces::FIRMWARE_COMPONENTS
+        .iter()
+        .map(|component| {
+            let version = flashed
+                .and_then(|flashed| flashed.get(*component))
+                .and_then(Value::as_str)
+                .unwrap_or("1.0.0");
+            ((*component).to_owned(), version.to_owned())
+        })
+        .collect()
+}
+
+fn next_minor(version: &str) -> String {
+    let mut parts: Vec<String> = version.split('.').map(str::to_owned).collect();
+    match parts.get_mut(1).and_then(|minor| {
+        let next = minor.parse::<u64>().ok()? + 1;
+        *minor = next.to_string();
+        Some(())
+    }) {
+        Some(()) => parts.join("."),
+        None => format!("{version}.1"),
+    }
+}
+
+#[async_trait]
+impl FirmwareInterface for Fake {
+    async fn cache_components(&self, node: &Node) -> Result<Vec<(String, String)>, DriverError> {
+        injected(node, "firmware")?;
+        Ok(fake_firmware(node))
+    }
+
+    async fn update(
+        &self,
+        node: &mut Node,
+        updates: &[FirmwareUpdate],
+    ) -> Result<Outcome, DriverError> {
+        operate(node, "firmware").await?;
+        if node.driver_internal_info.contains_key(FLASHING_KEY) {
+            // Called again after the wait: the images were flashed before it.
+            node.driver_internal_info.remove(FLASHING_KEY);
+            return Ok(Outcome::Done);
+        }
+        let mut versions: serde_json::Map<String, Value> = fake_firmware(node)
+            .into_iter()
+            .map(|(component, version)| (component, version.into()))
+            .collect();
+        for update in updates {
+            let current = versions
+                .get(&update.component)
+                .and_then(Value::as_str)
+                .unwrap_or("1.0.0");
+            let next = next_minor(current);
+            versions.insert(update.component.clone(), next.into());
+        }
+        node.driver_internal_info
+            .insert(FIRMWARE_KEY.to_owned(), Value::Object(versions));
+        if listed(node, "fake_wait", "firmware") {
+            node.driver_internal_info
+                .insert(FLASHING_KEY.to_owned(), true.into());
+            return Ok(Outcome::Wait);
+        }
+        Ok(Outcome::Done)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +440,81 @@ mod tests {
         assert!(Validate::validate(&Fake, &node).await.is_err());
         assert_eq!(Fake.inspect(&mut node).await, Ok(Outcome::Wait));
         assert_eq!(Fake.rescue(&mut node).await, Ok(Outcome::Done));
+    }
+
+    fn change(name: &str, value: &str) -> BiosChange {
+        BiosChange {
+            name: name.to_owned(),
+            value: value.to_owned(),
+        }
+    }
+
+    fn value_of(settings: &[BiosValue], name: &str) -> Option<String> {
+        settings
+            .iter()
+            .find(|setting| setting.name == name)
+            .and_then(|setting| setting.value.clone())
+    }
+
+    #[tokio::test]
+    async fn fake_bios_checks_then_remembers_changes_until_a_factory_reset() {
+        let mut node = node(json!({}));
+        let unknown = Fake
+            .apply_configuration(
+                &mut node,
+                &[change("BootMode", "Bios"), change("Turbo", "On")],
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            unknown.to_string().contains("Unknown BIOS setting 'Turbo'"),
+            "{unknown}"
+        );
+        let not_allowed = Fake
+            .apply_configuration(&mut node, &[change("BootMode", "Legacy")])
+            .await
+            .unwrap_err();
+        assert!(
+            not_allowed.to_string().contains("allowed: Uefi, Bios"),
+            "{not_allowed}"
+        );
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(
+            value_of(&settings, "BootMode").as_deref(),
+            Some("Uefi"),
+            "nothing written"
+        );
+
+        Fake.apply_configuration(&mut node, &[change("BootMode", "Bios")])
+            .await
+            .unwrap();
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Bios"));
+        Fake.factory_reset(&mut node).await.unwrap();
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Uefi"));
+    }
+
+    #[tokio::test]
+    async fn fake_firmware_raises_the_minor_version_of_what_it_flashed() {
+        let mut node = node(json!({}));
+        let update = FirmwareUpdate {
+            component: "bios".to_owned(),
+            url: "http://images/bios.bin".to_owned(),
+            checksum: None,
+        };
+        assert_eq!(
+            Fake.update(&mut node, &[update.clone(), update]).await,
+            Ok(Outcome::Done)
+        );
+        let versions = Fake.cache_components(&node).await.unwrap();
+        assert_eq!(
+            versions,
+            [
+                ("bios".to_owned(), "1.2.0".to_owned()),
+                ("bmc".to_owned(), "1.0.0".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -15,14 +15,15 @@ use crate::direct::DirectDeploy;
 use crate::fake::{Fake, FakeBoot};
 use crate::inspect::{AgentInspect, InspectBoot, InspectorInspect};
 use crate::interfaces::{
-    BootDevice, BootDeviceSetting, BootInterface, DeployInterface, InspectInterface,
-    ManagementInterface, PowerInterface, RescueInterface, Validate,
+    BiosChange, BiosInterface, BootDevice, BootDeviceSetting, BootInterface, DeployInterface,
+    FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface, Outcome,
+    PowerInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
 };
 use crate::ipmi::Ipmi;
 use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
-use crate::redfish::Redfish;
+use crate::redfish::{Redfish, RedfishBios, RedfishFirmware};
 use crate::settings::DriverSettings;
 
 /// A hardware type: a name and, per interface kind, the implementations it supports, the
@@ -82,12 +83,12 @@ const FAKE_PROPERTIES: &[(&str, &str)] = &[
     (
         "fake_fail",
         "Comma-separated operations that fail: validate, power, management, deploy, clean, \
-         service, inspect, rescue, unrescue, tear_down. Optional.",
+         service, inspect, rescue, unrescue, tear_down, bios, firmware. Optional.",
     ),
     (
         "fake_wait",
         "Comma-separated operations that wait for a callback instead of finishing: deploy, \
-         clean, service, inspect, rescue. Optional.",
+         clean, service, inspect, rescue, firmware. Optional.",
     ),
 ];
 
@@ -116,14 +117,16 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
 
 // The BMC types network-boot the agent and deploy through it by default, as Ironic's do;
 // `fake` boot and deploy remain for demos on real BMCs without a boot server.
+// As Ironic's stock configuration: BIOS through Redfish by default, firmware updates only for
+// nodes that ask for the `redfish` firmware interface.
 const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     supported: [
-        &["no-bios"],
+        &["redfish", "no-bios"],
         &["ipxe", "pxe", "fake"],
         &["no-console"],
         &["direct", "fake"],
-        &["no-firmware"],
+        &["no-firmware", "redfish"],
         &["no-inspect", "agent", "inspector"],
         &["redfish", "noop"],
         &["noop", "flat"],
@@ -390,6 +393,26 @@ impl Drivers {
                 kind: InterfaceKind::Rescue,
             }),
         };
+        let bios: Arc<dyn BiosInterface> = match name(InterfaceKind::Bios).as_str() {
+            "fake" => Arc::new(Fake),
+            "redfish" => Arc::new(RedfishBios {
+                redfish: redfish(),
+                power: power.clone(),
+            }),
+            _ => Arc::new(Noop {
+                kind: InterfaceKind::Bios,
+            }),
+        };
+        let firmware: Arc<dyn FirmwareInterface> = match name(InterfaceKind::Firmware).as_str() {
+            "fake" => Arc::new(Fake),
+            "redfish" => Arc::new(RedfishFirmware {
+                redfish: redfish(),
+                power: power.clone(),
+            }),
+            _ => Arc::new(Noop {
+                kind: InterfaceKind::Firmware,
+            }),
+        };
         let mut validators: BTreeMap<InterfaceKind, Arc<dyn Validate>> = BTreeMap::new();
         for kind in InterfaceKind::ALL {
             let validator: Arc<dyn Validate> = match kind {
@@ -399,6 +422,8 @@ impl Drivers {
                 InterfaceKind::Boot => boot.clone(),
                 InterfaceKind::Inspect => inspect.clone(),
                 InterfaceKind::Rescue => rescue.clone(),
+                InterfaceKind::Bios => bios.clone(),
+                InterfaceKind::Firmware => firmware.clone(),
                 _ => match name(kind).as_str() {
                     "fake" => Arc::new(Fake),
                     "flat" | "noop" => Arc::new(Passive),
@@ -414,6 +439,8 @@ impl Drivers {
             deploy,
             inspect,
             rescue,
+            bios,
+            firmware,
             validators,
         })
     }
@@ -428,6 +455,8 @@ pub struct Interfaces {
     pub deploy: Arc<dyn DeployInterface>,
     pub inspect: Arc<dyn InspectInterface>,
     pub rescue: Arc<dyn RescueInterface>,
+    pub bios: Arc<dyn BiosInterface>,
+    pub firmware: Arc<dyn FirmwareInterface>,
     validators: BTreeMap<InterfaceKind, Arc<dyn Validate>>,
 }
 
@@ -443,6 +472,40 @@ impl Interfaces {
         match self.validators.get(&kind) {
             Some(validator) => validator.validate(node).await,
             None => Ok(()),
+        }
+    }
+
+    /// Every step the node's interfaces offer in flows of `kind`: the deploy interface's, then
+    /// the BIOS and firmware interfaces'.
+    pub fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        let mut steps = self.deploy.steps(kind);
+        steps.extend(self.bios.steps(kind));
+        steps.extend(self.firmware.steps(kind));
+        steps
+    }
+
+    /// Runs one (non-reserved) step on the interface that offers it.
+    pub async fn execute_step(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+        step: &StepCall,
+    ) -> Result<Outcome, DriverError> {
+        match (step.interface, step.step.as_str()) {
+            (InterfaceKind::Bios, "apply_configuration") => {
+                let changes = BiosChange::from_args(&step.args)?;
+                self.bios.apply_configuration(node, &changes).await?;
+                Ok(Outcome::Done)
+            }
+            (InterfaceKind::Bios, "factory_reset") => {
+                self.bios.factory_reset(node).await?;
+                Ok(Outcome::Done)
+            }
+            (InterfaceKind::Firmware, "update") => {
+                let updates = FirmwareUpdate::from_args(&step.args)?;
+                self.firmware.update(node, &updates).await
+            }
+            _ => self.deploy.execute_step(node, kind, step).await,
         }
     }
 }

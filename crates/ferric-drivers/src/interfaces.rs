@@ -399,3 +399,276 @@ pub trait RescueInterface: Validate {
     /// Undoes what a failed or aborted rescue left behind.
     async fn clean_up(&self, node: &mut Node) -> Result<(), DriverError>;
 }
+
+/// One BIOS setting as a BMC reports it: the value and, where the BMC has an attribute
+/// registry, its description (`attribute_type`, `allowable_values`, `read_only`,
+/// `reset_required`, `lower_bound`, `upper_bound`, `min_length`, `max_length`, `unique`: the
+/// API's 1.74 fields).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BiosValue {
+    pub name: String,
+    pub value: Option<String>,
+    pub registry: JsonObject,
+}
+
+/// A requested BIOS setting (`bios.apply_configuration`'s `settings: [{name, value}]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BiosChange {
+    pub name: String,
+    pub value: String,
+}
+
+impl BiosChange {
+    /// Reads a step's `settings` argument; every entry needs a `name` and a `value` (numbers
+    /// and booleans are taken as their text).
+    pub fn from_args(args: &JsonObject) -> Result<Vec<Self>, DriverError> {
+        let settings = args
+            .get("settings")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                DriverError::InvalidParameter(
+                    "bios.apply_configuration needs args.settings, a list of {\"name\", \
+                     \"value\"} objects."
+                        .to_owned(),
+                )
+            })?;
+        settings
+            .iter()
+            .map(|entry| {
+                let name = entry.get("name").and_then(Value::as_str);
+                let value = match entry.get("value") {
+                    Some(Value::String(text)) => Some(text.clone()),
+                    Some(value @ (Value::Number(_) | Value::Bool(_))) => Some(value.to_string()),
+                    _ => None,
+                };
+                match (name, value) {
+                    (Some(name), Some(value)) if !name.is_empty() => Ok(Self {
+                        name: name.to_owned(),
+                        value,
+                    }),
+                    _ => Err(DriverError::InvalidParameter(format!(
+                        "Each BIOS setting needs a non-empty \"name\" and a string \"value\"; \
+                         got {entry}."
+                    ))),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Checks `changes` against what the BIOS reports before anything is written: every name must
+/// exist, read-only settings cannot change, and an enumeration takes only its allowable values.
+pub fn check_bios_changes(
+    current: &[BiosValue],
+    changes: &[BiosChange],
+) -> Result<(), DriverError> {
+    if changes.is_empty() {
+        return Err(DriverError::InvalidParameter(
+            "bios.apply_configuration was given no settings to apply.".to_owned(),
+        ));
+    }
+    for change in changes {
+        let Some(setting) = current.iter().find(|setting| setting.name == change.name) else {
+            let mut known: Vec<&str> = current
+                .iter()
+                .map(|setting| setting.name.as_str())
+                .collect();
+            known.sort_unstable();
+            return Err(DriverError::InvalidParameter(format!(
+                "Unknown BIOS setting '{}'; the BIOS has: {}.",
+                change.name,
+                known.join(", ")
+            )));
+        };
+        if setting.registry.get("read_only") == Some(&Value::Bool(true)) {
+            return Err(DriverError::InvalidParameter(format!(
+                "BIOS setting '{}' is read-only and cannot be changed.",
+                change.name
+            )));
+        }
+        if let Some(allowed) = setting
+            .registry
+            .get("allowable_values")
+            .and_then(Value::as_array)
+        {
+            let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+            if !allowed.is_empty() && !allowed.contains(&change.value.as_str()) {
+                return Err(DriverError::InvalidParameter(format!(
+                    "Value '{}' is not allowed for BIOS setting '{}'; allowed: {}.",
+                    change.value,
+                    change.name,
+                    allowed.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+const BIOS_APPLY_ARGS: &[(&str, &str)] = &[(
+    "settings",
+    "A list of BIOS settings to apply, each {\"name\": ..., \"value\": ...}. Required.",
+)];
+const NO_STEP_ARGS: &[(&str, &str)] = &[];
+const FIRMWARE_UPDATE_ARGS: &[(&str, &str)] = &[(
+    "settings",
+    "A list of firmware updates, each {\"component\": \"bios\"|\"bmc\", \"url\": ..., \
+     \"checksum\": ... (optional)}. Required.",
+)];
+
+/// The steps of an implemented BIOS interface: the same in every flow.
+pub fn bios_steps() -> Vec<StepDef> {
+    vec![
+        StepDef {
+            interface: InterfaceKind::Bios,
+            step: "apply_configuration",
+            priority: 0,
+            abortable: false,
+            argsinfo: BIOS_APPLY_ARGS,
+        },
+        StepDef {
+            interface: InterfaceKind::Bios,
+            step: "factory_reset",
+            priority: 0,
+            abortable: false,
+            argsinfo: NO_STEP_ARGS,
+        },
+    ]
+}
+
+/// The step of an implemented firmware interface; a flash may not be interrupted (seed 001:
+/// aborting while it runs answers 403).
+pub fn firmware_steps() -> Vec<StepDef> {
+    vec![StepDef {
+        interface: InterfaceKind::Firmware,
+        step: "update",
+        priority: 0,
+        abortable: false,
+        argsinfo: FIRMWARE_UPDATE_ARGS,
+    }]
+}
+
+/// BIOS settings out of band: read them (with the registry), change some, or reset them all.
+#[async_trait]
+pub trait BiosInterface: Validate {
+    /// The steps this interface offers in flows of `kind` (none for `no-bios`).
+    fn steps(&self, _kind: StepKind) -> Vec<StepDef> {
+        bios_steps()
+    }
+    /// Reads every setting (the conductor stores them for `GET /v1/nodes/{node}/bios`).
+    async fn cache_settings(&self, node: &Node) -> Result<Vec<BiosValue>, DriverError>;
+    /// Applies `changes`, after checking them against the current settings and registry;
+    /// done once the BIOS reports them.
+    async fn apply_configuration(
+        &self,
+        node: &mut Node,
+        changes: &[BiosChange],
+    ) -> Result<(), DriverError>;
+    /// Puts every setting back to the BIOS's defaults.
+    async fn factory_reset(&self, node: &mut Node) -> Result<(), DriverError>;
+}
+
+/// One firmware image to flash (`firmware.update`'s `settings: [{component, url, checksum}]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirmwareUpdate {
+    pub component: String,
+    pub url: String,
+    pub checksum: Option<String>,
+}
+
+/// The components `firmware.update` knows: the system's BIOS and the BMC.
+pub const FIRMWARE_COMPONENTS: [&str; 2] = ["bios", "bmc"];
+
+impl FirmwareUpdate {
+    /// Reads a step's `settings` argument.
+    pub fn from_args(args: &JsonObject) -> Result<Vec<Self>, DriverError> {
+        let settings = args
+            .get("settings")
+            .and_then(Value::as_array)
+            .filter(|settings| !settings.is_empty())
+            .ok_or_else(|| {
+                DriverError::InvalidParameter(
+                    "firmware.update needs args.settings, a non-empty list of {\"component\", \
+                     \"url\", \"checksum\"} objects."
+                        .to_owned(),
+                )
+            })?;
+        settings
+            .iter()
+            .map(|entry| {
+                let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
+                let component = text("component").unwrap_or_default();
+                if !FIRMWARE_COMPONENTS.contains(&component.as_str()) {
+                    return Err(DriverError::InvalidParameter(format!(
+                        "Unknown firmware component '{component}' in {entry}; known: {}.",
+                        FIRMWARE_COMPONENTS.join(", ")
+                    )));
+                }
+                let url = text("url").filter(|url| !url.is_empty()).ok_or_else(|| {
+                    DriverError::InvalidParameter(format!(
+                        "Firmware update of '{component}' needs a \"url\" of the image."
+                    ))
+                })?;
+                Ok(Self {
+                    component,
+                    url,
+                    checksum: text("checksum"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Firmware out of band: report component versions and flash new images.
+#[async_trait]
+pub trait FirmwareInterface: Validate {
+    /// The steps this interface offers in flows of `kind` (none for `no-firmware`).
+    fn steps(&self, _kind: StepKind) -> Vec<StepDef> {
+        firmware_steps()
+    }
+    /// The current version of each component the BMC reports, as `(component, version)`.
+    async fn cache_components(&self, node: &Node) -> Result<Vec<(String, String)>, DriverError>;
+    /// Flashes `updates` in order. A long update returns [`Outcome::Poll`] with its progress
+    /// in `driver_internal_info` and is called again until it returns `Done`.
+    async fn update(
+        &self,
+        node: &mut Node,
+        updates: &[FirmwareUpdate],
+    ) -> Result<Outcome, DriverError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn step_arguments_are_read_or_refused_with_what_to_send() {
+        let changes = BiosChange::from_args(&args(json!({"settings": [
+            {"name": "BootMode", "value": "Uefi"}, {"name": "Cores", "value": 4}]})))
+        .unwrap();
+        assert_eq!(changes[1].value, "4");
+        for bad in [json!({}), json!({"settings": [{"name": "", "value": "x"}]})] {
+            let error = BiosChange::from_args(&args(bad)).unwrap_err();
+            assert!(error.is_caller_error(), "{error}");
+        }
+        let updates = FirmwareUpdate::from_args(&args(json!({"settings": [
+            {"component": "bmc", "url": "http://x/bmc.bin", "checksum": "ab"}]})))
+        .unwrap();
+        assert_eq!(updates[0].checksum.as_deref(), Some("ab"));
+        let unknown = FirmwareUpdate::from_args(&args(json!({"settings": [
+            {"component": "nic", "url": "http://x"}]})))
+        .unwrap_err();
+        assert!(
+            unknown.to_string().contains("known: bios, bmc"),
+            "{unknown}"
+        );
+        let no_url = FirmwareUpdate::from_args(&args(json!({"settings": [{"component": "bios"}]})))
+            .unwrap_err();
+        assert!(no_url.to_string().contains("\"url\""), "{no_url}");
+    }
+}

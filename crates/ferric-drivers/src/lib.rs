@@ -29,7 +29,7 @@ pub use bmc::BmcSettings;
 pub use error::DriverError;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
-    BootDevice, BootDeviceSetting, BootMode, InspectionStatus, Outcome, PowerAction, StepCall,
-    StepDef, StepKind,
+    BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate,
+    InspectionStatus, Outcome, PowerAction, StepCall, StepDef, StepKind,
 };
 pub use settings::{BootSettings, DeploySettings, DriverSettings, InspectorSettings};

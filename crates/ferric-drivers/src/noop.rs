@@ -1,4 +1,4 @@
-//! The no-op interfaces (`no-inspect`, `no-rescue`, `noop`, …): they accept nothing, so a
+//! The no-op interfaces (`no-inspect`, `no-rescue`, `no-bios`, `no-firmware`, `noop`, …): they accept nothing, so a
 //! request that needs them fails with Ironic's UnsupportedDriverExtension, and `/validate`
 //! reports them as unsupported.
 
@@ -6,7 +6,10 @@ use async_trait::async_trait;
 use ferric_model::resources::{InterfaceKind, Node};
 
 use crate::DriverError;
-use crate::interfaces::{InspectInterface, Outcome, RescueInterface, Validate};
+use crate::interfaces::{
+    BiosChange, BiosInterface, BiosValue, FirmwareInterface, FirmwareUpdate, InspectInterface,
+    Outcome, RescueInterface, StepDef, StepKind, Validate,
+};
 
 /// A no-op interface of `kind`.
 #[derive(Debug, Clone, Copy)]
@@ -65,5 +68,47 @@ pub struct Passive;
 impl Validate for Passive {
     async fn validate(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
+    }
+}
+
+#[async_trait]
+impl BiosInterface for Noop {
+    fn steps(&self, _kind: StepKind) -> Vec<StepDef> {
+        Vec::new()
+    }
+
+    async fn cache_settings(&self, node: &Node) -> Result<Vec<BiosValue>, DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn apply_configuration(
+        &self,
+        node: &mut Node,
+        _changes: &[BiosChange],
+    ) -> Result<(), DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn factory_reset(&self, node: &mut Node) -> Result<(), DriverError> {
+        Err(self.unsupported(node))
+    }
+}
+
+#[async_trait]
+impl FirmwareInterface for Noop {
+    fn steps(&self, _kind: StepKind) -> Vec<StepDef> {
+        Vec::new()
+    }
+
+    async fn cache_components(&self, node: &Node) -> Result<Vec<(String, String)>, DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn update(
+        &self,
+        node: &mut Node,
+        _updates: &[FirmwareUpdate],
+    ) -> Result<Outcome, DriverError> {
+        Err(self.unsupported(node))
     }
 }

@@ -14,7 +14,8 @@ mod node;
 mod port;
 
 pub use allocation::{
-    Allocation, AllocationState, BiosSetting, NodeInventory, UnknownAllocationState,
+    Allocation, AllocationState, BiosSetting, FirmwareComponent, NodeInventory,
+    UnknownAllocationState,
 };
 pub use conductor::{Conductor, NodeHistoryEntry, NodeLease};
 pub use ident::Ident;

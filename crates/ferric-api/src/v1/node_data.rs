@@ -1,9 +1,11 @@
 //! What drivers and inspection learned about nodes, and the small read-mostly resources:
-//! `/v1/nodes/{node}/bios` (1.40), `/v1/nodes/{node}/inventory` (1.81), `/v1/shards` (1.82)
-//! and `POST /v1/events` (1.54) (`reference/ironic.md` §2.5, §2.7).
+//! `/v1/nodes/{node}/bios` (1.40), `/v1/nodes/{node}/firmware` (1.86),
+//! `/v1/nodes/{node}/inventory` (1.81), `/v1/shards` (1.82) and `POST /v1/events` (1.54)
+//! (`reference/ironic.md` §2.5, §2.7).
 //!
-//! BIOS settings and inventories are written by drivers and inspection through the store
-//! (`node_bios_set`, `node_inventory_set`); the API only reads them. Events are Neutron's port
+//! BIOS settings, firmware versions and inventories are written by the conductor (from what
+//! the BIOS and firmware interfaces read) and inspection through the store (`node_bios_set`,
+//! `node_firmware_set`, `node_inventory_set`); the API only reads them. Events are Neutron's port
 //! notifications: Ironic forwards them to the network interface; Ferric's network interfaces
 //! (`noop`, `flat`) act on none, so they are checked, logged and accepted.
 
@@ -36,6 +38,7 @@ const BIOS_REGISTRY_FIELDS: &[&str] = &[
     "upper_bound",
 ];
 const EVENTS_SINCE: u16 = 54;
+const FIRMWARE_SINCE: u16 = 86;
 const INVENTORY_SINCE: u16 = 81;
 const SHARDS_SINCE: u16 = 82;
 
@@ -50,6 +53,7 @@ pub fn routes() -> Router<ApiState> {
     Router::new()
         .route("/v1/nodes/{node_ident}/bios", get(bios_list))
         .route("/v1/nodes/{node_ident}/bios/{setting_name}", get(bios_get))
+        .route("/v1/nodes/{node_ident}/firmware", get(firmware_list))
         .route("/v1/nodes/{node_ident}/inventory", get(inventory_get))
         .route("/v1/shards", get(shard_list))
         .route("/v1/events", post(event_post))
@@ -153,6 +157,40 @@ pub async fn bios_get(
         &base_url(&headers),
     );
     Ok(Json(json!({ setting_name: shown })))
+}
+
+/// `GET /v1/nodes/{node_ident}/firmware`: `{"firmware": [{component, initial_version,
+/// current_version, last_version_flashed, created_at, updated_at}]}`.
+pub async fn firmware_list(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(
+        version,
+        FIRMWARE_SINCE,
+        &format!("/v1/nodes/{ident}/firmware"),
+    )?;
+    let node = node_uuid(&state, &ident).await?;
+    let components = state
+        .store
+        .node_firmware_list(node)
+        .await
+        .map_err(db_error)?;
+    let items: Vec<Value> = components
+        .iter()
+        .map(|component| {
+            json!({
+                "component": component.component,
+                "initial_version": component.initial_version,
+                "current_version": component.current_version,
+                "last_version_flashed": component.last_version_flashed,
+                "created_at": timestamp(component.created_at),
+                "updated_at": opt_timestamp(component.updated_at),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "firmware": items })))
 }
 
 /// `GET /v1/nodes/{node_ident}/inventory`: what inspection stored; 404 before it has.

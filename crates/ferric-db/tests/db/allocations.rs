@@ -16,6 +16,7 @@ backend_tests!(
     a_node_serves_one_allocation,
     bios_settings_are_replaced_as_a_whole,
     inventory_is_upserted_and_goes_with_the_node,
+    firmware_components_keep_their_first_and_flashed_versions,
 );
 
 fn object(value: serde_json::Value) -> JsonObject {
@@ -216,4 +217,65 @@ async fn inventory_is_upserted_and_goes_with_the_node(store: Store) {
     store.node_delete(node).await.unwrap();
     assert!(store.node_inventory_get(node).await.unwrap().is_none());
     assert!(store.node_bios_list(node).await.unwrap().is_empty());
+}
+
+fn versions(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(component, version)| ((*component).to_owned(), (*version).to_owned()))
+        .collect()
+}
+
+async fn firmware_components_keep_their_first_and_flashed_versions(store: Store) {
+    let node = store.node_create(&enrolled("n1")).await.unwrap().uuid;
+    assert!(store.node_firmware_list(node).await.unwrap().is_empty());
+    store
+        .node_firmware_set(node, &versions(&[("bios", "1.0"), ("bmc", "2.0")]), &[])
+        .await
+        .unwrap();
+    store
+        .node_firmware_set(node, &versions(&[("bios", "1.1")]), &["bios".to_owned()])
+        .await
+        .unwrap();
+    store
+        .node_firmware_set(node, &versions(&[("bios", "1.1"), ("bmc", "2.0")]), &[])
+        .await
+        .unwrap();
+    let stored = store.node_firmware_list(node).await.unwrap();
+    let rows: Vec<(&str, &str, &str, Option<&str>)> = stored
+        .iter()
+        .map(|c| {
+            (
+                c.component.as_str(),
+                c.initial_version.as_str(),
+                c.current_version.as_str(),
+                c.last_version_flashed.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("bios", "1.0", "1.1", Some("1.1")),
+            ("bmc", "2.0", "2.0", None)
+        ]
+    );
+    assert!(stored[0].updated_at.is_some());
+
+    let missing = store
+        .node_firmware_set(Uuid::new_v4(), &versions(&[("bios", "1.0")]), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            missing,
+            Error::NotFound {
+                kind: Kind::Node,
+                ..
+            }
+        ),
+        "{missing:?}"
+    );
+    store.node_delete(node).await.unwrap();
+    assert!(store.node_firmware_list(node).await.unwrap().is_empty());
 }

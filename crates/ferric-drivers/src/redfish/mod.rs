@@ -6,7 +6,9 @@
 //! sushy-tools' emulator) apply resets asynchronously, so the driver polls the state every
 //! `power_state_poll_interval` up to `power_state_change_timeout`, as Ironic's does.
 
+mod bios;
 mod client;
+mod firmware;
 mod info;
 
 use std::sync::Arc;
@@ -17,7 +19,9 @@ use ferric_model::resources::{Node, PowerState};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+pub(crate) use bios::RedfishBios;
 pub(crate) use client::Clients;
+pub(crate) use firmware::RedfishFirmware;
 pub(crate) use info::PROPERTIES;
 
 use crate::DriverError;

@@ -25,6 +25,8 @@ pub enum RedfishError {
     ValueNotInList { property: String, value: String },
     #[error("the property {property} is not a writable property of this resource")]
     PropertyUnknown { property: String },
+    #[error("the property {property} is read-only")]
+    PropertyNotWritable { property: String },
     #[error("the action requires the parameter {parameter}")]
     ParameterMissing { parameter: String },
     #[error("the machine refused the request")]
@@ -41,6 +43,9 @@ impl RedfishError {
                 (StatusCode::BAD_REQUEST, "PropertyValueNotInList")
             }
             RedfishError::PropertyUnknown { .. } => (StatusCode::BAD_REQUEST, "PropertyUnknown"),
+            RedfishError::PropertyNotWritable { .. } => {
+                (StatusCode::BAD_REQUEST, "PropertyNotWritable")
+            }
             RedfishError::ParameterMissing { .. } => {
                 (StatusCode::BAD_REQUEST, "ActionParameterMissing")
             }
@@ -98,6 +103,7 @@ fn resolution(message_id: &str) -> &'static str {
         "MalformedJSON" => "Send a JSON object as the request body.",
         "PropertyValueNotInList" => "Choose a value from the property's @Redfish.AllowableValues.",
         "PropertyUnknown" => "Remove the property from the request body.",
+        "PropertyNotWritable" => "Remove the read-only property from the request body.",
         "ActionParameterMissing" => "Add the parameter to the request body.",
         _ => "None.",
     }

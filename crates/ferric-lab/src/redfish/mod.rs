@@ -7,6 +7,7 @@
 //! session token from `POST /redfish/v1/SessionService/Sessions` in `X-Auth-Token`.
 
 mod error;
+pub mod firmware;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +21,7 @@ use axum::{Json, Router};
 use serde_json::{Map, Value, json};
 
 pub use error::RedfishError;
+use firmware::{Component, FirmwareState};
 
 use crate::machine::{
     BootMode, BootOverride, BootSettings, BootTarget, MachineControl, PowerAction, PowerState,
@@ -52,6 +54,8 @@ pub struct RedfishBmc<M> {
     /// token → session id
     sessions: Mutex<HashMap<String, String>>,
     next_session: Mutex<u64>,
+    /// BIOS settings, firmware versions and update tasks (`firmware.rs`).
+    firmware: Mutex<FirmwareState>,
 }
 
 impl<M: MachineControl> RedfishBmc<M> {
@@ -61,13 +65,29 @@ impl<M: MachineControl> RedfishBmc<M> {
             secret::base64_encode(format!("{username}:{password}").as_bytes())
         );
         Self {
-            machine,
             username: username.to_owned(),
             password: password.to_owned(),
             basic_header,
             sessions: Mutex::new(HashMap::new()),
             next_session: Mutex::new(0),
+            firmware: Mutex::new(FirmwareState::new(&machine.info().serial)),
+            machine,
         }
+    }
+
+    /// Keeps firmware update tasks running (`true`) until released, so a test can look at a
+    /// node while its update runs.
+    pub fn hold_tasks(&self, hold: bool) {
+        self.lock_firmware().hold_tasks(hold);
+    }
+
+    /// The BIOS settings in effect now (not the pending ones).
+    pub fn bios_attributes(&self) -> Value {
+        self.lock_firmware().attributes()
+    }
+
+    fn lock_firmware(&self) -> std::sync::MutexGuard<'_, FirmwareState> {
+        self.firmware.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn system_id(&self) -> &str {
@@ -130,6 +150,29 @@ pub fn router<M: MachineControl>(bmc: Arc<RedfishBmc<M>>) -> Router {
             "/redfish/v1/Systems/{id}/EthernetInterfaces/{nic}",
             get(nic_get),
         )
+        .route("/redfish/v1/Systems/{id}/Bios", get(bios_get))
+        .route(
+            "/redfish/v1/Systems/{id}/Bios/Settings",
+            get(bios_settings_get).patch(bios_settings_patch),
+        )
+        .route(
+            "/redfish/v1/Systems/{id}/Bios/Actions/Bios.ResetBios",
+            post(bios_reset),
+        )
+        .route("/redfish/v1/Registries", get(registries))
+        .route("/redfish/v1/Registries/{registry}", get(registry_file))
+        .route(
+            "/redfish/v1/Registries/{registry}/Registry",
+            get(registry_get),
+        )
+        .route("/redfish/v1/UpdateService", get(update_service))
+        .route(
+            "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate",
+            post(simple_update),
+        )
+        .route("/redfish/v1/TaskService", get(task_service))
+        .route("/redfish/v1/TaskService/Tasks", get(tasks))
+        .route("/redfish/v1/TaskService/Tasks/{task}", get(task_get))
         .route("/redfish/v1/Managers", get(managers))
         .route("/redfish/v1/Managers/{id}", get(manager_get))
         .route_layer(middleware::from_fn_with_state(
@@ -222,6 +265,9 @@ async fn service_root<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) 
             "Systems": {"@odata.id": "/redfish/v1/Systems"},
             "Managers": {"@odata.id": "/redfish/v1/Managers"},
             "SessionService": {"@odata.id": "/redfish/v1/SessionService"},
+            "Registries": {"@odata.id": "/redfish/v1/Registries"},
+            "UpdateService": {"@odata.id": "/redfish/v1/UpdateService"},
+            "Tasks": {"@odata.id": "/redfish/v1/TaskService"},
             "Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}},
         }),
     )
@@ -377,6 +423,7 @@ async fn system_get<M: MachineControl>(
         PowerState::PoweringOff => "PoweringOff",
     };
     let boot = bmc.machine.boot();
+    let bios_version = bmc.lock_firmware().bios_version.clone();
     let resets: Vec<&str> = PowerAction::ALL
         .iter()
         .map(|action| action.redfish_name())
@@ -392,6 +439,8 @@ async fn system_get<M: MachineControl>(
             "SerialNumber": info.serial,
             "UUID": info.uuid,
             "PowerState": power,
+            "BiosVersion": bios_version,
+            "Bios": {"@odata.id": format!("{uri}/Bios")},
             "Status": {"State": "Enabled", "Health": "OK"},
             "Boot": {
                 "BootSourceOverrideTarget": name_of(&TARGETS, boot.target),
@@ -523,6 +572,16 @@ async fn system_reset<M: MachineControl>(
         .power(action)
         .await
         .map_err(RedfishError::Machine)?;
+    if matches!(
+        action,
+        PowerAction::On
+            | PowerAction::ForceRestart
+            | PowerAction::GracefulRestart
+            | PowerAction::PowerCycle
+    ) {
+        // The machine boots: pending BIOS settings take effect.
+        bmc.lock_firmware().booted();
+    }
     tracing::info!(system = %id, reset = action.redfish_name(), "reset done");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -583,17 +642,231 @@ async fn manager_get<M: MachineControl>(
     if id != MANAGER_ID {
         return Err(RedfishError::NotFound { uri });
     }
+    let version = bmc.lock_firmware().bmc_version.clone();
     Ok(with(
         odata(&uri, "#Manager.v1_5_0.Manager"),
         json!({
             "Id": MANAGER_ID,
             "Name": "Ferric virtual BMC",
             "ManagerType": "BMC",
-            "FirmwareVersion": env!("CARGO_PKG_VERSION"),
+            "FirmwareVersion": version,
             "Status": {"State": "Enabled", "Health": "OK"},
             "Links": {"ManagerForServers": [{"@odata.id": bmc.system_uri()}]},
         }),
     ))
+}
+
+async fn bios_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/Bios");
+    bmc.check_system(&id, &uri)?;
+    let attributes = bmc.lock_firmware().attributes();
+    Ok(with(
+        odata(&uri, "#Bios.v1_1_0.Bios"),
+        json!({
+            "Id": "Bios",
+            "Name": "BIOS Configuration Current Settings",
+            "AttributeRegistry": firmware::REGISTRY,
+            "Attributes": attributes,
+            "@Redfish.Settings": {
+                "@odata.type": "#Settings.v1_3_0.Settings",
+                "SettingsObject": {"@odata.id": format!("{uri}/Settings")},
+                "SupportedApplyTimes": ["OnReset"],
+            },
+            "Actions": {
+                "#Bios.ResetBios": {"target": format!("{uri}/Actions/Bios.ResetBios")},
+            },
+        }),
+    ))
+}
+
+async fn bios_settings_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/Bios/Settings");
+    bmc.check_system(&id, &uri)?;
+    let pending = bmc.lock_firmware().pending();
+    Ok(with(
+        odata(&uri, "#Bios.v1_1_0.Bios"),
+        json!({
+            "Id": "Settings",
+            "Name": "BIOS Configuration Pending Settings",
+            "AttributeRegistry": firmware::REGISTRY,
+            "Attributes": pending,
+        }),
+    ))
+}
+
+async fn bios_settings_patch<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<StatusCode, RedfishError> {
+    bmc.check_system(&id, &format!("/redfish/v1/Systems/{id}/Bios/Settings"))?;
+    let body = parse_object(&body)?;
+    bmc.lock_firmware().set_pending(&body)?;
+    tracing::info!(system = %id, "BIOS settings pending until the next boot");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn bios_reset<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, RedfishError> {
+    bmc.check_system(
+        &id,
+        &format!("/redfish/v1/Systems/{id}/Bios/Actions/Bios.ResetBios"),
+    )?;
+    bmc.lock_firmware().reset_to_defaults();
+    tracing::info!(system = %id, "BIOS defaults pending until the next boot");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn registry_uri() -> String {
+    format!("/redfish/v1/Registries/{}", firmware::REGISTRY)
+}
+
+async fn registries() -> Json<Value> {
+    collection(
+        "/redfish/v1/Registries",
+        "#MessageRegistryFileCollection.MessageRegistryFileCollection",
+        "Registry File Collection",
+        &[registry_uri()],
+    )
+}
+
+async fn registry_file(Path(registry): Path<String>) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Registries/{registry}");
+    if registry != firmware::REGISTRY {
+        return Err(RedfishError::NotFound { uri });
+    }
+    Ok(with(
+        odata(&uri, "#MessageRegistryFile.v1_1_0.MessageRegistryFile"),
+        json!({
+            "Id": registry,
+            "Name": "BIOS attribute registry file",
+            "Registry": registry,
+            "Languages": ["en"],
+            "Location": [{"Language": "en", "Uri": format!("{uri}/Registry")}],
+        }),
+    ))
+}
+
+async fn registry_get(Path(registry): Path<String>) -> Result<Json<Value>, RedfishError> {
+    if registry != firmware::REGISTRY {
+        return Err(RedfishError::NotFound {
+            uri: format!("/redfish/v1/Registries/{registry}/Registry"),
+        });
+    }
+    Ok(Json(firmware::registry()))
+}
+
+async fn update_service() -> Json<Value> {
+    with(
+        odata(
+            "/redfish/v1/UpdateService",
+            "#UpdateService.v1_8_0.UpdateService",
+        ),
+        json!({
+            "Id": "UpdateService",
+            "Name": "Update Service",
+            "ServiceEnabled": true,
+            "Actions": {
+                "#UpdateService.SimpleUpdate": {
+                    "target": "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate",
+                    "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"],
+                },
+            },
+        }),
+    )
+}
+
+/// `SimpleUpdate`: `ImageURI` and `Targets` (the system for its BIOS, the Manager for the
+/// BMC; none means the BIOS). 202 with the task in `Location`.
+async fn simple_update<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    body: axum::body::Bytes,
+) -> Result<Response, RedfishError> {
+    let body = parse_object(&body)?;
+    let image = body
+        .get("ImageURI")
+        .and_then(Value::as_str)
+        .filter(|image| !image.is_empty())
+        .ok_or_else(|| RedfishError::ParameterMissing {
+            parameter: "ImageURI".to_owned(),
+        })?;
+    let manager = format!("/redfish/v1/Managers/{MANAGER_ID}");
+    let targets: Vec<&str> = body
+        .get("Targets")
+        .and_then(Value::as_array)
+        .map(|targets| targets.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let component = match targets.as_slice() {
+        [] => Component::Bios,
+        [target] if target.trim_end_matches('/') == bmc.system_uri() => Component::Bios,
+        [target] if target.trim_end_matches('/') == manager => Component::Bmc,
+        _ => {
+            return Err(RedfishError::ValueNotInList {
+                property: "Targets".to_owned(),
+                value: json!(targets).to_string(),
+            });
+        }
+    };
+    let (id, task) = {
+        let mut state = bmc.lock_firmware();
+        let id = state.start_update(component, image);
+        (id, state.read_task_unchanged(id))
+    };
+    tracing::info!(image, ?component, task = id, "firmware update started");
+    let mut response = (StatusCode::ACCEPTED, Json(task)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&firmware::task_uri(id)) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+async fn task_service() -> Json<Value> {
+    with(
+        odata("/redfish/v1/TaskService", "#TaskService.v1_1_4.TaskService"),
+        json!({
+            "Id": "TaskService",
+            "Name": "Task Service",
+            "ServiceEnabled": true,
+            "Tasks": {"@odata.id": "/redfish/v1/TaskService/Tasks"},
+        }),
+    )
+}
+
+async fn tasks<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) -> Json<Value> {
+    let uris: Vec<String> = bmc
+        .lock_firmware()
+        .task_ids()
+        .into_iter()
+        .map(firmware::task_uri)
+        .collect();
+    collection(
+        "/redfish/v1/TaskService/Tasks",
+        "#TaskCollection.TaskCollection",
+        "Task Collection",
+        &uris,
+    )
+}
+
+async fn task_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(task): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/TaskService/Tasks/{task}");
+    let id: u64 = task
+        .parse()
+        .map_err(|_| RedfishError::NotFound { uri: uri.clone() })?;
+    bmc.lock_firmware()
+        .read_task(id)
+        .map(Json)
+        .ok_or(RedfishError::NotFound { uri })
 }
 
 #[cfg(test)]

@@ -280,3 +280,179 @@ async fn sessions_issue_tokens_that_authenticate() {
         .unwrap();
     assert_eq!(send(&router, bad_login).await.0, StatusCode::UNAUTHORIZED);
 }
+
+fn message_id(body: &Value) -> &str {
+    body["error"]["@Message.ExtendedInfo"][0]["MessageId"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn bios_settings_wait_for_the_next_boot() {
+    let (router, _) = setup();
+    let bios = format!("{SYSTEM}/Bios");
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(system["Bios"]["@odata.id"], bios);
+    let (status, current) = call(&router, "GET", &bios, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(current["Attributes"]["ProcVirtualization"], "Enabled");
+    assert_eq!(current["Attributes"]["SystemSerialNumber"], "FERRIC-LAB-0");
+    let registry = current["AttributeRegistry"].as_str().unwrap().to_owned();
+
+    let settings = format!("{bios}/Settings");
+    let change = json!({"Attributes": {"ProcVirtualization": "Disabled"}});
+    let (status, _) = call(&router, "PATCH", &settings, Some(change)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, pending) = call(&router, "GET", &settings, None).await;
+    assert_eq!(
+        pending["Attributes"],
+        json!({"ProcVirtualization": "Disabled"})
+    );
+    let (_, current) = call(&router, "GET", &bios, None).await;
+    assert_eq!(current["Attributes"]["ProcVirtualization"], "Enabled");
+
+    let reset = format!("{SYSTEM}/Actions/ComputerSystem.Reset");
+    let (status, _) = call(&router, "POST", &reset, Some(json!({"ResetType": "On"}))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, current) = call(&router, "GET", &bios, None).await;
+    assert_eq!(current["Attributes"]["ProcVirtualization"], "Disabled");
+    let (_, pending) = call(&router, "GET", &settings, None).await;
+    assert_eq!(pending["Attributes"], json!({}));
+
+    // Factory defaults, at the next reset too.
+    let target = current["Actions"]["#Bios.ResetBios"]["target"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = call(&router, "POST", &target, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let restart = Some(json!({"ResetType": "ForceRestart"}));
+    call(&router, "POST", &reset, restart).await;
+    let (_, current) = call(&router, "GET", &bios, None).await;
+    assert_eq!(current["Attributes"]["ProcVirtualization"], "Enabled");
+
+    // The registry, reached the DMTF way: collection → file → location.
+    let (_, registries) = call(&router, "GET", "/redfish/v1/Registries", None).await;
+    let file_uri = registries["Members"][0]["@odata.id"].as_str().unwrap();
+    assert!(file_uri.ends_with(&registry), "{file_uri}");
+    let (_, file) = call(&router, "GET", file_uri, None).await;
+    let location = file["Location"][0]["Uri"].as_str().unwrap();
+    let (_, entries) = call(&router, "GET", location, None).await;
+    let attributes = entries["RegistryEntries"]["Attributes"].as_array().unwrap();
+    let serial = attributes
+        .iter()
+        .find(|entry| entry["AttributeName"] == "SystemSerialNumber")
+        .unwrap();
+    assert_eq!(serial["ReadOnly"], true);
+    let mode = attributes
+        .iter()
+        .find(|entry| entry["AttributeName"] == "BootMode")
+        .unwrap();
+    assert_eq!(mode["AllowableValues"][1]["ValueName"], "Bios");
+}
+
+#[tokio::test]
+async fn bios_settings_are_checked_against_the_registry() {
+    let (router, _) = setup();
+    let settings = format!("{SYSTEM}/Bios/Settings");
+    for (attributes, expected) in [
+        (json!({"Turbo": "On"}), "Base.1.8.PropertyUnknown"),
+        (
+            json!({"SystemSerialNumber": "X"}),
+            "Base.1.8.PropertyNotWritable",
+        ),
+        (
+            json!({"BootMode": "Legacy"}),
+            "Base.1.8.PropertyValueNotInList",
+        ),
+    ] {
+        let body = Some(json!({ "Attributes": attributes }));
+        let (status, error) = call(&router, "PATCH", &settings, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{attributes}");
+        assert_eq!(message_id(&error), expected, "{error}");
+    }
+    let (_, pending) = call(&router, "GET", &settings, None).await;
+    assert_eq!(pending["Attributes"], json!({}), "nothing half-applied");
+}
+
+#[tokio::test]
+async fn simple_update_runs_a_task_that_raises_the_version() {
+    let (router, _) = setup();
+    let (_, root) = call(&router, "GET", "/redfish/v1/", None).await;
+    let (_, service) = call(
+        &router,
+        "GET",
+        root["UpdateService"]["@odata.id"].as_str().unwrap(),
+        None,
+    )
+    .await;
+    let action = service["Actions"]["#UpdateService.SimpleUpdate"]["target"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(system["BiosVersion"], "1.0.0");
+
+    let request = Request::post(&action)
+        .header("authorization", basic())
+        .body(Body::from(
+            json!({"ImageURI": "http://images/bios.bin", "Targets": [SYSTEM]}).to_string(),
+        ))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let task = response.headers()["location"].to_str().unwrap().to_owned();
+    let (_, first) = call(&router, "GET", &task, None).await;
+    assert_eq!(first["TaskState"], "Running");
+    let (_, second) = call(&router, "GET", &task, None).await;
+    assert_eq!(second["TaskState"], "Completed", "{second}");
+    assert_eq!(second["TaskStatus"], "OK");
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(system["BiosVersion"], "1.1.0");
+
+    // The BMC's own firmware, and an image it cannot fetch.
+    let manager = format!("/redfish/v1/Managers/{MANAGER_ID}");
+    let (_, before) = call(&router, "GET", &manager, None).await;
+    let (status, started) = call(
+        &router,
+        "POST",
+        &action,
+        Some(json!({"ImageURI": "https://images/bmc.bin", "Targets": [manager]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let task = started["@odata.id"].as_str().unwrap().to_owned();
+    call(&router, "GET", &task, None).await;
+    call(&router, "GET", &task, None).await;
+    let (_, after) = call(&router, "GET", &manager, None).await;
+    assert_eq!(
+        after["FirmwareVersion"],
+        firmware::next_version(before["FirmwareVersion"].as_str().unwrap())
+    );
+    let (_, started) = call(
+        &router,
+        "POST",
+        &action,
+        Some(json!({"ImageURI": "ftp://images/bios.bin"})),
+    )
+    .await;
+    let task = started["@odata.id"].as_str().unwrap().to_owned();
+    call(&router, "GET", &task, None).await;
+    let (_, failed) = call(&router, "GET", &task, None).await;
+    assert_eq!(failed["TaskState"], "Exception");
+    assert!(
+        failed["Messages"][0]["Message"]
+            .as_str()
+            .unwrap()
+            .contains("only http and https"),
+        "{failed}"
+    );
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(
+        system["BiosVersion"], "1.1.0",
+        "a failed flash changes nothing"
+    );
+
+    let (status, _) = call(&router, "POST", &action, Some(json!({"Targets": [SYSTEM]}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}

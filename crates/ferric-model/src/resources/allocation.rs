@@ -110,6 +110,19 @@ pub struct BiosSetting {
     pub updated_at: Option<DateTime<Utc>>,
 }
 
+/// One firmware component of a node (`/v1/nodes/{node}/firmware`, 1.86), as the firmware
+/// interface read it: `initial_version` is the version first seen, `current_version` the
+/// latest read, `last_version_flashed` what the last `firmware.update` step installed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FirmwareComponent {
+    pub component: String,
+    pub initial_version: String,
+    pub current_version: String,
+    pub last_version_flashed: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
 /// What inspection learned about a node (`/v1/nodes/{node}/inventory`, 1.81): the hardware
 /// inventory the agent reported and the plugin data the inspection hooks kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
