@@ -25,7 +25,9 @@ usage: cargo xtask fuzz [--seconds N] [--requests N] [--targets A,B] [--no-schem
                         [--no-targets]
 
   --seconds N        how long each fuzz target runs (default 30)
-  --requests N       roughly how many requests schemathesis sends in all (default 3000)
+  --requests N       schemathesis' fuzzing phase sends about this many requests (default
+                     3000), after the document's examples and its coverage phase (the
+                     summary counts every request sent)
   --targets A,B      run only these fuzz targets (default: every one in fuzz/)
   --no-schemathesis  skip the API run
   --no-targets       skip the fuzz targets
@@ -429,7 +431,11 @@ fn read_report(events: &str) -> anyhow::Result<ApiRun> {
         };
         for results in checks.values().filter_map(Value::as_array) {
             for check in results {
-                if check.get("status").and_then(Value::as_str) != Some("FAILURE") {
+                let failed = check
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .is_some_and(|status| status.eq_ignore_ascii_case("failure"));
+                if !failed {
                     continue;
                 }
                 let name = check.get("name").and_then(Value::as_str).unwrap_or("?");
