@@ -22,7 +22,7 @@ const SYSTEMS_PER_BMC: usize = 10;
 
 /// Every tenth node is faulty, the four kinds in turn.
 fn fault_of(index: usize) -> Option<Fault> {
-    if index % 10 != 0 {
+    if !index.is_multiple_of(10) {
         return None;
     }
     Some(match (index / 10) % 4 {
@@ -201,8 +201,7 @@ async fn faulty_bmcs_on_ten_percent_of_a_thousand_nodes() {
     fleet.provision(&faulty, Verb::Provide).await;
     fleet.power_on(&faulty).await;
     let nodes = fleet.by_index().await;
-    for index in 0..NODES {
-        let node = &nodes[index];
+    for (index, node) in nodes.iter().enumerate() {
         assert_eq!(
             node.provision_state,
             ProvisionState::Available,
