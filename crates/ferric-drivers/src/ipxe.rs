@@ -333,7 +333,7 @@ mod tests {
         assert!(boot_file_url(base, "").is_err());
     }
 
-    /// Found by the `pxe_inputs` fuzz target: `driver_info` values went into the per-MAC
+    /// Found while writing the `pxe_inputs` fuzz target: `driver_info` values went into the per-MAC
     /// script verbatim, so a line break in one added iPXE commands.
     #[test]
     fn driver_info_cannot_add_lines_to_the_script() {
