@@ -101,6 +101,31 @@ if [ "${1:-}" = "--lab" ]; then
   fi
 fi
 
+# --- fuzzing (only with --fuzz): cargo-fuzz and schemathesis, for `cargo xtask fuzz` ---------
+# Not needed by the default test run. cargo-fuzz drives libFuzzer; the fuzz targets need nightly
+# flags, which `cargo xtask fuzz` enables on the stable toolchain with RUSTC_BOOTSTRAP=1.
+# schemathesis goes into a venv of its own, its dependencies pinned in
+# tests/schemathesis/requirements.txt.
+if [ "${1:-}" = "--fuzz" ]; then
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    log "installing cargo-fuzz"
+    cargo install --locked --quiet cargo-fuzz
+  fi
+  st_requirements="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/schemathesis/requirements.txt"
+  st_venv="${HOME}/.cache/ferric/schemathesis-venv"
+  st_stamp="$(sha256sum "$st_requirements" | cut -d' ' -f1) $(python3 --version 2>&1)"
+  if [ ! -x "$st_venv/bin/st" ] || [ "$(cat "$st_venv/.ferric-stamp" 2>/dev/null)" != "$st_stamp" ]; then
+    python3 -m venv --help >/dev/null 2>&1 || apt_install python3-venv
+    log "creating $st_venv (schemathesis)"
+    rm -rf "$st_venv"
+    mkdir -p "$(dirname "$st_venv")"
+    python3 -m venv "$st_venv"
+    "$st_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$st_requirements"
+    "$st_venv/bin/st" --version >/dev/null
+    echo "$st_stamp" >"$st_venv/.ferric-stamp"
+  fi
+fi
+
 # --- qemu-img: the agent's tests make qcow2 images with it ---------------------------------
 # Checked last: installing the lab's qemu-system-x86 next to a backported qemu-utils removes
 # the latter, and the default tests still need qemu-img.

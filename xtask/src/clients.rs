@@ -184,7 +184,7 @@ pub(crate) struct RunningServer {
 }
 
 impl RunningServer {
-    fn ferric(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
+    pub(crate) fn ferric(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
         run("cargo", &["build", "--locked", "--bin", "ferric"], &[])?;
         let binary = target_dir(root).join("debug").join("ferric");
         let database = run_dir.join("ferric.db").display().to_string();

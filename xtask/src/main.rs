@@ -5,6 +5,7 @@
 mod bench;
 mod clients;
 mod compare;
+mod fuzz;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +42,10 @@ commands:
           Ferric beside OpenStack Ironic (with --ironic): fleets of 100 and 1,000 nodes
           through manage/provide/deploy/undeploy, reads at 10,000 nodes, peak and idle RSS;
           one table with the ratio (`cargo xtask bench-compare --help`)
+  fuzz    every cargo-fuzz target in fuzz/ for a bounded time, then schemathesis against
+          docs/openapi.json on a running ferric server; prints crashes, 5xx and schema
+          violations, and fails unless all are zero (`cargo xtask fuzz --help`;
+          docs/fuzzing.md)
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -63,6 +68,7 @@ fn main() -> anyhow::Result<()> {
         "bench-agent-write" => bench_agent_write(&extra),
         "bench-api" => bench::bench_api(&extra),
         "bench-compare" => compare::bench_compare(&extra),
+        "fuzz" => fuzz::fuzz(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

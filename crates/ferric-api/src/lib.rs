@@ -13,6 +13,8 @@
 
 pub mod auth;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod health;
 pub mod limits;
 mod metrics;

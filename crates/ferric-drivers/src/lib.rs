@@ -15,6 +15,8 @@ pub mod dhcp;
 pub mod direct;
 mod error;
 pub mod fake;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod hardware;
 pub mod inspect;
 pub mod interfaces;
@@ -24,6 +26,8 @@ mod measured;
 pub mod noop;
 mod redfish;
 pub mod settings;
+#[cfg(feature = "simulator")]
+pub mod simulator;
 
 pub use bmc::BmcSettings;
 pub use error::DriverError;

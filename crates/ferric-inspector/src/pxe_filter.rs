@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::process::normalize_mac;
+
 const PREFIX: &str = "inspector-";
 const UNKNOWN_FILE: &str = "inspector-unknown";
 
@@ -38,10 +40,16 @@ pub struct FilterState {
     pub discovery: bool,
 }
 
-/// The filter's files, by name, with their contents.
+/// The filter's files, by name, with their contents. Only MAC addresses make entries: a name
+/// with `/` or a value with a newline would write outside the hostsdir or add dnsmasq
+/// options, and the addresses come from ports and inspection data.
 pub fn wanted_files(state: &FilterState, hostsdir: &Path) -> BTreeMap<String, String> {
+    let macs = |set: &BTreeSet<String>| -> BTreeSet<String> {
+        set.iter().filter_map(|mac| normalize_mac(mac)).collect()
+    };
+    let (allowed, known) = (macs(&state.allowed), macs(&state.known));
     let mut files = BTreeMap::new();
-    for mac in &state.allowed {
+    for mac in &allowed {
         files.insert(
             format!("{PREFIX}{}", hexhyp(mac)),
             format!("{mac},set:ferric\n"),
@@ -52,7 +60,7 @@ pub fn wanted_files(state: &FilterState, hostsdir: &Path) -> BTreeMap<String, St
             UNKNOWN_FILE.to_owned(),
             "*:*:*:*:*:*,set:ferric\n".to_owned(),
         );
-        for mac in state.known.difference(&state.allowed) {
+        for mac in known.difference(&allowed) {
             let in_ramdisk_phase = hostsdir.join(format!("ferric-{}", hexhyp(mac))).exists();
             if !in_ramdisk_phase {
                 files.insert(
@@ -104,6 +112,35 @@ mod tests {
 
     fn set(macs: &[&str]) -> BTreeSet<String> {
         macs.iter().map(|mac| (*mac).to_owned()).collect()
+    }
+
+    /// Found by the `pxe_inputs` fuzz target: a port address that is not a MAC named a file
+    /// outside the hostsdir (`inspector-../x`) and could add lines to it.
+    #[test]
+    fn strings_that_are_not_macs_make_no_entries() {
+        let state = FilterState {
+            allowed: set(&[
+                "../../etc/x",
+                "52:54:00:00:00:01\nset:evil",
+                "52-54-00-00-00-0A",
+            ]),
+            known: set(&["{\"a\": \"b/c\"}", "52:54:00:00:00:02"]),
+            discovery: true,
+        };
+        let files = wanted_files(&state, Path::new("/nonexistent"));
+        let names: Vec<&str> = files.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "inspector-52-54-00-00-00-02",
+                "inspector-52-54-00-00-00-0a",
+                "inspector-unknown"
+            ]
+        );
+        assert_eq!(
+            files["inspector-52-54-00-00-00-0a"],
+            "52:54:00:00:00:0a,set:ferric\n"
+        );
     }
 
     #[test]

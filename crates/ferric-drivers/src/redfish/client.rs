@@ -33,12 +33,12 @@ pub(crate) enum RedfishError {
         reason: String,
         attempts: u32,
     },
-    #[error("Redfish BMC {address}: no answer within {seconds} s to {method} {path}")]
+    #[error("Redfish BMC {address}: no answer within {timeout:?} to {method} {path}")]
     Timeout {
         address: String,
         method: String,
         path: String,
-        seconds: u64,
+        timeout: Duration,
     },
     #[error(
         "Redfish BMC {address}: {method} {path} failed with HTTP {status} after {attempts} attempts: {message}"
@@ -335,11 +335,19 @@ impl Clients {
                     let location = header("location");
                     let auth_token = header("x-auth-token");
                     let bytes = response.bytes().await;
-                    let body = bytes
-                        .as_ref()
-                        .ok()
-                        .and_then(|bytes| serde_json::from_slice(bytes).ok())
-                        .unwrap_or(Value::Null);
+                    let body = bytes.as_deref().map_or(Value::Null, decode_body);
+                    // A read is useless without its document: a BMC answering 200 with
+                    // something else (an HTML error page, a truncated body) has failed.
+                    if status.is_success() && method == Method::GET && body.is_null() {
+                        return Err(RedfishError::Protocol {
+                            address: info.address.clone(),
+                            message: format!(
+                                "GET {path} answered HTTP {} with a body that is not a JSON \
+                                 document",
+                                status.as_u16()
+                            ),
+                        });
+                    }
                     if status.is_success() {
                         return Ok(Answer {
                             body,
@@ -375,7 +383,7 @@ impl Clients {
                     address: info.address.clone(),
                     method: method.to_string(),
                     path: path.to_owned(),
-                    seconds: self.settings.read_timeout.as_secs(),
+                    timeout: self.settings.read_timeout,
                 },
                 Err(error) => RedfishError::Unreachable {
                     address: info.address.clone(),
@@ -402,9 +410,15 @@ fn root_cause(error: &reqwest::Error) -> String {
     cause.to_string()
 }
 
+/// A response body as JSON; `Null` when it is empty or not JSON (the callers then find none
+/// of the members they look for and say so).
+pub(crate) fn decode_body(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or(Value::Null)
+}
+
 /// The message of a Redfish error body (`error.message`, or the first extended info's), or a
 /// placeholder.
-fn error_message(body: &Value) -> String {
+pub(crate) fn error_message(body: &Value) -> String {
     body.pointer("/error/@Message.ExtendedInfo/0/Message")
         .or_else(|| body.pointer("/error/message"))
         .and_then(Value::as_str)

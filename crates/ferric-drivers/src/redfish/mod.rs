@@ -7,7 +7,7 @@
 //! `power_state_poll_interval` up to `power_state_change_timeout`, as Ironic's does.
 
 mod bios;
-mod client;
+pub(crate) mod client;
 mod firmware;
 mod info;
 
@@ -71,16 +71,7 @@ impl Redfish {
             .send(info, Method::GET, "/redfish/v1/Systems", None)
             .await?
             .body;
-        let members: Vec<&str> = systems
-            .get("Members")
-            .and_then(Value::as_array)
-            .map(|members| {
-                members
-                    .iter()
-                    .filter_map(|member| member.get("@odata.id").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let members = system_members(&systems);
         match members.as_slice() {
             [only] => {
                 let path = only.trim_end_matches('/').to_owned();
@@ -161,8 +152,59 @@ impl Redfish {
     }
 }
 
+/// The `@odata.id` of every member of a collection (`/redfish/v1/Systems`).
+pub(crate) fn system_members(collection: &Value) -> Vec<&str> {
+    collection
+        .get("Members")
+        .and_then(Value::as_array)
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|member| member.get("@odata.id").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The boot source override of a ComputerSystem.
+pub(crate) fn boot_device_of(system: &Value) -> BootDeviceSetting {
+    let target = system
+        .pointer("/Boot/BootSourceOverrideTarget")
+        .and_then(Value::as_str);
+    let enabled = system
+        .pointer("/Boot/BootSourceOverrideEnabled")
+        .and_then(Value::as_str);
+    BootDeviceSetting {
+        device: if enabled == Some("Disabled") {
+            None
+        } else {
+            TARGETS
+                .iter()
+                .find(|(_, name)| Some(*name) == target)
+                .map(|(device, _)| *device)
+        },
+        persistent: match enabled {
+            Some("Continuous") => Some(true),
+            Some("Once") => Some(false),
+            _ => None,
+        },
+    }
+}
+
+/// The boot mode a ComputerSystem's override uses.
+pub(crate) fn boot_mode_of(system: &Value) -> Option<BootMode> {
+    match system
+        .pointer("/Boot/BootSourceOverrideMode")
+        .and_then(Value::as_str)
+    {
+        Some("UEFI") => Some(BootMode::Uefi),
+        Some("Legacy") => Some(BootMode::Bios),
+        _ => None,
+    }
+}
+
 /// Ironic's mapping: transitional states count as where they lead.
-fn power_state_of(system: &Value) -> PowerState {
+pub(crate) fn power_state_of(system: &Value) -> PowerState {
     match system.get("PowerState").and_then(Value::as_str) {
         Some("On" | "PoweringOn") => PowerState::On,
         Some("Off" | "PoweringOff") => PowerState::Off,
@@ -234,27 +276,7 @@ impl ManagementInterface for Redfish {
     async fn get_boot_device(&self, node: &Node) -> Result<BootDeviceSetting, DriverError> {
         let info = RedfishInfo::parse(node)?;
         let (_, system) = self.system(&info).await?;
-        let target = system
-            .pointer("/Boot/BootSourceOverrideTarget")
-            .and_then(Value::as_str);
-        let enabled = system
-            .pointer("/Boot/BootSourceOverrideEnabled")
-            .and_then(Value::as_str);
-        Ok(BootDeviceSetting {
-            device: if enabled == Some("Disabled") {
-                None
-            } else {
-                TARGETS
-                    .iter()
-                    .find(|(_, name)| Some(*name) == target)
-                    .map(|(device, _)| *device)
-            },
-            persistent: match enabled {
-                Some("Continuous") => Some(true),
-                Some("Once") => Some(false),
-                _ => None,
-            },
-        })
+        Ok(boot_device_of(&system))
     }
 
     async fn set_boot_device(
@@ -292,16 +314,7 @@ impl ManagementInterface for Redfish {
     async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
         let info = RedfishInfo::parse(node)?;
         let (_, system) = self.system(&info).await?;
-        Ok(
-            match system
-                .pointer("/Boot/BootSourceOverrideMode")
-                .and_then(Value::as_str)
-            {
-                Some("UEFI") => Some(BootMode::Uefi),
-                Some("Legacy") => Some(BootMode::Bios),
-                _ => None,
-            },
-        )
+        Ok(boot_mode_of(&system))
     }
 
     async fn set_boot_mode(&self, node: &mut Node, mode: BootMode) -> Result<(), DriverError> {
