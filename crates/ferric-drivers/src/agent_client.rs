@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::DriverError;
+use crate::settings::AgentVerifyCa;
 
 /// How a command ended, or that it is still running.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,17 +133,75 @@ impl Default for AgentClient {
 impl AgentClient {
     /// A client whose requests time out after `timeout` (Ironic's `[agent]command_timeout`).
     pub fn new(timeout: Duration) -> Self {
+        Self::builder(timeout).build().map_or_else(
+            |_| Self::default_client(),
+            |http| Self { http, attempts: 3 },
+        )
+    }
+
+    fn default_client() -> Self {
+        Self {
+            http: reqwest::Client::default(),
+            attempts: 3,
+        }
+    }
+
+    fn builder(timeout: Duration) -> reqwest::ClientBuilder {
         // No idle connections: an agent's address outlives the agent (the machine reboots
         // into another ramdisk or its OS with the same DHCP lease), and a pooled connection
         // to the previous one fails the next command. Commands are few; a fresh connection
         // each is cheap.
-        let http = reqwest::Client::builder()
+        reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .connect_timeout(Duration::from_secs(10))
             .timeout(timeout)
+    }
+
+    /// A client that trusts no certificate: plain HTTP agents work, HTTPS ones are refused.
+    pub fn refusing_tls(timeout: Duration) -> Self {
+        Self::builder(timeout)
+            .tls_built_in_root_certs(false)
             .build()
-            .unwrap_or_default();
-        Self { http, attempts: 3 }
+            .map_or_else(
+                |_| Self::default_client(),
+                |http| Self { http, attempts: 3 },
+            )
+    }
+
+    /// A client that checks agents' HTTPS certificates as `verify` says. Fails when the CA
+    /// file cannot be read or holds no PEM certificate.
+    pub fn with_verify_ca(timeout: Duration, verify: &AgentVerifyCa) -> Result<Self, String> {
+        let builder = Self::builder(timeout);
+        let builder = match verify {
+            AgentVerifyCa::SystemRoots => builder,
+            AgentVerifyCa::Disabled => builder.danger_accept_invalid_certs(true),
+            AgentVerifyCa::CaFile(path) => {
+                let pem = std::fs::read(path).map_err(|error| {
+                    format!(
+                        "cannot read the agent CA file {} (agent_verify_ca): {error}",
+                        path.display()
+                    )
+                })?;
+                let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                    .ok()
+                    .filter(|certificates| !certificates.is_empty())
+                    .ok_or_else(|| {
+                        format!(
+                            "the agent CA file {} (agent_verify_ca) holds no PEM certificate",
+                            path.display()
+                        )
+                    })?;
+                certificates
+                    .into_iter()
+                    .fold(builder.tls_built_in_root_certs(false), |builder, ca| {
+                        builder.add_root_certificate(ca)
+                    })
+            }
+        };
+        let http = builder
+            .build()
+            .map_err(|error| format!("cannot set up the agent HTTP client: {error}"))?;
+        Ok(Self { http, attempts: 3 })
     }
 
     fn url(agent_url: &str, path: &str) -> String {
