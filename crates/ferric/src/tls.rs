@@ -114,3 +114,81 @@ fn with_peer<B>(
         request
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        reason = "in tests a failed unwrap is a failed test"
+    )]
+    use super::*;
+    use axum::routing::get;
+
+    /// A self-signed certificate for `localhost`, written as PEM files; returns the
+    /// certificate's PEM too (the client's trust anchor).
+    fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let cert_pem = certified.cert.pem();
+        let cert = dir.join("api.crt");
+        let key = dir.join("api.key");
+        std::fs::write(&cert, &cert_pem).unwrap();
+        std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+        (cert, key, cert_pem)
+    }
+
+    #[tokio::test]
+    async fn the_api_speaks_https_and_knows_its_peers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, cert_pem) = self_signed(dir.path());
+        let config = server_config(&cert, &key).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let router = Router::new().route(
+            "/peer",
+            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.ip().to_string() }),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, config, router, async {
+            stopped.await.ok();
+        }));
+
+        let url = format!("https://localhost:{port}/peer");
+        let trusting = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap())
+            .build()
+            .unwrap();
+        let answer = trusting.get(&url).send().await.unwrap();
+        assert_eq!(answer.status(), reqwest::StatusCode::OK);
+        assert_eq!(answer.text().await.unwrap(), "127.0.0.1");
+
+        // A client that does not trust the certificate gets no answer at all.
+        let stranger = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .build()
+            .unwrap();
+        assert!(stranger.get(&url).send().await.is_err());
+        // Nor does plain HTTP on the HTTPS port.
+        let plain = reqwest::get(format!("http://localhost:{port}/peer")).await;
+        assert!(plain.is_err() || !plain.unwrap().status().is_success());
+
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn unusable_certificates_stop_the_server_with_the_setting_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, _) = self_signed(dir.path());
+        let missing = dir.path().join("missing.pem");
+        let error = server_config(&missing, &key).unwrap_err();
+        assert!(format!("{error:#}").contains("api_tls_cert"), "{error:#}");
+        let error = server_config(&cert, &missing).unwrap_err();
+        assert!(format!("{error:#}").contains("api_tls_key"), "{error:#}");
+        // A key from another certificate.
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        let (_, other_key, _) = self_signed(&other);
+        let error = server_config(&cert, &other_key).unwrap_err();
+        assert!(format!("{error:#}").contains("do not fit"), "{error:#}");
+    }
+}
