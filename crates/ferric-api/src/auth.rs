@@ -107,10 +107,11 @@ struct RolesEntry {
     project: Option<String>,
 }
 
-/// Reads the roles file: user → (roles, project).
-fn read_roles_file(
-    path: &Path,
-) -> Result<BTreeMap<String, (BTreeSet<Role>, Option<String>)>, RolesFileError> {
+/// User → (roles, project), as the roles file says.
+type UserRoles = BTreeMap<String, (BTreeSet<Role>, Option<String>)>;
+
+/// Reads the roles file.
+fn read_roles_file(path: &Path) -> Result<UserRoles, RolesFileError> {
     let text = std::fs::read_to_string(path).map_err(|source| RolesFileError::Unreadable {
         path: path.to_owned(),
         source,

@@ -206,7 +206,7 @@ fn node_rule(method: &Method, rest: &[&str]) -> &'static str {
 }
 
 /// 403 with the rule that refused, saying what to do.
-fn forbidden(caller: &Caller, rule: &str) -> Response {
+fn forbidden(caller: &Caller, rule: &str) -> ApiError {
     tracing::info!(caller = %caller.describe(), rule, "request refused by policy");
     ApiError::new(
         StatusCode::FORBIDDEN,
@@ -216,7 +216,6 @@ fn forbidden(caller: &Caller, rule: &str) -> Response {
             caller.describe()
         ),
     )
-    .into_response()
 }
 
 fn hidden_node(ident: &str) -> Response {
@@ -286,7 +285,7 @@ async fn authorize_check(
             {
                 ProjectScope(caller.project.clone())
             } else {
-                return Err(forbidden(caller, &scoped));
+                return Err(forbidden(caller, &scoped).into_response());
             };
             request.extensions_mut().insert(scope);
             return Ok(request);
@@ -338,6 +337,22 @@ async fn authorize_check(
     Ok(request)
 }
 
+/// 403 for the first of `rules` the caller fails on `target`.
+fn check_rules(
+    policy: &Policy,
+    rules: &[&'static str],
+    caller: &Caller,
+    target: Target<'_>,
+) -> Result<(), ApiError> {
+    match rules
+        .iter()
+        .find(|rule| !policy.allows(rule, caller, target))
+    {
+        Some(rule) => Err(forbidden(caller, rule)),
+        None => Ok(()),
+    }
+}
+
 /// Loads the subject and checks visibility (404) and every rule (403).
 async fn check_subject(
     authz: &Authz,
@@ -347,18 +362,13 @@ async fn check_subject(
 ) -> Result<(), Response> {
     let policy = &authz.policy;
     let store = &authz.store;
-    let check_all = |target: Target<'_>| {
-        for rule in rules {
-            if !policy.allows(rule, caller, target) {
-                return Err(forbidden(caller, rule));
-            }
-        }
-        Ok(())
-    };
     // The node the subject belongs to, and the read rule that decides whether the caller
     // may know it exists.
     let (node_ident, visibility_rule) = match &subject {
-        Subject::Nothing | Subject::BodyNode => return check_all(Target::default()),
+        Subject::Nothing | Subject::BodyNode => {
+            return check_rules(policy, rules, caller, Target::default())
+                .map_err(IntoResponse::into_response);
+        }
         Subject::Allocation(ident) => {
             let Ok(allocation) = store.allocation_get(&Ident::parse(ident)).await else {
                 return Ok(());
@@ -373,7 +383,7 @@ async fn check_subject(
                         .into_response(),
                 );
             }
-            return check_all(target);
+            return check_rules(policy, rules, caller, target).map_err(IntoResponse::into_response);
         }
         Subject::Node(ident) => (ident.clone(), "baremetal:node:get"),
         Subject::Port(ident) => match store.port_get(&Ident::parse(ident)).await {
@@ -389,7 +399,10 @@ async fn check_subject(
         Ok(node) => node,
         // Missing: the handler says so (or, for a body's node, explains the bad reference).
         // The rule still applies to what does not depend on a project.
-        Err(_) => return check_all(Target::default()),
+        Err(_) => {
+            return check_rules(policy, rules, caller, Target::default())
+                .map_err(IntoResponse::into_response);
+        }
     };
     let target = node_target(&node);
     if !policy.allows(visibility_rule, caller, target) {
@@ -410,7 +423,7 @@ async fn check_subject(
         };
         return Err(hidden_node(&shown));
     }
-    check_all(target)
+    check_rules(policy, rules, caller, target).map_err(IntoResponse::into_response)
 }
 
 #[cfg(test)]
