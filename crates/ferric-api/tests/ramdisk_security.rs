@@ -175,6 +175,25 @@ async fn wrong_or_missing_agent_tokens_are_refused_and_logged() {
     );
     assert!(!log.contains(&wrong_token), "nor the wrong one");
 
+    // Every field is checked before the node is touched.
+    let unversioned = json!({"callback_url": "http://10.20.30.40:9999", "agent_token": token});
+    let refused = send_from(
+        &api,
+        &config,
+        agent,
+        Method::POST,
+        &heartbeat,
+        Some(unversioned),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(faultstring(&refused.body).contains("agent_version"));
+    let mut long = beat(Some(&token));
+    long["callback_url"] = format!("http://10.20.30.40:9999/{}", "x".repeat(3000)).into();
+    let refused = send_from(&api, &config, agent, Method::POST, &heartbeat, Some(long)).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(faultstring(&refused.body).contains("longer than 2048"));
+
     // The node still waits, and its own agent goes on.
     let accepted = send_from(
         &api,

@@ -251,6 +251,26 @@ pub async fn heartbeat(
             "Unknown attribute for heartbeat: \"{unknown}\"."
         )));
     }
+    if version.minor() >= AGENT_VERSION_SINCE && agent_version.is_none() && agent_status.is_none() {
+        return Err(ApiError::bad_request(
+            "Missing argument: \"agent_version\" (or \"agent_status\"); the agent must say \
+             which version it runs.",
+        ));
+    }
+    for (name, value, limit) in [
+        ("callback_url", Some(&callback_url), 2048),
+        ("agent_version", agent_version.as_ref(), 255),
+        ("agent_status_message", agent_status_message.as_ref(), 4096),
+        ("agent_verify_ca", agent_verify_ca.as_ref(), 65536),
+    ] {
+        if let Some(value) = value
+            && value.len() > limit
+        {
+            return Err(ApiError::bad_request(format!(
+                "Invalid value for {name}: longer than {limit} bytes."
+            )));
+        }
+    }
     if !callback_url.is_empty() && !is_http_url(&callback_url) {
         return Err(ApiError::bad_request(format!(
             "Invalid callback_url '{callback_url}': it must be an http:// or https:// URL."
