@@ -94,8 +94,9 @@ pub(crate) struct Settings {
     pub(crate) auth_users_file: Option<PathBuf>,
     /// A TOML file overriding authorization rules (`"baremetal:node:get" = [personas]`).
     pub(crate) auth_policy_file: Option<PathBuf>,
-    /// PEM certificate chain and private key: the API listener speaks HTTPS with both set.
+    /// A PEM certificate chain for the API listener: with `api_tls_key` it speaks HTTPS only.
     pub(crate) api_tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `api_tls_cert`.
     pub(crate) api_tls_key: Option<PathBuf>,
     /// How the conductor checks agents' HTTPS certificates: `true` (system roots), `false`
     /// (not at all), or the path of a CA file (Ironic's `[agent]verify_ca`).
