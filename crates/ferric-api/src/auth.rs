@@ -12,7 +12,7 @@
 //! Errors are Ironic's texts (401 with `WWW-Authenticate: Basic realm="Baremetal API"`, 400
 //! for a malformed header) in the API's usual error body.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +25,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use crate::ApiError;
+use crate::policy::{Caller, Role};
 
 /// How callers authenticate.
 #[derive(Debug, Clone, Default)]
@@ -62,11 +63,81 @@ const CACHE_CAPACITY: usize = 256;
 /// (bcrypt hash, password) pairs that verified.
 type VerifiedPairs = HashSet<(String, Vec<u8>)>;
 
-/// `http_basic` settings: the user file, and the cache of passwords already verified.
+/// `http_basic` settings: the user file, the roles file, and the cache of passwords already
+/// verified.
 #[derive(Debug, Clone)]
 pub struct BasicAuth {
     user_file: PathBuf,
+    /// `auth_users_file`: roles and project per user. Without one every user is an admin.
+    roles_file: Option<PathBuf>,
     verified: Arc<Mutex<VerifiedPairs>>,
+}
+
+/// A roles file (`auth_users_file`) that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RolesFileError {
+    #[error("cannot read the users file {path} (auth_users_file)")]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the users file {path} (auth_users_file) is not a TOML table of [user] sections with \
+         roles = [...] and an optional project: {message}"
+    )]
+    Syntax { path: PathBuf, message: String },
+    #[error(
+        "the users file {path} gives {user} the unknown role \"{role}\"; use admin, member, \
+         reader or service"
+    )]
+    UnknownRole {
+        path: PathBuf,
+        user: String,
+        role: String,
+    },
+}
+
+/// One user's section of the roles file.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RolesEntry {
+    #[serde(default)]
+    roles: Vec<String>,
+    project: Option<String>,
+}
+
+/// User → (roles, project), as the roles file says.
+type UserRoles = BTreeMap<String, (BTreeSet<Role>, Option<String>)>;
+
+/// Reads the roles file.
+fn read_roles_file(path: &Path) -> Result<UserRoles, RolesFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RolesFileError::Unreadable {
+        path: path.to_owned(),
+        source,
+    })?;
+    let entries: BTreeMap<String, RolesEntry> =
+        toml::from_str(&text).map_err(|error| RolesFileError::Syntax {
+            path: path.to_owned(),
+            message: error.message().to_owned(),
+        })?;
+    let mut users = BTreeMap::new();
+    for (user, entry) in entries {
+        let mut roles = BTreeSet::new();
+        for role in entry.roles {
+            let Some(parsed) = Role::parse(&role) else {
+                return Err(RolesFileError::UnknownRole {
+                    path: path.to_owned(),
+                    user,
+                    role,
+                });
+            };
+            roles.insert(parsed);
+        }
+        let project = entry.project.filter(|project| !project.is_empty());
+        users.insert(user, (roles, project));
+    }
+    Ok(users)
 }
 
 impl BasicAuth {
@@ -81,7 +152,34 @@ impl BasicAuth {
         }
         Ok(Self {
             user_file: user_file.to_owned(),
+            roles_file: None,
             verified: Arc::default(),
+        })
+    }
+
+    /// Gives users roles and projects from the TOML file at `path` (`auth_users_file`), checked
+    /// now and re-read on every request like the user file. Users it does not name have no
+    /// roles: they authenticate, and every rule refuses them.
+    pub fn with_roles_file(mut self, path: &Path) -> Result<Self, RolesFileError> {
+        read_roles_file(path)?;
+        self.roles_file = Some(path.to_owned());
+        Ok(self)
+    }
+
+    /// The caller `user` is, by the roles file (every user an admin without one). Blocking.
+    fn caller(&self, user: &str) -> Result<Caller, RolesFileError> {
+        let Some(path) = &self.roles_file else {
+            return Ok(Caller {
+                user: user.to_owned(),
+                roles: BTreeSet::from([Role::Admin]),
+                project: None,
+            });
+        };
+        let (roles, project) = read_roles_file(path)?.remove(user).unwrap_or_default();
+        Ok(Caller {
+            user: user.to_owned(),
+            roles,
+            project,
         })
     }
 
@@ -229,15 +327,23 @@ pub(crate) async fn require_auth(
     };
     let checked = {
         let user = user.clone();
-        tokio::task::spawn_blocking(move || auth.check(&user, &password)).await
+        tokio::task::spawn_blocking(move || -> Result<Option<Caller>, ApiError> {
+            let internal = |error: &(dyn std::error::Error + 'static)| ApiError::internal(error);
+            if !auth.check(&user, &password).map_err(|e| internal(&e))? {
+                return Ok(None);
+            }
+            auth.caller(&user).map(Some).map_err(|e| internal(&e))
+        })
+        .await
     };
     match checked {
-        Ok(Ok(true)) => {
+        Ok(Ok(Some(caller))) => {
             request.extensions_mut().insert(AuthenticatedUser(user));
+            request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Ok(Ok(false)) => unauthorized("Incorrect username or password"),
-        Ok(Err(error)) => ApiError::internal(&error).into_response(),
+        Ok(Ok(None)) => unauthorized("Incorrect username or password"),
+        Ok(Err(error)) => error.into_response(),
         Err(error) => ApiError::internal(&error).into_response(),
     }
 }

@@ -5,13 +5,16 @@
 //! effective microversion (or answers 406) and stamps the version headers on the response;
 //! then [`error::ironic_error_bodies`] makes sure any 4xx/5xx — ours or axum's own (404, 405,
 //! 415) — carries Ironic's double-encoded `error_message` body that clients parse; then
-//! [`auth::require_auth`] checks credentials (`http_basic`; public routes pass) and
-//! [`limits::limit_body`] refuses oversized bodies (413), before any handler runs.
+//! [`auth::require_auth`] checks credentials (`http_basic`; public routes pass),
+//! [`limits::limit_body`] refuses oversized bodies (413) and [`authz::authorize`] checks the
+//! caller's roles and project against the [`policy::Policy`] (403, or 404 for a node outside
+//! the caller's project), before any handler runs.
 //!
 //! Architecture Invariant: handlers never change a node's provision state; they validate,
 //! record intent and hand over to the conductor.
 
 pub mod auth;
+pub mod authz;
 pub mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
@@ -19,6 +22,7 @@ mod health;
 pub mod limits;
 mod metrics;
 pub mod openapi;
+pub mod policy;
 mod root;
 pub mod v1;
 pub mod version;
@@ -59,11 +63,16 @@ impl ApiState {
     }
 }
 
-/// How the HTTP surface is guarded: who may call it and how large a request may be.
+/// How the HTTP surface is guarded: who may call it, what each caller may do, and how large a
+/// request may be.
 #[derive(Debug, Clone, Default)]
 pub struct ApiConfig {
     pub auth: AuthStrategy,
+    /// The rules `http_basic` callers are checked against (unused with `noauth`).
+    pub policy: Arc<policy::Policy>,
     pub body_limits: BodyLimits,
+    /// The per-address rate of `/v1/lookup` (shared by every router made with this config).
+    pub lookup_rate: Arc<limits::LookupRateLimit>,
 }
 
 /// The whole HTTP surface with the default [`ApiConfig`] (`noauth`, Ironic's body limits).
@@ -94,7 +103,14 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .merge(v1::allocations::routes())
         .merge(v1::node_data::routes())
         .fallback(error::not_found)
-        .with_state(state)
+        .with_state(state.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            authz::Authz {
+                policy: config.policy,
+                store: state.store,
+            },
+            authz::authorize,
+        ))
         // `limit_body` bounds every body (declared or streamed), so axum's own default
         // limit would only get in the way of the larger provisioning limit.
         .layer(DefaultBodyLimit::disable())
@@ -105,6 +121,10 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             config.auth,
             auth::require_auth,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            config.lookup_rate,
+            limits::limit_lookups,
         ))
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))
         .layer(axum::middleware::from_fn(version::negotiate_version))

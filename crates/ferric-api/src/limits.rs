@@ -5,11 +5,20 @@
 //! A declared `Content-Length` over the limit is refused without reading; any other body is
 //! read up to the limit (so a chunked upload cannot grow without bound either) and handed on
 //! in memory — every handler reads whole bodies anyway.
+//!
+//! Lookups (`GET /v1/lookup`, public and answered from the database) are also rate-limited per
+//! peer address with a token bucket: a flood from one address gets 429 with `Retry-After`
+//! instead of a database query each.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
-use axum::http::header::CONTENT_LENGTH;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{CONTENT_LENGTH, RETRY_AFTER};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -99,9 +108,125 @@ pub(crate) async fn limit_body(
         .await
 }
 
+/// The most addresses whose buckets are remembered; full buckets are forgotten first.
+const MAX_TRACKED_PEERS: usize = 10_000;
+
+/// A token bucket per peer address for `/v1/lookup`: `burst` lookups at once, refilled at
+/// `per_second`. Shared by every clone of the router it is configured into.
+#[derive(Debug)]
+pub struct LookupRateLimit {
+    burst: f64,
+    per_second: f64,
+    /// Address (`None`: unknown) → (tokens left, when counted).
+    buckets: Mutex<HashMap<Option<IpAddr>, (f64, Instant)>>,
+}
+
+impl Default for LookupRateLimit {
+    /// 20 lookups at once, then one a second, per address: an agent looks up once per boot
+    /// and retries with a backoff of seconds.
+    fn default() -> Self {
+        Self::new(20, 1.0)
+    }
+}
+
+impl LookupRateLimit {
+    pub fn new(burst: u32, per_second: f64) -> Self {
+        Self {
+            burst: f64::from(burst.max(1)),
+            per_second: per_second.max(f64::MIN_POSITIVE),
+            buckets: Mutex::default(),
+        }
+    }
+
+    /// Takes one token for `peer` at `now`, or says in how many seconds one will be there.
+    pub fn take(&self, peer: Option<IpAddr>, now: Instant) -> Result<(), u64> {
+        // The map holds no invariant a panicking holder could break.
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if buckets.len() >= MAX_TRACKED_PEERS {
+            let (burst, rate) = (self.burst, self.per_second);
+            buckets.retain(|_, (tokens, then)| {
+                *tokens + now.saturating_duration_since(*then).as_secs_f64() * rate < burst
+            });
+        }
+        let (tokens, then) = buckets.entry(peer).or_insert((self.burst, now));
+        let refilled = now.saturating_duration_since(*then).as_secs_f64() * self.per_second;
+        *tokens = (*tokens + refilled).min(self.burst);
+        *then = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = ((1.0 - *tokens) / self.per_second).ceil();
+            // Bounded: a rate too small to express answers a day.
+            Err(if wait.is_finite() && wait < 86_400.0 {
+                (wait as u64).max(1)
+            } else {
+                86_400
+            })
+        }
+    }
+}
+
+/// Middleware: 429 with `Retry-After` for lookups over the peer's rate.
+pub(crate) async fn limit_lookups(
+    State(limit): State<Arc<LookupRateLimit>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().trim_end_matches('/');
+    if !matches!(path, "/v1/lookup" | "/v1/lookup.json") {
+        return next.run(request).await;
+    }
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip());
+    match limit.take(peer, Instant::now()) {
+        Ok(()) => next.run(request).await,
+        Err(seconds) => {
+            let shown = peer.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+            tracing::warn!(peer = %shown, retry_after = seconds, "lookup rate limit reached");
+            let mut response = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("Too many lookups from {shown}; retry in {seconds} seconds."),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
+            response
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn lookups_are_limited_per_address_and_refill() {
+        let limit = LookupRateLimit::new(2, 0.5);
+        let start = Instant::now();
+        let one = Some(IpAddr::from([10, 0, 0, 1]));
+        let two = Some(IpAddr::from([10, 0, 0, 2]));
+        assert_eq!(limit.take(one, start), Ok(()));
+        assert_eq!(limit.take(one, start), Ok(()));
+        assert_eq!(limit.take(one, start), Err(2));
+        // Another address has its own bucket.
+        assert_eq!(limit.take(two, start), Ok(()));
+        // Two seconds refill one token at 0.5/s.
+        assert_eq!(limit.take(one, start + Duration::from_secs(2)), Ok(()));
+        assert_eq!(limit.take(one, start + Duration::from_secs(2)), Err(2));
+        // Never more than the burst, however long the wait.
+        let later = start + Duration::from_secs(3600);
+        assert_eq!(limit.take(one, later), Ok(()));
+        assert_eq!(limit.take(one, later), Ok(()));
+        assert!(limit.take(one, later).is_err());
+    }
 
     #[test]
     fn provisioning_and_inspection_have_larger_limits() {

@@ -791,7 +791,7 @@ async fn agent_lookup_token_and_heartbeat_continue_a_deploy(api: Api) {
     let wrong = api
         .send_at(68, Method::POST, &heartbeat, Some(beat("not-the-token")))
         .await;
-    assert_eq!(wrong.status, StatusCode::BAD_REQUEST, "{}", wrong.body);
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN, "{}", wrong.body);
     assert_eq!(
         faultstring(&wrong.body),
         "Invalid or missing agent token received."

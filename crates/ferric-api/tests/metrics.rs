@@ -135,7 +135,11 @@ async fn scrape_shows_the_lifecycle_it_followed() {
         .send(
             Method::POST,
             &format!("/v1/heartbeat/{uuid}"),
-            Some(json!({"callback_url": "http://10.0.0.5:9999", "agent_token": token})),
+            Some(json!({
+                "callback_url": "http://10.0.0.5:9999",
+                "agent_token": token,
+                "agent_version": "test",
+            })),
         )
         .await;
     assert_eq!(client.state_after_settling(&api, &uuid).await, "active");

@@ -52,6 +52,7 @@ impl Api {
             State(self.state.clone()),
             ApiVersion(Microversion::new(minor)),
             host(),
+            ferric_api::authz::ProjectScope::default(),
             Query(pairs(query)),
         )
         .await

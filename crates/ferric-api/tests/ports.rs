@@ -70,6 +70,7 @@ impl Api {
             State(self.state.clone()),
             ApiVersion(Microversion::new(minor)),
             host(),
+            ferric_api::authz::ProjectScope::default(),
             Query(Vec::new()),
         )
         .await

@@ -28,6 +28,9 @@ pub const AGENT_VERSION_KEY: &str = "agent_version";
 pub const AGENT_LAST_HEARTBEAT_KEY: &str = "agent_last_heartbeat";
 pub const AGENT_VERIFY_CA_KEY: &str = "agent_verify_ca";
 
+/// Ironic's words for a heartbeat whose token is missing or wrong.
+pub const INVALID_TOKEN: &str = "Invalid or missing agent token received.";
+
 /// What a heartbeat carries (`POST /v1/heartbeat/{node}`), checked for shape by the API.
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat {
@@ -186,9 +189,8 @@ fn check_heartbeat(node: &Node, beat: &Heartbeat, fast_track: bool) -> Result<()
     }
     let valid = agent_token(node).is_some_and(|expected| same_token(expected, &beat.agent_token));
     if !valid {
-        return Err(ConductorError::Invalid(
-            "Invalid or missing agent token received.".to_owned(),
-        ));
+        // Forbidden, not Invalid: the API answers 403 and logs who sent it.
+        return Err(ConductorError::Forbidden(INVALID_TOKEN.to_owned()));
     }
     let recorded = node
         .driver_internal_info
@@ -288,11 +290,14 @@ mod tests {
         };
         assert!(check_heartbeat(&waiting_node(Some("secret")), &beat, false).is_ok());
         let error = check_heartbeat(&waiting_node(None), &beat, false).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "Invalid or missing agent token received."
+        assert!(
+            matches!(&error, ConductorError::Forbidden(message) if message == INVALID_TOKEN),
+            "{error}"
         );
-        assert!(check_heartbeat(&waiting_node(Some("other")), &beat, false).is_err());
+        assert!(matches!(
+            check_heartbeat(&waiting_node(Some("other")), &beat, false),
+            Err(ConductorError::Forbidden(_))
+        ));
 
         let mut moved = waiting_node(Some("secret"));
         moved

@@ -13,6 +13,8 @@ use crate::store::Store;
 #[derive(Debug, Clone, Default)]
 pub struct PortgroupFilter {
     pub node_uuid: Option<Uuid>,
+    /// Only those of nodes this project owns or leases (a project-scoped caller's view).
+    pub project: Option<String>,
     /// A MAC address, in any case.
     pub address: Option<String>,
 }
@@ -127,6 +129,15 @@ impl Store {
         let mut query = SqlBuilder::new("SELECT * FROM portgroups");
         if let Some(node_uuid) = filter.node_uuid {
             query.and_eq("node_uuid", node_uuid);
+        }
+        if let Some(project) = &filter.project {
+            query
+                .and()
+                .push("node_uuid IN (SELECT uuid FROM nodes WHERE owner = ")
+                .arg(project)
+                .push(" OR lessee = ")
+                .arg(project)
+                .push(")");
         }
         if let Some(address) = &address {
             query.and_eq("address", address);

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::DriverError;
+use crate::settings::AgentVerifyCa;
 
 /// How a command ended, or that it is still running.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,17 +133,75 @@ impl Default for AgentClient {
 impl AgentClient {
     /// A client whose requests time out after `timeout` (Ironic's `[agent]command_timeout`).
     pub fn new(timeout: Duration) -> Self {
+        Self::builder(timeout).build().map_or_else(
+            |_| Self::default_client(),
+            |http| Self { http, attempts: 3 },
+        )
+    }
+
+    fn default_client() -> Self {
+        Self {
+            http: reqwest::Client::default(),
+            attempts: 3,
+        }
+    }
+
+    fn builder(timeout: Duration) -> reqwest::ClientBuilder {
         // No idle connections: an agent's address outlives the agent (the machine reboots
         // into another ramdisk or its OS with the same DHCP lease), and a pooled connection
         // to the previous one fails the next command. Commands are few; a fresh connection
         // each is cheap.
-        let http = reqwest::Client::builder()
+        reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .connect_timeout(Duration::from_secs(10))
             .timeout(timeout)
+    }
+
+    /// A client that trusts no certificate: plain HTTP agents work, HTTPS ones are refused.
+    pub fn refusing_tls(timeout: Duration) -> Self {
+        Self::builder(timeout)
+            .tls_built_in_root_certs(false)
             .build()
-            .unwrap_or_default();
-        Self { http, attempts: 3 }
+            .map_or_else(
+                |_| Self::default_client(),
+                |http| Self { http, attempts: 3 },
+            )
+    }
+
+    /// A client that checks agents' HTTPS certificates as `verify` says. Fails when the CA
+    /// file cannot be read or holds no PEM certificate.
+    pub fn with_verify_ca(timeout: Duration, verify: &AgentVerifyCa) -> Result<Self, String> {
+        let builder = Self::builder(timeout);
+        let builder = match verify {
+            AgentVerifyCa::SystemRoots => builder,
+            AgentVerifyCa::Disabled => builder.danger_accept_invalid_certs(true),
+            AgentVerifyCa::CaFile(path) => {
+                let pem = std::fs::read(path).map_err(|error| {
+                    format!(
+                        "cannot read the agent CA file {} (agent_verify_ca): {error}",
+                        path.display()
+                    )
+                })?;
+                let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                    .ok()
+                    .filter(|certificates| !certificates.is_empty())
+                    .ok_or_else(|| {
+                        format!(
+                            "the agent CA file {} (agent_verify_ca) holds no PEM certificate",
+                            path.display()
+                        )
+                    })?;
+                certificates
+                    .into_iter()
+                    .fold(builder.tls_built_in_root_certs(false), |builder, ca| {
+                        builder.add_root_certificate(ca)
+                    })
+            }
+        };
+        let http = builder
+            .build()
+            .map_err(|error| format!("cannot set up the agent HTTP client: {error}"))?;
+        Ok(Self { http, attempts: 3 })
     }
 
     fn url(agent_url: &str, path: &str) -> String {
@@ -265,6 +324,110 @@ fn describe(error: &reqwest::Error) -> String {
         "connection refused or unreachable".to_owned()
     } else {
         error.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    //! `agent_verify_ca` against a real TLS handshake with an agent stub.
+    use super::*;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An HTTPS agent on loopback with a self-signed certificate for `localhost`: answers 409
+    /// (busy) to a request carrying `agent_token=tok`, 401 to any other. Returns its URL and
+    /// the certificate's PEM.
+    async fn https_agent() -> (String, String) {
+        let certified =
+            rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+        let cert_pem = certified.cert.pem();
+        let key = rustls::pki_types::PrivateKeyDer::try_from(certified.key_pair.serialize_der())
+            .expect("key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .expect("config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&request);
+                    let status = if line.contains("agent_token=tok ") {
+                        "409 Conflict"
+                    } else {
+                        "401 Unauthorized"
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+                         content-length: 2\r\nconnection: close\r\n\r\n{{}}"
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        (format!("https://localhost:{port}"), cert_pem)
+    }
+
+    #[tokio::test]
+    async fn agent_certificates_are_checked_as_agent_verify_ca_says() {
+        let (url, cert_pem) = https_agent().await;
+        let dir = tempfile::tempdir().expect("dir");
+        let ca = dir.path().join("agent-ca.pem");
+        std::fs::write(&ca, &cert_pem).expect("write");
+        let timeout = Duration::from_secs(10);
+
+        let pinned = AgentClient::with_verify_ca(timeout, &AgentVerifyCa::CaFile(ca.clone()))
+            .expect("client");
+        let reply = pinned.command(&url, "tok", "c1").await.expect("reply");
+        assert!(matches!(reply, Reply::Busy), "{reply:?}");
+        // The token rides on the call: without the right one the agent refuses.
+        assert!(pinned.command(&url, "wrong", "c1").await.is_err());
+
+        // The system roots do not know a self-signed agent certificate.
+        let system =
+            AgentClient::with_verify_ca(timeout, &AgentVerifyCa::SystemRoots).expect("client");
+        let error = system.command(&url, "tok", "c1").await.unwrap_err();
+        assert!(error.to_string().contains("Could not reach"), "{error}");
+
+        let unchecked =
+            AgentClient::with_verify_ca(timeout, &AgentVerifyCa::Disabled).expect("client");
+        let reply = unchecked.command(&url, "tok", "c1").await.expect("reply");
+        assert!(matches!(reply, Reply::Busy), "{reply:?}");
+
+        // Unusable CA files are refused up front, naming the setting.
+        let missing = AgentVerifyCa::CaFile(dir.path().join("missing.pem"));
+        let error = AgentClient::with_verify_ca(timeout, &missing).unwrap_err();
+        assert!(error.contains("agent_verify_ca"), "{error}");
+        std::fs::write(&ca, "not a certificate").expect("write");
+        let error = AgentClient::with_verify_ca(timeout, &AgentVerifyCa::CaFile(ca)).unwrap_err();
+        assert!(error.contains("no PEM certificate"), "{error}");
+
+        assert_eq!(AgentVerifyCa::parse("False"), AgentVerifyCa::Disabled);
+        assert_eq!(AgentVerifyCa::parse("true"), AgentVerifyCa::SystemRoots);
+        assert_eq!(
+            AgentVerifyCa::parse("/etc/ferric/ca.pem"),
+            AgentVerifyCa::CaFile("/etc/ferric/ca.pem".into())
+        );
     }
 }
 

@@ -253,7 +253,17 @@ impl Drivers {
 
     /// The same types with the site's `settings`.
     pub fn with_settings(mut self, settings: DriverSettings) -> Self {
-        self.agent = AgentClient::new(settings.deploy.agent_command_timeout);
+        let deploy = &settings.deploy;
+        self.agent =
+            AgentClient::with_verify_ca(deploy.agent_command_timeout, &deploy.agent_verify_ca)
+                .unwrap_or_else(|error| {
+                    // `ferric server` checks the setting before it gets here; fail closed anyway.
+                    tracing::error!(
+                        %error,
+                        "agents' certificates cannot be checked: HTTPS agents will be refused"
+                    );
+                    AgentClient::refusing_tls(deploy.agent_command_timeout)
+                });
         self.settings = Arc::new(settings);
         self
     }

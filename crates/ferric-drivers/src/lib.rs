@@ -36,4 +36,6 @@ pub use interfaces::{
     BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate,
     InspectionStatus, Outcome, PowerAction, StepCall, StepDef, StepKind,
 };
-pub use settings::{BootSettings, DeploySettings, DriverSettings, InspectorSettings};
+pub use settings::{
+    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, InspectorSettings,
+};

@@ -54,6 +54,33 @@ pub struct DeploySettings {
     pub agent_command_timeout: Duration,
     /// The executable that renders a config drive given as JSON into an ISO 9660 image.
     pub iso_tool: String,
+    /// How agents' HTTPS certificates are checked (`agent_verify_ca`).
+    pub agent_verify_ca: AgentVerifyCa,
+}
+
+/// How the conductor checks the certificate of an agent whose callback URL is `https://`
+/// (Ironic's `[agent]verify_ca`: true, false or a CA file).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AgentVerifyCa {
+    /// Against the system's trusted roots.
+    #[default]
+    SystemRoots,
+    /// Not at all (test labs only: anyone on the provisioning network can impersonate an
+    /// agent).
+    Disabled,
+    /// Against the CA certificates in this PEM file only.
+    CaFile(PathBuf),
+}
+
+impl AgentVerifyCa {
+    /// `true`, `false` (any case; also `yes`/`no`, `1`/`0`), or a path.
+    pub fn parse(text: &str) -> Self {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "1" | "on" => Self::SystemRoots,
+            "false" | "no" | "0" | "off" => Self::Disabled,
+            _ => Self::CaFile(PathBuf::from(text.trim())),
+        }
+    }
 }
 
 impl Default for DeploySettings {
@@ -64,6 +91,7 @@ impl Default for DeploySettings {
             command_poll_interval: Duration::from_secs(2),
             agent_command_timeout: Duration::from_secs(60),
             iso_tool: "genisoimage".to_owned(),
+            agent_verify_ca: AgentVerifyCa::default(),
         }
     }
 }

@@ -89,6 +89,18 @@ pub(crate) struct Settings {
     pub(crate) http_basic_auth_user_file: Option<PathBuf>,
     /// The largest request body the API accepts, in bytes (Ironic's `max_json_body_size`).
     pub(crate) api_max_body_size: usize,
+    /// For `http_basic`: a TOML file giving each user roles and a project
+    /// (`docs/security.md`); unset: every user is an admin.
+    pub(crate) auth_users_file: Option<PathBuf>,
+    /// A TOML file overriding authorization rules (`"baremetal:node:get" = [personas]`).
+    pub(crate) auth_policy_file: Option<PathBuf>,
+    /// A PEM certificate chain for the API listener: with `api_tls_key` it speaks HTTPS only.
+    pub(crate) api_tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `api_tls_cert`.
+    pub(crate) api_tls_key: Option<PathBuf>,
+    /// How the conductor checks agents' HTTPS certificates: `true` (system roots), `false`
+    /// (not at all), or the path of a CA file (Ironic's `[agent]verify_ca`).
+    pub(crate) agent_verify_ca: String,
     // --- end of API access settings ---
 
     // --- Network boot and the agent ---
@@ -186,6 +198,11 @@ impl Default for Settings {
             auth_strategy: AuthStrategySetting::Noauth,
             http_basic_auth_user_file: None,
             api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
+            auth_users_file: None,
+            auth_policy_file: None,
+            api_tls_cert: None,
+            api_tls_key: None,
+            agent_verify_ca: "true".to_owned(),
             api_url: None,
             boot_http_listen: None,
             boot_http_url: None,
@@ -284,7 +301,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 45] = [
+    pub(crate) const KEYS: [&'static str; 50] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -307,6 +324,11 @@ impl Settings {
         "auth_strategy",
         "http_basic_auth_user_file",
         "api_max_body_size",
+        "auth_users_file",
+        "auth_policy_file",
+        "api_tls_cert",
+        "api_tls_key",
+        "agent_verify_ca",
         // network boot and the agent
         "api_url",
         "boot_http_listen",
@@ -491,6 +513,7 @@ impl Settings {
             deploy: ferric_drivers::DeploySettings {
                 erase_devices_priority: self.erase_devices_priority,
                 erase_devices_metadata_priority: self.erase_devices_metadata_priority,
+                agent_verify_ca: ferric_drivers::AgentVerifyCa::parse(&self.agent_verify_ca),
                 ..ferric_drivers::DeploySettings::default()
             },
             inspector: ferric_drivers::InspectorSettings {
@@ -529,7 +552,11 @@ impl Settings {
         let auth = match (self.auth_strategy, &self.http_basic_auth_user_file) {
             (AuthStrategySetting::Noauth, _) => ferric_api::AuthStrategy::NoAuth,
             (AuthStrategySetting::HttpBasic, Some(file)) => {
-                ferric_api::AuthStrategy::HttpBasic(ferric_api::auth::BasicAuth::from_file(file)?)
+                let mut auth = ferric_api::auth::BasicAuth::from_file(file)?;
+                if let Some(users) = &self.auth_users_file {
+                    auth = auth.with_roles_file(users)?;
+                }
+                ferric_api::AuthStrategy::HttpBasic(auth)
             }
             (AuthStrategySetting::HttpBasic, None) => anyhow::bail!(
                 "auth_strategy is http_basic but http_basic_auth_user_file is not set; name an \
@@ -542,8 +569,14 @@ impl Settings {
                 self.api_max_body_size
             );
         }
+        let policy = match &self.auth_policy_file {
+            Some(path) => ferric_api::policy::Policy::from_file(path)?,
+            None => ferric_api::policy::Policy::default(),
+        };
         Ok(ferric_api::ApiConfig {
             auth,
+            policy: std::sync::Arc::new(policy),
+            lookup_rate: std::sync::Arc::default(),
             body_limits: ferric_api::BodyLimits {
                 general: self.api_max_body_size,
                 ..ferric_api::BodyLimits::default()

@@ -6,6 +6,7 @@ mod config;
 mod config_doc;
 mod logging;
 mod server;
+mod tls;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

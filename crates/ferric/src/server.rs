@@ -26,6 +26,20 @@ pub(crate) fn run(settings: Settings) -> anyhow::Result<()> {
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     let api_config = settings.api_config()?;
+    // A CA file that cannot be used stops the server now, not at the first HTTPS agent.
+    let deploy = settings.driver_settings().deploy;
+    ferric_drivers::agent_client::AgentClient::with_verify_ca(
+        deploy.agent_command_timeout,
+        &deploy.agent_verify_ca,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let api_tls = match (&settings.api_tls_cert, &settings.api_tls_key) {
+        (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+        (None, None) => None,
+        _ => anyhow::bail!(
+            "api_tls_cert and api_tls_key go together: set both for HTTPS, or neither for HTTP"
+        ),
+    };
     let database = ferric_db::redact(&settings.database_url);
     // The store's error already names the (redacted) database and the cause.
     let store = Store::open(&settings.database_url).await?;
@@ -65,15 +79,22 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let address = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    tracing::info!(%address, "Bare Metal API listening");
+    let scheme = if api_tls.is_some() { "https" } else { "http" };
+    tracing::info!(%address, scheme, "Bare Metal API listening");
 
-    axum::serve(
-        listener,
-        ferric_api::router_with(ApiState::new(store.clone(), conductor.clone()), api_config),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
-    .context("the API server failed")?;
+    let api = ferric_api::router_with(ApiState::new(store.clone(), conductor.clone()), api_config);
+    match api_tls {
+        Some(tls) => crate::tls::serve(listener, tls, api, shutdown).await?,
+        // Peer addresses reach the handlers: the lookup rate limit and the agent-token
+        // warnings name them.
+        None => axum::serve(
+            listener,
+            api.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("the API server failed")?,
+    }
     if let Some(boot_server) = boot_server {
         boot_server.abort();
     }

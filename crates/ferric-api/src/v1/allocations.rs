@@ -36,6 +36,7 @@ use super::resource::{
 };
 use super::traits::{MAX_TRAITS_PER_NODE, check_trait};
 use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
+use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -224,12 +225,18 @@ pub async fn allocation_list(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
     let (params, selection) = list_params::<Allocation>(&query, version, false)?;
     let mut filter = AllocationFilter::default();
-    if let Some(node) = allocation_filter(&mut filter, &params.filters, version)? {
+    let node = allocation_filter(&mut filter, &params.filters, version)?;
+    if project.is_some() {
+        // A project-scoped caller sees its project's allocations, whatever it asks for.
+        filter.owner = project;
+    }
+    if let Some(node) = node {
         let node =
             state
                 .store

@@ -25,6 +25,7 @@ use super::resource::{
     list_body, list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body, links, nodes, opt_timestamp, timestamp};
+use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -190,6 +191,7 @@ pub async fn chassis_node_list(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
+    scope: ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let chassis = state
@@ -197,7 +199,8 @@ pub async fn chassis_node_list(
         .chassis_get(chassis_uuid(&ident)?)
         .await
         .map_err(db_error)?;
-    nodes::list(&state, version, &headers, &query, false, Some(chassis.uuid)).await
+    let chassis = Some(chassis.uuid);
+    nodes::list(&state, version, &headers, &query, false, chassis, &scope).await
 }
 
 /// `GET /v1/chassis/{chassis_uuid}/nodes/detail`.
@@ -206,6 +209,7 @@ pub async fn chassis_node_list_detail(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
+    scope: ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let chassis = state
@@ -213,7 +217,8 @@ pub async fn chassis_node_list_detail(
         .chassis_get(chassis_uuid(&ident)?)
         .await
         .map_err(db_error)?;
-    nodes::list(&state, version, &headers, &query, true, Some(chassis.uuid)).await
+    let chassis = Some(chassis.uuid);
+    nodes::list(&state, version, &headers, &query, true, chassis, &scope).await
 }
 
 /// `POST /v1/chassis`: 201 with the new chassis and its `Location`.

@@ -32,6 +32,7 @@ use super::resource::{
     list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body, parse_bool_param};
+use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -221,9 +222,14 @@ pub(crate) async fn list(
     query: &[(String, String)],
     detail_path: bool,
     chassis: Option<Uuid>,
+    scope: &ProjectScope,
 ) -> Result<Response, ApiError> {
     let (params, selection) = list_params::<Node>(query, version, detail_path)?;
     let mut filter = node_filter(&params.filters, version)?;
+    if let ProjectScope(Some(project)) = scope {
+        // A project-scoped caller sees its own project's nodes, whatever it asks for.
+        filter.project = Some(project.clone());
+    }
     if let Some(chassis) = chassis {
         if filter.chassis_uuid.is_some() {
             return Err(ApiError::bad_request(
@@ -309,9 +315,10 @@ pub async fn node_list(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    scope: ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    list(&state, version, &headers, &query, false, None).await
+    list(&state, version, &headers, &query, false, None, &scope).await
 }
 
 /// `GET /v1/nodes/detail`: every field, filtered and paged.
@@ -319,9 +326,10 @@ pub async fn node_list_detail(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    scope: ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    list(&state, version, &headers, &query, true, None).await
+    list(&state, version, &headers, &query, true, None, &scope).await
 }
 
 /// `GET /v1/nodes/{node_ident}` (`?fields=` from 1.8).

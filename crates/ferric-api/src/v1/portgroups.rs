@@ -25,6 +25,7 @@ use super::resource::{
     list_body, list_params, record_json, require_endpoint,
 };
 use super::{base_url, db_error, json_object_body};
+use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -111,9 +112,11 @@ async fn list(
     query: &[(String, String)],
     detail_path: bool,
     node: Option<Uuid>,
+    project: Option<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (params, selection) = list_params::<Portgroup>(query, version, detail_path)?;
     let mut filter = portgroup_filter(&state.store, &params.filters, version).await?;
+    filter.project = project;
     if let Some(node) = node {
         if filter.node_uuid.is_some() {
             return Err(ApiError::bad_request(
@@ -149,10 +152,11 @@ pub async fn portgroup_list(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     require_endpoint(version, PORTGROUPS_SINCE, "/v1/portgroups")?;
-    list(&state, version, &headers, &query, false, None).await
+    list(&state, version, &headers, &query, false, None, project).await
 }
 
 /// `GET /v1/portgroups/detail`: every field.
@@ -160,10 +164,11 @@ pub async fn portgroup_list_detail(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     require_endpoint(version, PORTGROUPS_SINCE, "/v1/portgroups/detail")?;
-    list(&state, version, &headers, &query, true, None).await
+    list(&state, version, &headers, &query, true, None, project).await
 }
 
 /// `GET /v1/nodes/{node_ident}/portgroups` (1.24): the node's portgroups.
@@ -206,7 +211,16 @@ async fn node_portgroups(
         .node_get(&Ident::parse(ident))
         .await
         .map_err(db_error)?;
-    list(state, version, headers, query, detail_path, Some(node.uuid)).await
+    list(
+        state,
+        version,
+        headers,
+        query,
+        detail_path,
+        Some(node.uuid),
+        None,
+    )
+    .await
 }
 
 /// `GET /v1/portgroups/{portgroup_ident}` (`?fields=`).

@@ -22,6 +22,7 @@ use super::resource::{
     known_filter, list_body, list_params, record_json, require_endpoint,
 };
 use super::{base_url, db_error, json_object_body};
+use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -115,9 +116,10 @@ async fn port_filter(
 }
 
 /// Which ports a listing covers: all, or those of the node or portgroup in its path.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum PortScope {
-    All,
+    /// Every port, or only those of one project's nodes.
+    All(Option<String>),
     Node(Uuid),
     Portgroup(Uuid),
 }
@@ -132,15 +134,15 @@ async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let (params, selection) = list_params::<Port>(query, version, detail_path)?;
     let mut filter = port_filter(&state.store, &params.filters, version).await?;
-    match scope {
-        PortScope::All => {}
+    match &scope {
+        PortScope::All(project) => filter.project = project.clone(),
         PortScope::Node(node) => {
             if filter.node_uuid.is_some() {
                 return Err(ApiError::bad_request(
                     "The node is already named in the path; drop 'node' and 'node_uuid'.",
                 ));
             }
-            filter.node_uuid = Some(node);
+            filter.node_uuid = Some(*node);
         }
         PortScope::Portgroup(portgroup) => {
             if filter.portgroup_uuid.is_some() {
@@ -148,7 +150,7 @@ async fn list(
                     "The portgroup is already named in the path; drop 'portgroup'.",
                 ));
             }
-            filter.portgroup_uuid = Some(portgroup);
+            filter.portgroup_uuid = Some(*portgroup);
         }
     }
     let ports = state
@@ -159,7 +161,7 @@ async fn list(
     let base = base_url(headers);
     let detail = if detail_path { "/detail" } else { "" };
     let path = match scope {
-        PortScope::All => format!("ports{detail}"),
+        PortScope::All(_) => format!("ports{detail}"),
         PortScope::Node(node) => format!("nodes/{node}/ports{detail}"),
         PortScope::Portgroup(portgroup) => format!("portgroups/{portgroup}/ports{detail}"),
     };
@@ -179,9 +181,18 @@ pub async fn port_list(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&state, version, &headers, &query, false, PortScope::All).await
+    list(
+        &state,
+        version,
+        &headers,
+        &query,
+        false,
+        PortScope::All(project),
+    )
+    .await
 }
 
 /// `GET /v1/ports/detail`: every field.
@@ -189,9 +200,18 @@ pub async fn port_list_detail(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
+    ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&state, version, &headers, &query, true, PortScope::All).await
+    list(
+        &state,
+        version,
+        &headers,
+        &query,
+        true,
+        PortScope::All(project),
+    )
+    .await
 }
 
 /// `GET /v1/nodes/{node_ident}/ports`: the node's ports (404 if the node does not exist).

@@ -7,15 +7,17 @@
 //! not expect an agent all answer the same 404.
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ferric_conductor::agent::{AGENT_TOKEN_KEY, agent_allowed};
-use ferric_conductor::{AgentToken, Heartbeat};
+use ferric_conductor::agent::{AGENT_TOKEN_KEY, INVALID_TOKEN, agent_allowed};
+use ferric_conductor::{AgentToken, ConductorError, Heartbeat};
 use ferric_db::{Page, PortFilter};
 use ferric_model::resources::{Ident, Node};
 use serde::Deserialize;
@@ -218,6 +220,7 @@ async fn find_node(
 pub async fn heartbeat(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
+    peer: Peer,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -248,6 +251,26 @@ pub async fn heartbeat(
             "Unknown attribute for heartbeat: \"{unknown}\"."
         )));
     }
+    if version.minor() >= AGENT_VERSION_SINCE && agent_version.is_none() && agent_status.is_none() {
+        return Err(ApiError::bad_request(
+            "Missing argument: \"agent_version\" (or \"agent_status\"); the agent must say \
+             which version it runs.",
+        ));
+    }
+    for (name, value, limit) in [
+        ("callback_url", Some(&callback_url), 2048),
+        ("agent_version", agent_version.as_ref(), 255),
+        ("agent_status_message", agent_status_message.as_ref(), 4096),
+        ("agent_verify_ca", agent_verify_ca.as_ref(), 65536),
+    ] {
+        if let Some(value) = value
+            && value.len() > limit
+        {
+            return Err(ApiError::bad_request(format!(
+                "Invalid value for {name}: longer than {limit} bytes."
+            )));
+        }
+    }
     if !callback_url.is_empty() && !is_http_url(&callback_url) {
         return Err(ApiError::bad_request(format!(
             "Invalid callback_url '{callback_url}': it must be an http:// or https:// URL."
@@ -260,10 +283,10 @@ pub async fn heartbeat(
             "Invalid agent_status '{status}': expected start, end or error."
         )));
     }
-    let Some(agent_token) = agent_token else {
-        return Err(ApiError::bad_request(
-            "Invalid or missing agent token received.",
-        ));
+    let Some(agent_token) = agent_token.filter(|token| !token.is_empty()) else {
+        // Never log a token, only that there was none.
+        tracing::warn!(node = %ident, %peer, "heartbeat refused: no agent token");
+        return Err(ApiError::new(StatusCode::UNAUTHORIZED, INVALID_TOKEN));
     };
     let node = state
         .store
@@ -284,8 +307,43 @@ pub async fn heartbeat(
             },
         )
         .await
-        .map_err(conductor_error)?;
+        .map_err(|error| {
+            if matches!(&error, ConductorError::Forbidden(_)) {
+                tracing::warn!(
+                    node = %node.uuid,
+                    %peer,
+                    "heartbeat refused: the agent token does not match the one issued"
+                );
+            }
+            conductor_error(error)
+        })?;
     Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// The address a request came from, when the server records it (`ferric server` does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub Option<SocketAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|info| info.0),
+        ))
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(address) => write!(formatter, "{address}"),
+            None => formatter.write_str("unknown"),
+        }
+    }
 }
 
 /// Built-in inspection (`agent` inspect interface) appeared in 1.84; 1.1 (no version header)

@@ -46,8 +46,8 @@ pub(crate) enum Privilege {
     Administrator = 4,
 }
 
-/// A node's IPMI settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A node's IPMI settings. `Debug` leaves the password out: these reach logs.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct IpmiInfo {
     pub(crate) address: String,
     pub(crate) port: u16,
@@ -56,6 +56,20 @@ pub(crate) struct IpmiInfo {
     pub(crate) privilege: Privilege,
     /// `None`: 17, then 3.
     pub(crate) cipher_suite: Option<CipherSuite>,
+}
+
+impl std::fmt::Debug for IpmiInfo {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("IpmiInfo")
+            .field("address", &self.address)
+            .field("port", &self.port)
+            .field("username", &self.username)
+            .field("password", &"******")
+            .field("privilege", &self.privilege)
+            .field("cipher_suite", &self.cipher_suite)
+            .finish()
+    }
 }
 
 impl IpmiInfo {
@@ -203,6 +217,11 @@ mod tests {
         assert_eq!(info.cipher_suite, Some(CipherSuite::Three));
         assert_eq!(info.privilege, Privilege::Operator);
         assert_eq!(info.password, b"pw");
+        let shown = format!("{info:?}");
+        assert!(
+            shown.contains("admin") && !shown.contains("\"pw\"") && !shown.contains("112, 119"),
+            "{shown}"
+        );
     }
 
     #[test]

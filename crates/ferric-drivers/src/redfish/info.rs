@@ -60,8 +60,8 @@ pub(crate) enum AuthType {
     Auto,
 }
 
-/// A node's Redfish settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A node's Redfish settings. `Debug` leaves the password out: these reach logs.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct RedfishInfo {
     /// Scheme and authority only, e.g. `https://10.0.0.5:8443`; this names the BMC.
     pub(crate) address: String,
@@ -71,6 +71,20 @@ pub(crate) struct RedfishInfo {
     pub(crate) password: Option<String>,
     pub(crate) verify_ca: VerifyCa,
     pub(crate) auth_type: AuthType,
+}
+
+impl std::fmt::Debug for RedfishInfo {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RedfishInfo")
+            .field("address", &self.address)
+            .field("system_id", &self.system_id)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "******"))
+            .field("verify_ca", &self.verify_ca)
+            .field("auth_type", &self.auth_type)
+            .finish()
+    }
 }
 
 fn text<'a>(info: &'a JsonObject, key: &str) -> Result<Option<&'a str>, DriverError> {
@@ -200,6 +214,21 @@ mod tests {
         let mut node = Node::new(Uuid::nil(), "redfish", ProvisionState::Enroll);
         node.driver_info = driver_info.as_object().unwrap().clone();
         node
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let info = RedfishInfo::parse(&node(json!({
+            "redfish_address": "10.0.0.5",
+            "redfish_username": "root",
+            "redfish_password": "hunter2-secret",
+        })))
+        .unwrap();
+        let shown = format!("{info:?}");
+        assert!(
+            shown.contains("root") && !shown.contains("hunter2"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -1,0 +1,496 @@
+//! Authorization: the middleware that checks every authenticated request against the
+//! [`Policy`] before a handler runs.
+//!
+//! Theory of operation: [`classify`] maps a request (method and path, and for two requests a
+//! field of the body) to the rule that guards it and the resource it acts on. The resource is
+//! loaded to learn its projects: a node's `owner` and `lessee`; a port or portgroup follows its
+//! node; an allocation has its own `owner`. A caller who may not even read that node is
+//! answered 404, exactly as if it did not exist (Ironic's project scoping); one who may read
+//! it but lacks the rule is answered 403 naming the rule. Listings pass with a
+//! [`ProjectScope`] the handler applies, so a project-scoped user's pages hold only its
+//! project's resources. With `noauth` (no [`Caller`]) and on public routes nothing is checked.
+//!
+//! A resource that does not exist is left to the handler, which answers its usual 404.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use ferric_db::Store;
+use ferric_model::resources::{Ident, Node};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use crate::ApiError;
+use crate::auth::is_public_route;
+use crate::policy::{Caller, Policy, Target};
+
+/// The project a listing is limited to: `Some` for a project-scoped caller without the
+/// `…:list_all` rule, `None` (everything) otherwise. Handlers of listings take it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProjectScope(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ProjectScope {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Infallible> {
+        Ok(parts
+            .extensions
+            .get::<ProjectScope>()
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+/// What the middleware needs: the rules and the store to load resources from.
+#[derive(Clone)]
+pub(crate) struct Authz {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) store: Store,
+}
+
+/// The resource a request acts on, as named in its path (or body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Subject {
+    /// No one resource: creates, global reads.
+    Nothing,
+    Node(String),
+    Port(String),
+    Portgroup(String),
+    Allocation(String),
+    /// The node named by the body's `node_uuid` (port and portgroup create).
+    BodyNode,
+}
+
+/// The check one request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Check {
+    /// `rule` on `subject`.
+    Rule(&'static str, Subject),
+    /// A listing: `…:list` lets it through scoped to the caller's project, `…:list_all`
+    /// unscoped.
+    List(&'static str),
+    /// `PUT /v1/nodes/{node}/states/provision`: the rule depends on the verb in the body.
+    Provision(String),
+    /// `PATCH /v1/nodes/{node}`: `baremetal:node:update`, plus `…:update:owner` when the
+    /// patch touches `owner`.
+    NodeUpdate(String),
+}
+
+/// The provision verbs of an instance's life, which lessees may use
+/// (`baremetal:node:set_provision_state:instance`).
+const INSTANCE_VERBS: &[&str] = &[
+    "active", "deploy", "deleted", "undeploy", "rebuild", "rescue", "unrescue",
+];
+
+/// The check for `method path`.
+fn classify(method: &Method, path: &str) -> Check {
+    use Check::{List, Rule};
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let get = *method == Method::GET || *method == Method::HEAD;
+    let node = |ident: &str| Subject::Node(ident.to_owned());
+    match segments.as_slice() {
+        ["v1", "nodes"] if get => List("node"),
+        ["v1", "nodes"] => Rule("baremetal:node:create", Subject::Nothing),
+        ["v1", "nodes", "detail"] if get => List("node"),
+        ["v1", "nodes", ident] => match *method {
+            Method::PATCH => Check::NodeUpdate((*ident).to_owned()),
+            Method::DELETE => Rule("baremetal:node:delete", node(ident)),
+            _ => Rule("baremetal:node:get", node(ident)),
+        },
+        ["v1", "nodes", ident, "states", "provision"] if *method == Method::PUT => {
+            Check::Provision((*ident).to_owned())
+        }
+        ["v1", "nodes", ident, rest @ ..] => Rule(node_rule(method, rest), node(ident)),
+        ["v1", "ports" | "portgroups", "detail"] if get => List(list_kind(segments[1])),
+        ["v1", "ports"] if get => List("port"),
+        ["v1", "ports"] => Rule("baremetal:port:create", Subject::BodyNode),
+        ["v1", "ports", ident] => Rule(
+            by_method(
+                method,
+                "baremetal:port:get",
+                "baremetal:port:update",
+                "baremetal:port:delete",
+            ),
+            Subject::Port((*ident).to_owned()),
+        ),
+        ["v1", "portgroups"] if get => List("portgroup"),
+        ["v1", "portgroups"] => Rule("baremetal:portgroup:create", Subject::BodyNode),
+        ["v1", "portgroups", ident, ..] => Rule(
+            by_method(
+                method,
+                "baremetal:portgroup:get",
+                "baremetal:portgroup:update",
+                "baremetal:portgroup:delete",
+            ),
+            Subject::Portgroup((*ident).to_owned()),
+        ),
+        ["v1", "allocations"] if get => List("allocation"),
+        ["v1", "allocations"] => Rule("baremetal:allocation:create", Subject::Nothing),
+        ["v1", "allocations", ident] => Rule(
+            by_method(
+                method,
+                "baremetal:allocation:get",
+                "baremetal:allocation:update",
+                "baremetal:allocation:delete",
+            ),
+            Subject::Allocation((*ident).to_owned()),
+        ),
+        ["v1", "chassis", _, "nodes", ..] if get => List("node"),
+        ["v1", "chassis", ..] => Rule(
+            match *method {
+                Method::POST => "baremetal:chassis:create",
+                Method::PATCH => "baremetal:chassis:update",
+                Method::DELETE => "baremetal:chassis:delete",
+                _ => "baremetal:chassis:get",
+            },
+            Subject::Nothing,
+        ),
+        ["v1", "drivers", ..] if get => Rule("baremetal:driver:get", Subject::Nothing),
+        ["v1", "conductors", ..] if get => Rule("baremetal:conductor:get", Subject::Nothing),
+        ["v1", "shards"] if get => Rule("baremetal:shards:get", Subject::Nothing),
+        ["v1", "events"] => Rule("baremetal:events:post", Subject::Nothing),
+        _ => Rule("default", Subject::Nothing),
+    }
+}
+
+fn list_kind(collection: &str) -> &'static str {
+    if collection == "ports" {
+        "port"
+    } else {
+        "portgroup"
+    }
+}
+
+fn by_method(
+    method: &Method,
+    get: &'static str,
+    update: &'static str,
+    delete: &'static str,
+) -> &'static str {
+    match *method {
+        Method::PATCH => update,
+        Method::DELETE => delete,
+        Method::GET | Method::HEAD => get,
+        // No other method is routed here: the handler answers 405 if the rule lets it by.
+        _ => update,
+    }
+}
+
+/// The rule of a node sub-resource (`/v1/nodes/{node}/<rest>`).
+fn node_rule(method: &Method, rest: &[&str]) -> &'static str {
+    let get = *method == Method::GET || *method == Method::HEAD;
+    match rest {
+        ["history", ..] => "baremetal:node:history:get",
+        ["inventory"] => "baremetal:node:inventory:get",
+        ["management", "boot_device", ..] if get => "baremetal:node:get_boot_device",
+        ["management", "boot_device"] => "baremetal:node:set_boot_device",
+        ["validate"] => "baremetal:node:validate",
+        ["maintenance"] => "baremetal:node:set_maintenance",
+        ["provision"] => "baremetal:node:set_provision_state",
+        ["states", "power"] => "baremetal:node:set_power_state",
+        ["traits", ..] if !get => "baremetal:node:traits:set",
+        ["vifs"] if !get => "baremetal:node:vif:attach",
+        ["vifs", _] if !get => "baremetal:node:vif:detach",
+        ["allocation"] if !get => "baremetal:allocation:delete",
+        // Reads of the node's own data: states, traits, VIFs, BIOS, ports, portgroups.
+        _ if get => "baremetal:node:get",
+        // Writes to sub-resources not listed above.
+        _ => "baremetal:node:update",
+    }
+}
+
+/// 403 with the rule that refused, saying what to do.
+fn forbidden(caller: &Caller, rule: &str) -> ApiError {
+    tracing::info!(caller = %caller.describe(), rule, "request refused by policy");
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "{} is not allowed to {rule}; an administrator can grant it in the users file \
+             (auth_users_file) or the policy file (auth_policy_file).",
+            caller.describe()
+        ),
+    )
+}
+
+fn hidden_node(ident: &str) -> Response {
+    ApiError::not_found(format!("Node {ident} could not be found.")).into_response()
+}
+
+fn node_target(node: &Node) -> Target<'_> {
+    Target {
+        owner: node.owner.as_deref(),
+        lessee: node.lessee.as_deref(),
+    }
+}
+
+/// The body, read (it is already in memory: `limit_body` runs first) and put back.
+async fn peek_body(request: Request) -> Result<(Request, Bytes), Response> {
+    let (parts, body) = request.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map_err(|_| ApiError::bad_request("Could not read the request body.").into_response())?
+        .to_bytes();
+    Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes))
+}
+
+fn body_field(bytes: &[u8], pointer: &str) -> Option<Value> {
+    serde_json::from_slice::<Value>(bytes)
+        .ok()?
+        .pointer(pointer)
+        .cloned()
+}
+
+/// Middleware: checks the authenticated caller against the policy.
+pub(crate) async fn authorize(
+    State(authz): State<Authz>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        // noauth: everything is allowed.
+        return next.run(request).await;
+    };
+    if is_public_route(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let check = classify(request.method(), request.uri().path());
+    match authorize_check(&authz, &caller, check, request).await {
+        Ok(request) => next.run(request).await,
+        Err(response) => response,
+    }
+}
+
+/// The request to hand on, or the refusal.
+async fn authorize_check(
+    authz: &Authz,
+    caller: &Caller,
+    check: Check,
+    mut request: Request,
+) -> Result<Request, Response> {
+    let policy = &authz.policy;
+    let (rules, subject) = match check {
+        Check::List(kind) => {
+            let all = format!("baremetal:{kind}:list_all");
+            let scoped = format!("baremetal:{kind}:list");
+            let scope = if policy.allows(&all, caller, Target::default()) {
+                ProjectScope(None)
+            } else if policy.allows(&scoped, caller, Target::default()) && caller.project.is_some()
+            {
+                ProjectScope(caller.project.clone())
+            } else {
+                return Err(forbidden(caller, &scoped).into_response());
+            };
+            request.extensions_mut().insert(scope);
+            return Ok(request);
+        }
+        Check::Provision(ident) => {
+            let (back, bytes) = peek_body(request).await?;
+            request = back;
+            let verb = body_field(&bytes, "/target");
+            let instance = verb
+                .as_ref()
+                .and_then(Value::as_str)
+                .is_some_and(|verb| INSTANCE_VERBS.contains(&verb));
+            let rule = if instance {
+                "baremetal:node:set_provision_state:instance"
+            } else {
+                "baremetal:node:set_provision_state"
+            };
+            (vec![rule], Subject::Node(ident))
+        }
+        Check::NodeUpdate(ident) => {
+            let (back, bytes) = peek_body(request).await?;
+            request = back;
+            let touches_owner = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|patch| patch.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|operation| operation.get("path").and_then(Value::as_str))
+                .any(|path| path.trim_end_matches('/') == "/owner");
+            let mut rules = vec!["baremetal:node:update"];
+            if touches_owner {
+                rules.push("baremetal:node:update:owner");
+            }
+            (rules, Subject::Node(ident))
+        }
+        Check::Rule(rule, Subject::BodyNode) => {
+            let (back, bytes) = peek_body(request).await?;
+            request = back;
+            let node_uuid = body_field(&bytes, "/node_uuid")
+                .and_then(|value| value.as_str().map(str::to_owned));
+            match node_uuid {
+                Some(uuid) => (vec![rule], Subject::Node(uuid)),
+                None => (vec![rule], Subject::Nothing),
+            }
+        }
+        Check::Rule(rule, subject) => (vec![rule], subject),
+    };
+    check_subject(authz, caller, &rules, subject).await?;
+    Ok(request)
+}
+
+/// 403 for the first of `rules` the caller fails on `target`.
+fn check_rules(
+    policy: &Policy,
+    rules: &[&'static str],
+    caller: &Caller,
+    target: Target<'_>,
+) -> Result<(), ApiError> {
+    match rules
+        .iter()
+        .find(|rule| !policy.allows(rule, caller, target))
+    {
+        Some(rule) => Err(forbidden(caller, rule)),
+        None => Ok(()),
+    }
+}
+
+/// Loads the subject and checks visibility (404) and every rule (403).
+async fn check_subject(
+    authz: &Authz,
+    caller: &Caller,
+    rules: &[&'static str],
+    subject: Subject,
+) -> Result<(), Response> {
+    let policy = &authz.policy;
+    let store = &authz.store;
+    // The node the subject belongs to, and the read rule that decides whether the caller
+    // may know it exists.
+    let (node_ident, visibility_rule) = match &subject {
+        Subject::Nothing | Subject::BodyNode => {
+            return check_rules(policy, rules, caller, Target::default())
+                .map_err(IntoResponse::into_response);
+        }
+        Subject::Allocation(ident) => {
+            let Ok(allocation) = store.allocation_get(&Ident::parse(ident)).await else {
+                return Ok(());
+            };
+            let target = Target {
+                owner: allocation.owner.as_deref(),
+                lessee: None,
+            };
+            if !policy.allows("baremetal:allocation:get", caller, target) {
+                return Err(
+                    ApiError::not_found(format!("Allocation {ident} could not be found."))
+                        .into_response(),
+                );
+            }
+            return check_rules(policy, rules, caller, target).map_err(IntoResponse::into_response);
+        }
+        Subject::Node(ident) => (ident.clone(), "baremetal:node:get"),
+        Subject::Port(ident) => match store.port_get(&Ident::parse(ident)).await {
+            Ok(port) => (port.node_uuid.to_string(), "baremetal:port:get"),
+            Err(_) => return Ok(()),
+        },
+        Subject::Portgroup(ident) => match store.portgroup_get(&Ident::parse(ident)).await {
+            Ok(portgroup) => (portgroup.node_uuid.to_string(), "baremetal:portgroup:get"),
+            Err(_) => return Ok(()),
+        },
+    };
+    let node = match store.node_get(&Ident::parse(&node_ident)).await {
+        Ok(node) => node,
+        // Missing: the handler says so (or, for a body's node, explains the bad reference).
+        // The rule still applies to what does not depend on a project.
+        Err(_) => {
+            return check_rules(policy, rules, caller, Target::default())
+                .map_err(IntoResponse::into_response);
+        }
+    };
+    let target = node_target(&node);
+    if !policy.allows(visibility_rule, caller, target) {
+        let shown = match &subject {
+            Subject::Port(ident) => {
+                return Err(
+                    ApiError::not_found(format!("Port {ident} could not be found."))
+                        .into_response(),
+                );
+            }
+            Subject::Portgroup(ident) => {
+                return Err(
+                    ApiError::not_found(format!("Portgroup {ident} could not be found."))
+                        .into_response(),
+                );
+            }
+            _ => node_ident,
+        };
+        return Err(hidden_node(&shown));
+    }
+    check_rules(policy, rules, caller, target).map_err(IntoResponse::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_map_to_rules() {
+        let node = || Subject::Node("n1".to_owned());
+        let cases = [
+            (Method::GET, "/v1/nodes", Check::List("node")),
+            (Method::GET, "/v1/nodes/detail", Check::List("node")),
+            (
+                Method::POST,
+                "/v1/nodes",
+                Check::Rule("baremetal:node:create", Subject::Nothing),
+            ),
+            (
+                Method::GET,
+                "/v1/nodes/n1",
+                Check::Rule("baremetal:node:get", node()),
+            ),
+            (
+                Method::PATCH,
+                "/v1/nodes/n1",
+                Check::NodeUpdate("n1".into()),
+            ),
+            (
+                Method::PUT,
+                "/v1/nodes/n1/states/provision",
+                Check::Provision("n1".into()),
+            ),
+            (
+                Method::PUT,
+                "/v1/nodes/n1/states/power",
+                Check::Rule("baremetal:node:set_power_state", node()),
+            ),
+            (
+                Method::GET,
+                "/v1/nodes/n1/ports/detail",
+                Check::Rule("baremetal:node:get", node()),
+            ),
+            (
+                Method::DELETE,
+                "/v1/nodes/n1/vifs/v1",
+                Check::Rule("baremetal:node:vif:detach", node()),
+            ),
+            (
+                Method::POST,
+                "/v1/ports",
+                Check::Rule("baremetal:port:create", Subject::BodyNode),
+            ),
+            (Method::GET, "/v1/ports/detail", Check::List("port")),
+            (
+                Method::GET,
+                "/v1/portgroups/pg/ports",
+                Check::Rule("baremetal:portgroup:get", Subject::Portgroup("pg".into())),
+            ),
+            (Method::GET, "/v1/chassis/c/nodes", Check::List("node")),
+            (
+                Method::GET,
+                "/v1/deploy_templates",
+                Check::Rule("default", Subject::Nothing),
+            ),
+        ];
+        for (method, path, expected) in cases {
+            assert_eq!(classify(&method, path), expected, "{method} {path}");
+        }
+    }
+}
