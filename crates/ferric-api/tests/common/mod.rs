@@ -96,12 +96,15 @@ impl Api {
     }
 
     pub(crate) fn conductor(&self) -> &Conductor {
-        &self.state.conductor
+        self.state
+            .conductor
+            .local()
+            .expect("the test API runs its conductor in process")
     }
 
     /// Waits until the conductor has nothing running.
     pub(crate) async fn settle(&self) {
-        self.state.conductor.wait_idle().await;
+        self.conductor().wait_idle().await;
     }
 
     pub(crate) fn store(&self) -> &Store {
