@@ -165,6 +165,18 @@ impl Store {
         Ok(deleted > 0)
     }
 
+    /// How many requests the table holds (answered or not), for tests and operators.
+    pub async fn conductor_request_count(&self) -> Result<i64, Error> {
+        self.fetch_optional(
+            "SELECT COUNT(*) AS count FROM conductor_requests",
+            &[],
+            |row| row.int("count"),
+        )
+        .await
+        .map(Option::unwrap_or_default)
+        .map_err(backend("conductor_request_count"))
+    }
+
     /// Deletes the request `id` once its caller has read the reply.
     pub async fn conductor_request_delete(&self, id: i64) -> Result<(), Error> {
         self.execute(
