@@ -285,8 +285,8 @@ fn scale_out_survives_a_conductor_killed_mid_workload() {
             .filter(|node| node["provision_state"] == "active")
             .count();
 
-        // Mid-workload: every node managed, most provided, some deploying.
-        if killed_at.is_none() && accepted.load(Ordering::SeqCst) >= NODES * 2 {
+        // Mid-workload: every node managed and provided, a third asked to deploy.
+        if killed_at.is_none() && accepted.load(Ordering::SeqCst) >= NODES * 2 + NODES / 3 {
             victims_nodes = listed
                 .iter()
                 .filter(|node| node["conductor"] == victim_name.as_str())
