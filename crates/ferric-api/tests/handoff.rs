@@ -206,3 +206,71 @@ async fn a_silent_owner_gets_503_and_its_request_is_withdrawn() {
 async fn pending_requests(api: &Api) -> i64 {
     api.store().conductor_request_count().await.unwrap()
 }
+
+#[tokio::test]
+async fn an_agent_may_call_back_through_an_api_process_without_a_conductor() {
+    let api = Api::split(Duration::from_secs(20)).await;
+    let uuid = api
+        .enroll(json!({"driver": "fake-hardware", "driver_info": {"fake_wait": "deploy"}}))
+        .await;
+    let port = api
+        .send_latest(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": "52:54:00:12:34:56"})),
+        )
+        .await;
+    assert_eq!(port.status, StatusCode::CREATED, "{}", port.body);
+    for target in ["manage", "provide", "active"] {
+        api.provision(&uuid, target).await;
+        api.settle().await;
+    }
+    let node = api
+        .send_latest(Method::GET, &format!("/v1/nodes/{uuid}"), None)
+        .await;
+    assert_eq!(
+        node.body["provision_state"], "wait call-back",
+        "{}",
+        node.body
+    );
+    // The lookup's token is minted by the owning conductor and comes back through the table.
+    let found = api
+        .send_latest(Method::GET, "/v1/lookup?addresses=52:54:00:12:34:56", None)
+        .await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+    let token = found.body["config"]["agent_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(token.len(), 43, "{}", found.body);
+
+    // A wrong token is refused by the conductor, with its words.
+    let forged = api
+        .send_latest(
+            Method::POST,
+            &format!("/v1/heartbeat/{uuid}"),
+            Some(json!({"callback_url": "http://127.0.0.1:9999", "agent_token": "forged"})),
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::BAD_REQUEST, "{}", forged.body);
+    assert!(
+        faultstring(&forged.body).contains("agent token"),
+        "{}",
+        forged.body
+    );
+
+    // The heartbeat resumes the waiting node on the conductor.
+    let beat = api
+        .send_latest(
+            Method::POST,
+            &format!("/v1/heartbeat/{uuid}"),
+            Some(json!({"callback_url": "http://127.0.0.1:9999", "agent_token": token})),
+        )
+        .await;
+    assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
+    api.settle().await;
+    let node = api
+        .send_latest(Method::GET, &format!("/v1/nodes/{uuid}"), None)
+        .await;
+    assert_eq!(node.body["provision_state"], "active", "{}", node.body);
+}
