@@ -32,7 +32,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
-use ferric_conductor::Conductor;
+use ferric_conductor::Handoff;
 use ferric_db::Store;
 use tower_http::normalize_path::NormalizePath;
 
@@ -44,8 +44,9 @@ pub use limits::BodyLimits;
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
-    /// Where every state change goes (the API never writes provision or power state).
-    pub conductor: Conductor,
+    /// Where every state change goes (the API never writes provision or power state): the
+    /// node's owning conductor, in this process or handed over to another.
+    pub conductor: Handoff,
     /// Serialized node documents of detail listings, by node revision.
     pub(crate) rendered: Arc<v1::rendered::RenderedNodes>,
     /// The process's metrics (the conductor's registry), shown on `GET /metrics`.
@@ -53,10 +54,12 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    pub fn new(store: Store, conductor: Conductor) -> Self {
+    /// `conductor`: a [`Handoff`], or a `Conductor` when everything runs in this process.
+    pub fn new(store: Store, conductor: impl Into<Handoff>) -> Self {
+        let conductor: Handoff = conductor.into();
         Self {
             store,
-            metrics: conductor.metrics().clone(),
+            metrics: conductor.drivers().metrics().clone(),
             conductor,
             rendered: Arc::default(),
         }

@@ -30,7 +30,7 @@ pub(crate) async fn metrics_get(State(state): State<ApiState>) -> Result<Respons
         ))
     })?;
     let mut snapshot = Snapshot {
-        workers: Some(state.conductor.worker_pool()),
+        workers: state.conductor.worker_pool(),
         ..Snapshot::default()
     };
     for (provision_state, power_state, nodes) in counts {

@@ -40,6 +40,13 @@ pub enum ConductorError {
     /// 500: the database failed.
     #[error("storage failure")]
     Storage(#[source] ferric_db::Error),
+    /// 503: the conductor that owns the node did not answer, or no alive conductor serves it.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: another conductor failed internally while running a handed-over request (the
+    /// details are in its log and here; the API shows a generic message).
+    #[error("{0}")]
+    Remote(String),
     /// 503: the conductor is shutting down and takes no new work.
     #[error("The conductor is shutting down; retry on another conductor or after it restarts.")]
     ShuttingDown,

@@ -154,7 +154,7 @@ pub(crate) async fn poll_service(inner: &Arc<Inner>) -> Result<usize, ConductorE
     };
     let mut acted = 0;
     for node in inner.store.node_list(&filter, &Page::all()).await? {
-        if node.inspect_interface.as_deref() != Some("inspector") {
+        if node.inspect_interface.as_deref() != Some("inspector") || !inner.owns(&node) {
             continue;
         }
         let status = match inner.drivers.load(&node) {

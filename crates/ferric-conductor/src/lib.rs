@@ -26,6 +26,8 @@ mod inspection;
 mod power;
 mod provision;
 pub mod reconcilers;
+mod requests;
+pub mod ring;
 mod steps;
 mod task;
 mod worker;
@@ -46,6 +48,8 @@ pub use error::ConductorError;
 pub use power::{NodeValidation, ValidationResult};
 pub use provision::ProvisionArgs;
 pub use reconcilers::ReconcilerStatus;
+pub use requests::Handoff;
+pub use ring::{HashRing, Membership, Rings};
 
 /// The conductor's settings (`reference/ironic.md` §6.4 for the defaults mirrored here).
 #[derive(Debug, Clone)]
@@ -59,6 +63,12 @@ pub struct ConductorConfig {
     pub lease_ttl: Duration,
     /// How often the conductor records that it is alive.
     pub heartbeat_interval: Duration,
+    /// How old a conductor's last heartbeat may be before the others count it dead and drop
+    /// it from the hash ring (its nodes move to the remaining conductors).
+    pub heartbeat_timeout: Duration,
+    /// How long an API process waits for another conductor to answer a request it handed
+    /// over before it answers 503.
+    pub request_timeout: Duration,
     /// Whether `provide` and undeploy run automated cleaning (a node's own
     /// `automated_clean=false` also skips it).
     pub automated_clean: bool,
@@ -102,6 +112,8 @@ impl Default for ConductorConfig {
             workers: 300,
             lease_ttl: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(10),
+            heartbeat_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(30),
             automated_clean: true,
             sync_power_state_interval: Some(Duration::from_secs(120)),
             power_state_sync_max_retries: 3,
@@ -155,9 +167,6 @@ pub(crate) struct Inner {
     shutdown: CancellationToken,
     /// Nodes a task of this process works on right now.
     busy: Mutex<HashSet<Uuid>>,
-    /// Nodes whose running deployment was asked to stop (`DELETE /v1/nodes/{node}/provision`);
-    /// the worker that holds the node notices between two looks at the agent.
-    pub(crate) abort_requests: Mutex<HashSet<Uuid>>,
     /// Inspection data posted to `/v1/continue_inspection`, handed to the worker that
     /// processes it (in this process: the API calls the conductor directly).
     pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
@@ -168,6 +177,8 @@ pub(crate) struct Inner {
     pub(crate) reconcilers: reconcilers::Registry,
     /// Transitions, failures and time per state are counted here (the drivers' registry).
     pub(crate) metrics: ferric_metrics::Metrics,
+    /// Which conductors are alive, and so which nodes are this conductor's (`ring.rs`).
+    pub(crate) membership: Membership,
 }
 
 /// An inventory and the rest of the inspection data (plugin data).
@@ -194,6 +205,25 @@ impl Inner {
 
     pub(crate) fn is_busy(&self, node: Uuid) -> bool {
         lock(&self.busy).contains(&node)
+    }
+
+    /// Whether `node` is this conductor's by the hash ring, so its reconcilers look after
+    /// it. Before the first membership read (a conductor that was never started, as unit
+    /// tests build them) every node is: there is nobody else.
+    pub(crate) fn owns(&self, node: &ferric_model::resources::Node) -> bool {
+        let rings = self.membership.rings();
+        !rings.is_loaded() || rings.owner(node) == Some(self.config.hostname.as_str())
+    }
+
+    /// Re-reads the alive conductors; when the ring changed, wakes the reconcilers that take
+    /// over nodes (recovery, callback deadlines) so a dead conductor's nodes move at once.
+    pub(crate) async fn refresh_membership(&self) -> Result<bool, ConductorError> {
+        let changed = self.membership.refresh().await?;
+        if changed {
+            self.reconcilers.wake(reconcilers::RECOVERY);
+            self.reconcilers.wake(reconcilers::CALLBACK_TIMEOUTS);
+        }
+        Ok(changed)
     }
 
     /// A worker slot for a request, or why there is none (503).
@@ -224,7 +254,25 @@ impl Inner {
                 &drivers,
             )
             .await?;
+        // Other processes rebuild their rings now rather than at their next heartbeat.
+        self.store
+            .notify(ferric_db::MEMBERSHIP_CHANNEL, &self.config.hostname)
+            .await?;
         Ok(())
+    }
+
+    /// Leaves the hash ring: marked offline, and every process told to rebuild its ring.
+    pub(crate) async fn unregister(&self) {
+        if let Err(error) = self.store.conductor_unregister(&self.config.hostname).await {
+            tracing::warn!(error = %error, "could not unregister the conductor");
+        }
+        if let Err(error) = self
+            .store
+            .notify(ferric_db::MEMBERSHIP_CHANNEL, &self.config.hostname)
+            .await
+        {
+            tracing::warn!(error = %error, "could not announce that the conductor left");
+        }
     }
 }
 
@@ -233,20 +281,21 @@ impl Conductor {
     /// [`Conductor::start`].
     pub fn new(store: Store, drivers: Drivers, config: ConductorConfig) -> Self {
         let workers = Arc::new(Semaphore::new(config.workers));
+        let metrics = drivers.metrics().clone();
         Self {
             inner: Arc::new(Inner {
-                store,
+                store: store.clone(),
+                drivers,
                 workers,
                 tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
                 busy: Mutex::new(HashSet::new()),
-                abort_requests: Mutex::new(HashSet::new()),
                 inspection_data: Mutex::new(HashMap::new()),
                 inventories: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
-                metrics: drivers.metrics().clone(),
-                drivers,
+                metrics,
+                membership: Membership::new(store.clone(), config.heartbeat_timeout),
                 config,
             }),
         }
@@ -264,6 +313,11 @@ impl Conductor {
         &self.inner.config
     }
 
+    /// This process's view of the alive conductors (shared with its API, see [`Handoff`]).
+    pub fn membership(&self) -> &Membership {
+        &self.inner.membership
+    }
+
     /// Registers this conductor, recovers what a previous incarnation left behind (its
     /// leases, nodes stuck in transient states) and, unless `periodic` is off, starts the
     /// heartbeat and the reconcilers.
@@ -274,19 +328,25 @@ impl Conductor {
             .node_lease_release_all(&inner.config.hostname)
             .await?;
         inner.register().await?;
+        inner.membership.refresh().await?;
         reconcilers::recovery::run_once(inner).await?;
         if inner.config.periodic {
             reconcilers::spawn_all(inner.clone());
         }
+        if inner.store.is_shared() {
+            requests::spawn_server(inner.clone()).await?;
+        }
         Ok(())
     }
 
-    /// Stops taking work, waits up to `grace` for running workers, releases this conductor's
-    /// leases and marks it offline. Work still running after `grace` is recovered (failed with
-    /// `last_error`) by whichever conductor starts next.
+    /// Leaves the hash ring and stops taking work (new requests go to the other conductors),
+    /// waits up to `grace` for running workers, then releases this conductor's leases. Work
+    /// still running after `grace` is recovered (failed with `last_error`) by the node's new
+    /// owner once the released lease is seen.
     pub async fn shutdown(&self, grace: Duration) {
         let inner = &self.inner;
         inner.shutdown.cancel();
+        inner.unregister().await;
         inner.tracker.close();
         if tokio::time::timeout(grace, inner.tracker.wait())
             .await
@@ -305,13 +365,8 @@ impl Conductor {
         {
             tracing::warn!(error = %error, "could not release leases at shutdown");
         }
-        if let Err(error) = inner
-            .store
-            .conductor_unregister(&inner.config.hostname)
-            .await
-        {
-            tracing::warn!(error = %error, "could not unregister the conductor");
-        }
+        // Again: a heartbeat that was under way at the first call may have set it online.
+        inner.unregister().await;
     }
 
     /// Waits until no worker runs (tests use this to step the conductor).

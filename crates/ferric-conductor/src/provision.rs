@@ -114,14 +114,20 @@ impl Conductor {
                 let interfaces = inner.drivers.load_with_ports(&current, &ports)?;
                 current_step_is_abortable(&interfaces, &current, StepKind::Deploy)
                     .map_err(ConductorError::Forbidden)?;
-                if !inner.is_busy(node) {
+                // The worker may run on any conductor: the request is a database row it
+                // reads between two looks at the agent.
+                let held = inner
+                    .store
+                    .node_lease_get(node)
+                    .await?
+                    .is_some_and(|lease| !lease.is_expired_at(chrono::Utc::now()));
+                if !held {
                     return Err(ConductorError::Conflict(format!(
-                        "Node {node} is deploying, but not on this conductor ({}); retry on \
-                         the conductor that holds it.",
-                        inner.config.hostname
+                        "Node {node} is in state \"deploying\" but no conductor works on it \
+                         right now; it will be failed by recovery shortly. Retry then."
                     )));
                 }
-                crate::lock(&inner.abort_requests).insert(node);
+                inner.store.node_abort_request_set(node).await?;
                 tracing::info!(node = %node, "abort of the running deployment requested");
                 Ok(())
             }
@@ -155,6 +161,8 @@ async fn start(
     let event = verb.event();
     match event {
         Event::Deploy | Event::Rebuild => {
+            // An abort that arrived after the previous deployment ended must not stop this one.
+            task.clear_abort_request().await;
             if task.node.maintenance {
                 return Err(ConductorError::Invalid(format!(
                     "Cannot deploy node {node_uuid}: it is in maintenance mode. Clear \

@@ -334,7 +334,7 @@ async fn execute(
                 task.save()
                     .await
                     .map_err(|error| DriverError::Failed(error.to_string()))?;
-                if task.abort_requested() {
+                if task.abort_requested().await {
                     return Err(DriverError::Failed(
                         "aborted by request while it ran".to_owned(),
                     ));

@@ -121,14 +121,34 @@ impl Task {
             .load_with_ports(&self.node, &self.ports)?)
     }
 
-    /// Whether someone asked to stop the deployment this task runs.
-    pub(crate) fn abort_requested(&self) -> bool {
-        crate::lock(&self.inner.abort_requests).contains(&self.uuid())
+    /// Whether someone asked to stop the deployment this task runs. The request is a row in
+    /// the database, so it reaches this worker from any API process or conductor; a failed
+    /// read counts as "no" and the next look asks again.
+    pub(crate) async fn abort_requested(&self) -> bool {
+        match self
+            .inner
+            .store
+            .node_abort_request_exists(self.uuid())
+            .await
+        {
+            Ok(requested) => requested,
+            Err(error) => {
+                tracing::warn!(node = %self.uuid(), error = %error, "could not read the abort request");
+                false
+            }
+        }
     }
 
-    /// Forgets an abort request (it has been acted on, or the flow ended anyway).
-    pub(crate) fn clear_abort_request(&self) -> bool {
-        crate::lock(&self.inner.abort_requests).remove(&self.uuid())
+    /// Forgets an abort request (it has been acted on, or the flow ended anyway); `true` if
+    /// there was one.
+    pub(crate) async fn clear_abort_request(&self) -> bool {
+        match self.inner.store.node_abort_request_clear(self.uuid()).await {
+            Ok(cleared) => cleared,
+            Err(error) => {
+                tracing::warn!(node = %self.uuid(), error = %error, "could not clear the abort request");
+                false
+            }
+        }
     }
 
     /// Writes the node back (see the module comment for how concurrent API edits survive).

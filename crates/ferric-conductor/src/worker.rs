@@ -43,7 +43,7 @@ async fn run(mut task: Task, job: Job) {
         Job::AfterRescueAbort => after_rescue_abort(&mut task).await,
     };
     // An abort that came too late to matter is forgotten with the work it meant.
-    task.clear_abort_request();
+    task.clear_abort_request().await;
     if let Err(error) = result {
         tracing::error!(node = %node, error = %error, "conductor task failed");
         if task.node.provision_state.is_stuck_treated_as_failure() {
@@ -138,7 +138,7 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
         Ok(Progress::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
         Ok(Progress::Hold) => task.fire(Event::Hold, Cause::Conductor).await,
         Err(mut message) => {
-            let aborted = task.clear_abort_request();
+            let aborted = task.clear_abort_request().await;
             if aborted {
                 message = format!(
                     "By request, the {} was aborted: {message}. The node is powered off; \

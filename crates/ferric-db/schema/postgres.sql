@@ -219,3 +219,23 @@ CREATE TABLE node_firmware_components (
     updated_at           TIMESTAMPTZ,
     PRIMARY KEY (node_uuid, component)
 );
+
+CREATE TABLE conductor_requests (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    conductor  TEXT NOT NULL,
+    node_uuid  UUID NOT NULL,
+    body       TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    deadline   TIMESTAMPTZ NOT NULL,
+    claimed_at TIMESTAMPTZ,
+    reply      TEXT,
+    replied_at TIMESTAMPTZ
+);
+
+CREATE INDEX conductor_requests_pending_idx ON conductor_requests (conductor, id)
+    WHERE claimed_at IS NULL;
+
+CREATE TABLE node_abort_requests (
+    node_uuid    UUID PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    requested_at TIMESTAMPTZ NOT NULL
+);

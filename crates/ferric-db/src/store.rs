@@ -192,6 +192,22 @@ impl Store {
             .map_err(backend("ping"))
     }
 
+    /// A connection listening for notifications on `channels`; `None` on SQLite, which has
+    /// no notifications (and needs none: one process runs every role there).
+    pub async fn listen(&self, channels: &[&str]) -> Result<Option<Listener>, Error> {
+        let Pool::Postgres(pool) = &self.pool else {
+            return Ok(None);
+        };
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+            .await
+            .map_err(backend("listen"))?;
+        listener
+            .listen_all(channels.iter().copied())
+            .await
+            .map_err(backend("listen"))?;
+        Ok(Some(Listener { listener }))
+    }
+
     /// Closes every connection; waits for those in use to be returned.
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await);
@@ -236,5 +252,25 @@ impl Store {
         on_pool!(self, pool => {
             Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
         })
+    }
+}
+
+/// A PostgreSQL connection that receives `NOTIFY`s (see `requests.rs`).
+#[derive(Debug)]
+pub struct Listener {
+    listener: sqlx::postgres::PgListener,
+}
+
+impl Listener {
+    /// The next notification as `(channel, payload)`. After a lost connection it reconnects
+    /// and returns `Ok(None)`: notifications sent meanwhile are lost, so callers poll too.
+    pub async fn recv(&mut self) -> Result<Option<(String, String)>, Error> {
+        let notification = self.listener.try_recv().await.map_err(backend("listen"))?;
+        Ok(notification.map(|notification| {
+            (
+                notification.channel().to_owned(),
+                notification.payload().to_owned(),
+            )
+        }))
     }
 }

@@ -34,6 +34,30 @@ pub(crate) enum AuthStrategySetting {
     HttpBasic,
 }
 
+/// Which parts of Ferric a `ferric server` process runs (docs/scale-out.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Role {
+    /// The API and a conductor (and the inspection service, if enabled): the only role on
+    /// SQLite.
+    All,
+    /// The Bare Metal API only: it hands node work to the conductors (PostgreSQL only).
+    Api,
+    /// A conductor only: no API port (PostgreSQL only).
+    Conductor,
+}
+
+impl Role {
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Api => "api",
+            Self::Conductor => "conductor",
+        }
+    }
+}
+
 /// The effective settings of a `ferric server` process. The doc comments are the operator's
 /// reference: `docs/configuration.md` is generated from them (`config_doc.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +73,9 @@ pub(crate) struct Settings {
     pub(crate) log_format: LogFormat,
     /// Log filter in `RUST_LOG` syntax, e.g. `info` or `info,ferric_db=debug`.
     pub(crate) log_level: String,
+    /// What this process runs: `all` (default), `api` or `conductor`; `api` and `conductor`
+    /// need PostgreSQL.
+    pub(crate) role: Role,
 
     // --- The conductor (reference/ironic.md §6.4 for the defaults mirrored here) ---
     /// This conductor's name in leases, node history and `GET /v1/conductors`; must be
@@ -81,6 +108,14 @@ pub(crate) struct Settings {
     /// Seconds a node lease lasts without renewal: how long a dead conductor's nodes stay
     /// locked before another conductor takes them over.
     pub(crate) node_lease_timeout: u64,
+    /// Seconds between a conductor's heartbeats.
+    pub(crate) conductor_heartbeat_interval: u64,
+    /// Seconds without a heartbeat after which a conductor counts as dead: the hash ring
+    /// drops it and its nodes move to the others.
+    pub(crate) conductor_heartbeat_timeout: u64,
+    /// Seconds an API process waits for the owning conductor to answer a handed-over
+    /// request before it answers 503.
+    pub(crate) conductor_request_timeout: u64,
 
     // --- API access: authentication and request limits ---
     /// `noauth` (the default) or `http_basic`.
@@ -178,6 +213,7 @@ impl Default for Settings {
             api_listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
             log_format: LogFormat::Text,
             log_level: "info".to_owned(),
+            role: Role::All,
             conductor_hostname: ferric_conductor::default_hostname(),
             conductor_group: String::new(),
             enabled_hardware_types: ferric_drivers::HARDWARE_TYPES
@@ -195,6 +231,9 @@ impl Default for Settings {
             rescue_callback_timeout: 1800,
             service_callback_timeout: 1800,
             node_lease_timeout: 30,
+            conductor_heartbeat_interval: 10,
+            conductor_heartbeat_timeout: 60,
+            conductor_request_timeout: 30,
             auth_strategy: AuthStrategySetting::Noauth,
             http_basic_auth_user_file: None,
             api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
@@ -257,6 +296,12 @@ pub(crate) struct SettingsOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     log_level: Option<String>,
 
+    /// What this process runs: all (default), api or conductor; api and conductor need
+    /// PostgreSQL. [env: FERRIC_ROLE]
+    #[arg(long, value_enum, value_name = "ROLE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<Role>,
+
     // --- API access: authentication and request limits ---
     /// Who may call the API: noauth (default) or http_basic. [env: FERRIC_AUTH_STRATEGY]
     #[arg(long, value_enum, value_name = "STRATEGY")]
@@ -301,11 +346,12 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 50] = [
+    pub(crate) const KEYS: [&'static str; 54] = [
         "database_url",
         "api_listen",
         "log_format",
         "log_level",
+        "role",
         "conductor_hostname",
         "conductor_group",
         "enabled_hardware_types",
@@ -320,6 +366,9 @@ impl Settings {
         "rescue_callback_timeout",
         "service_callback_timeout",
         "node_lease_timeout",
+        "conductor_heartbeat_interval",
+        "conductor_heartbeat_timeout",
+        "conductor_request_timeout",
         // API access
         "auth_strategy",
         "http_basic_auth_user_file",
@@ -373,11 +422,26 @@ impl Settings {
             self.node_lease_timeout >= 3,
             "node_lease_timeout must be at least 3 seconds"
         );
+        anyhow::ensure!(
+            self.conductor_heartbeat_interval >= 1
+                && self.conductor_heartbeat_timeout > self.conductor_heartbeat_interval,
+            "conductor_heartbeat_timeout ({} s) must be longer than conductor_heartbeat_interval \
+             ({} s), which must be at least 1 s: a live conductor would otherwise look dead",
+            self.conductor_heartbeat_timeout,
+            self.conductor_heartbeat_interval
+        );
+        anyhow::ensure!(
+            self.conductor_request_timeout >= 1,
+            "conductor_request_timeout must be at least 1 second"
+        );
         let config = ferric_conductor::ConductorConfig {
             hostname: self.conductor_hostname.clone(),
             conductor_group: self.conductor_group.clone(),
             workers: self.conductor_workers,
             lease_ttl: seconds(self.node_lease_timeout),
+            heartbeat_interval: seconds(self.conductor_heartbeat_interval),
+            heartbeat_timeout: seconds(self.conductor_heartbeat_timeout),
+            request_timeout: seconds(self.conductor_request_timeout),
             automated_clean: self.automated_clean,
             sync_power_state_interval: optional(self.sync_power_state_interval),
             power_state_sync_max_retries: self.power_state_sync_max_retries.max(1),

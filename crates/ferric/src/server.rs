@@ -1,17 +1,21 @@
 //! `ferric server`: opens the database (creating and migrating it if needed), starts the
 //! conductor (which first recovers what a previous run left unfinished), serves the API, and
-//! stops cleanly on SIGTERM or SIGINT: in-flight requests finish, then running conductor work
-//! gets a grace period, then leases are released.
+//! stops cleanly on SIGTERM or SIGINT: in-flight requests finish, the conductor leaves the
+//! hash ring, running conductor work gets a grace period, then leases are released.
+//!
+//! `--role api` runs only the API and `--role conductor` only a conductor (docs/scale-out.md);
+//! both need PostgreSQL, where the API hands node work to the owning conductor through the
+//! database (`ferric_conductor::Handoff`).
 
 use std::time::Duration;
 
 use anyhow::Context;
 use ferric_api::ApiState;
-use ferric_conductor::Conductor;
+use ferric_conductor::{Conductor, Handoff, Membership};
 use ferric_db::Store;
 use tokio::net::TcpListener;
 
-use crate::config::Settings;
+use crate::config::{Role, Settings};
 
 /// How long running conductor work may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -24,7 +28,22 @@ pub(crate) fn run(settings: Settings) -> anyhow::Result<()> {
     runtime.block_on(serve(settings))
 }
 
+/// Refuses a split role on SQLite: the API could not reach a conductor in another process.
+fn check_role(settings: &Settings) -> anyhow::Result<()> {
+    let shared = settings.database_url.starts_with("postgres://")
+        || settings.database_url.starts_with("postgresql://");
+    anyhow::ensure!(
+        settings.role == Role::All || shared,
+        "--role {} needs a PostgreSQL database_url (postgres://…): on SQLite one process runs \
+         the API and the conductor together, so use --role all (the default)",
+        settings.role.as_str()
+    );
+    Ok(())
+}
+
 async fn serve(settings: Settings) -> anyhow::Result<()> {
+    check_role(&settings)?;
+    let role = settings.role;
     let api_config = settings.api_config()?;
     // A CA file that cannot be used stops the server now, not at the first HTTPS agent.
     let deploy = settings.driver_settings().deploy;
@@ -43,31 +62,89 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let database = ferric_db::redact(&settings.database_url);
     // The store's error already names the (redacted) database and the cause.
     let store = Store::open(&settings.database_url).await?;
-    tracing::info!(database = %database, backend = store.backend_name(), "database ready");
+    tracing::info!(database = %database, backend = store.backend_name(), role = role.as_str(), "database ready");
 
     let (drivers, conductor_config) = settings.conductor()?;
-    let boot_server = match settings.boot_http_listen {
+    let runs_conductor = role != Role::Api;
+    let boot_server = match settings.boot_http_listen.filter(|_| runs_conductor) {
         Some(address) => Some(boot_files(&settings, address).await?),
         None => None,
     };
-    let dhcp = match settings.dnsmasq()? {
+    let dhcp = match settings.dnsmasq()?.filter(|_| runs_conductor) {
         Some(options) => Some(start_dnsmasq(&options)?),
         None => None,
     };
     let inspector_shutdown = tokio_util::sync::CancellationToken::new();
-    let inspector = if settings.inspector_enabled && settings.inspector_in_process {
+    let inspector = if settings.inspector_enabled && settings.inspector_in_process && runs_conductor
+    {
         Some(start_inspector(&settings, &store, &drivers, inspector_shutdown.clone()).await?)
     } else {
         None
     };
-    let conductor = Conductor::new(store.clone(), drivers, conductor_config);
-    conductor
-        .start()
-        .await
-        .context("the conductor could not start")?;
-    tracing::info!(hostname = conductor.hostname(), "conductor running");
+    let conductor = if runs_conductor {
+        let conductor = Conductor::new(store.clone(), drivers.clone(), conductor_config.clone());
+        conductor
+            .start()
+            .await
+            .context("the conductor could not start")?;
+        tracing::info!(hostname = conductor.hostname(), "conductor running");
+        Some(conductor)
+    } else {
+        None
+    };
+    let membership = match &conductor {
+        Some(conductor) => conductor.membership().clone(),
+        None => Membership::new(store.clone(), conductor_config.heartbeat_timeout),
+    };
+    let handoff = Handoff::new(
+        store.clone(),
+        conductor.clone(),
+        membership,
+        drivers,
+        conductor_config,
+    );
+    let handoff_shutdown = tokio_util::sync::CancellationToken::new();
+    if store.is_shared() {
+        handoff
+            .start(handoff_shutdown.clone())
+            .await
+            .context("cannot listen for conductor replies")?;
+    }
 
     let shutdown = shutdown_signal()?;
+    if role == Role::Conductor {
+        shutdown.await;
+    } else {
+        serve_api(&settings, &store, handoff, api_config, api_tls, shutdown).await?;
+    }
+    handoff_shutdown.cancel();
+    if let Some(boot_server) = boot_server {
+        boot_server.abort();
+    }
+    inspector_shutdown.cancel();
+    if let Some(inspector) = inspector {
+        let _ = inspector.await;
+    }
+    if let Some(mut dhcp) = dhcp {
+        let _ = dhcp.kill().await;
+    }
+    if let Some(conductor) = conductor {
+        conductor.shutdown(SHUTDOWN_GRACE).await;
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves the Bare Metal API until `shutdown`; in-flight requests finish.
+async fn serve_api(
+    settings: &Settings,
+    store: &Store,
+    handoff: Handoff,
+    api_config: ferric_api::ApiConfig,
+    api_tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let listener = TcpListener::bind(settings.api_listen)
         .await
         .with_context(|| {
@@ -82,9 +159,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let scheme = if api_tls.is_some() { "https" } else { "http" };
     tracing::info!(%address, scheme, "Bare Metal API listening");
 
-    let api = ferric_api::router_with(ApiState::new(store.clone(), conductor.clone()), api_config);
+    let api = ferric_api::router_with(ApiState::new(store.clone(), handoff), api_config);
     match api_tls {
-        Some(tls) => crate::tls::serve(listener, tls, api, shutdown).await?,
+        Some(tls) => crate::tls::serve(listener, tls, api, shutdown).await,
         // Peer addresses reach the handlers: the lookup rate limit and the agent-token
         // warnings name them.
         None => axum::serve(
@@ -93,22 +170,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         )
         .with_graceful_shutdown(shutdown)
         .await
-        .context("the API server failed")?,
+        .context("the API server failed"),
     }
-    if let Some(boot_server) = boot_server {
-        boot_server.abort();
-    }
-    inspector_shutdown.cancel();
-    if let Some(inspector) = inspector {
-        let _ = inspector.await;
-    }
-    if let Some(mut dhcp) = dhcp {
-        let _ = dhcp.kill().await;
-    }
-    conductor.shutdown(SHUTDOWN_GRACE).await;
-    store.close().await;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// How often the inspection service re-syncs its PXE filter and expires late introspections.

@@ -107,6 +107,30 @@ fn a_missing_config_file_is_refused_with_a_clear_message() {
 }
 
 #[test]
+fn split_roles_are_refused_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    for role in ["api", "conductor"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_ferric"))
+            .args(["server", "--role", role, "--database-url", "split.db"])
+            .current_dir(dir.path())
+            .env_remove("FERRIC_DATABASE_URL")
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("--role {role} needs a PostgreSQL database_url"))
+                && stderr.contains("--role all"),
+            "{stderr}"
+        );
+        assert!(
+            !dir.path().join("split.db").exists(),
+            "no database for a refused start"
+        );
+    }
+}
+
+#[test]
 fn settings_come_from_the_config_file_and_environment() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

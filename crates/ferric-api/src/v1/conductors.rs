@@ -26,9 +26,16 @@ use crate::{ApiError, ApiState};
 
 const CONDUCTORS_SINCE: u16 = 49;
 
-/// Ironic's `[conductor]heartbeat_timeout`: a conductor whose last heartbeat is older is not
-/// alive.
+/// Ironic's `[conductor]heartbeat_timeout` default: a conductor whose last heartbeat is older
+/// is not alive. The process's own setting (`conductor_heartbeat_timeout`, the one its hash
+/// ring uses) wins: see [`heartbeat_timeout`].
 pub const HEARTBEAT_TIMEOUT: TimeDelta = TimeDelta::seconds(60);
+
+/// The heartbeat timeout this process's hash ring uses.
+pub(crate) fn heartbeat_timeout(state: &ApiState) -> TimeDelta {
+    TimeDelta::from_std(state.conductor.membership().heartbeat_timeout())
+        .unwrap_or(HEARTBEAT_TIMEOUT)
+}
 
 pub(crate) const CONDUCTOR_FIELDS: &[FieldSpec] = &[
     field("hostname", CONDUCTORS_SINCE, ReadOnly, T::Text),
@@ -50,14 +57,14 @@ pub fn routes() -> Router<ApiState> {
 }
 
 /// Whether a conductor counts as alive at `now`: online, with a heartbeat no older than
-/// [`HEARTBEAT_TIMEOUT`].
-pub fn is_alive(conductor: &Conductor, now: DateTime<Utc>) -> bool {
-    conductor.online && now - conductor.updated_at <= HEARTBEAT_TIMEOUT
+/// `timeout`.
+pub fn is_alive(conductor: &Conductor, now: DateTime<Utc>, timeout: TimeDelta) -> bool {
+    conductor.online && now - conductor.updated_at <= timeout
 }
 
 fn conductor_json(
     conductor: &Conductor,
-    now: DateTime<Utc>,
+    alive: bool,
     version: Microversion,
     selection: &Selection,
     base: &str,
@@ -68,7 +75,7 @@ fn conductor_json(
         "conductor_group".to_owned(),
         json!(conductor.conductor_group),
     );
-    full.insert("alive".to_owned(), json!(is_alive(conductor, now)));
+    full.insert("alive".to_owned(), json!(alive));
     full.insert("drivers".to_owned(), json!(conductor.drivers));
     full.insert("created_at".to_owned(), timestamp(conductor.created_at));
     full.insert("updated_at".to_owned(), timestamp(conductor.updated_at));
@@ -172,9 +179,13 @@ pub async fn conductor_list(
 
     let base = base_url(&headers);
     let now = Utc::now();
+    let timeout = heartbeat_timeout(&state);
     let items = conductors
         .iter()
-        .map(|conductor| conductor_json(conductor, now, version, &selection, &base))
+        .map(|conductor| {
+            let alive = is_alive(conductor, now, timeout);
+            conductor_json(conductor, alive, version, &selection, &base)
+        })
         .collect();
     let last = conductors
         .last()
@@ -209,9 +220,10 @@ pub async fn conductor_get(
         .conductor_get(&hostname)
         .await
         .map_err(db_error)?;
+    let alive = is_alive(&conductor, Utc::now(), heartbeat_timeout(&state));
     Ok(Json(conductor_json(
         &conductor,
-        Utc::now(),
+        alive,
         version,
         &selection,
         &base_url(&headers),
@@ -236,10 +248,14 @@ mod tests {
     #[test]
     fn alive_means_online_with_a_recent_heartbeat() {
         let now = Utc::now();
-        assert!(is_alive(&conductor(true, now), now));
-        assert!(is_alive(&conductor(true, now - HEARTBEAT_TIMEOUT), now));
+        assert!(is_alive(&conductor(true, now), now, HEARTBEAT_TIMEOUT));
+        assert!(is_alive(
+            &conductor(true, now - HEARTBEAT_TIMEOUT),
+            now,
+            HEARTBEAT_TIMEOUT
+        ));
         let stale = now - HEARTBEAT_TIMEOUT - TimeDelta::seconds(1);
-        assert!(!is_alive(&conductor(true, stale), now));
-        assert!(!is_alive(&conductor(false, now), now));
+        assert!(!is_alive(&conductor(true, stale), now, HEARTBEAT_TIMEOUT));
+        assert!(!is_alive(&conductor(false, now), now, HEARTBEAT_TIMEOUT));
     }
 }

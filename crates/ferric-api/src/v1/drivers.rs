@@ -6,7 +6,7 @@ use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
-use chrono::{TimeDelta, Utc};
+use chrono::Utc;
 use ferric_db::ConductorFilter;
 use ferric_drivers::HardwareType;
 use ferric_model::Microversion;
@@ -16,9 +16,6 @@ use serde_json::{Map, Value, json};
 use super::{base_url, db_error, links, parse_bool_param};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// A conductor whose heartbeat is older than this no longer serves its drivers.
-const HEARTBEAT_TIMEOUT: TimeDelta = TimeDelta::seconds(60);
 
 pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
@@ -32,7 +29,8 @@ pub(crate) fn routes() -> Router<ApiState> {
 
 async fn hosts_by_driver(state: &ApiState) -> Result<Vec<(String, Vec<String>)>, ApiError> {
     let filter = ConductorFilter {
-        alive_since: Some(Utc::now() - HEARTBEAT_TIMEOUT),
+        // A conductor whose heartbeat is older no longer serves its drivers.
+        alive_since: Some(Utc::now() - super::conductors::heartbeat_timeout(state)),
         ..ConductorFilter::default()
     };
     let conductors = state

@@ -173,11 +173,12 @@ fn node_json(
             .get(&node.uuid)
             .map_or(Value::Null, |holder| Value::String(holder.clone()));
     }
-    // TODO-correctness: with several conductors this is the hash ring's owner (scale-out).
-    if let Some(slot) = shown.get_mut("conductor")
-        && node.conductor_group == state.conductor.config().conductor_group
-    {
-        *slot = Value::String(state.conductor.hostname().to_owned());
+    // The alive conductor that owns the node by the hash ring (null when none serves it).
+    if let Some(slot) = shown.get_mut("conductor") {
+        let rings = state.conductor.membership().rings();
+        *slot = rings
+            .owner(node)
+            .map_or(Value::Null, |owner| Value::String(owner.to_owned()));
     }
     shown
 }
@@ -265,6 +266,7 @@ pub(crate) async fn list(
 
     // The collection is written out directly rather than built as one JSON value, so that
     // documents of unchanged nodes can come from the render cache as they are.
+    let rings = state.conductor.membership().rings();
     let mut body = Vec::with_capacity(64 + nodes.len() * 256);
     body.extend_from_slice(b"{\"nodes\":[");
     for (n, node) in nodes.iter().enumerate() {
@@ -279,6 +281,7 @@ pub(crate) async fn list(
                     minor: version.minor(),
                     base: base.clone(),
                     reservation: held.get(&node.uuid).cloned(),
+                    conductor: rings.owner(node).map(str::to_owned),
                 };
                 match state.rendered.get(&key) {
                     Some(document) => document,

@@ -4,8 +4,8 @@
 //! Why: building and serializing a node's ~70 fields cost more than the rest of a 1,000-node
 //! page together. Why it is always right: the key holds everything the document depends on —
 //! the node's row id and revision (bumped by every write), the microversion, the base URL of
-//! the links and the reservation (a lease changes without a new revision); the conductor's
-//! name is fixed for the life of the process.
+//! the links, the reservation (a lease changes without a new revision) and the owning
+//! conductor (the hash ring changes without a new revision).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -23,6 +23,7 @@ pub(crate) struct RenderKey {
     pub(crate) minor: u16,
     pub(crate) base: String,
     pub(crate) reservation: Option<String>,
+    pub(crate) conductor: Option<String>,
 }
 
 #[derive(Debug, Default)]

@@ -58,9 +58,9 @@ pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
         error @ (ConductorError::NodeLocked { .. } | ConductorError::Conflict(_)) => {
             ApiError::conflict(error.to_string())
         }
-        error @ (ConductorError::NoFreeWorker { .. } | ConductorError::ShuttingDown) => {
-            ApiError::service_unavailable(error.to_string())
-        }
+        error @ (ConductorError::NoFreeWorker { .. }
+        | ConductorError::ShuttingDown
+        | ConductorError::Unavailable(_)) => ApiError::service_unavailable(error.to_string()),
         ConductorError::Invalid(message) => ApiError::bad_request(message),
         ConductorError::Forbidden(message) => ApiError::new(StatusCode::FORBIDDEN, message),
         error @ ConductorError::NodeNotFound(_) => ApiError::not_found(error.to_string()),
@@ -73,6 +73,7 @@ pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
         }
         ConductorError::Storage(error) => ApiError::internal(&error),
+        error @ ConductorError::Remote(_) => ApiError::internal(&error),
     }
 }
 

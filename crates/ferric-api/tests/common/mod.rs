@@ -53,6 +53,7 @@ pub(crate) fn host() -> HeaderMap {
 /// conductor's reconcilers do not run by themselves: tests step them.
 pub(crate) struct Api {
     pub state: ApiState,
+    conductor: Conductor,
     // Dropped after `state`: the database outlives the pools that use it.
     _db: TestDb,
 }
@@ -90,18 +91,54 @@ impl Api {
         let conductor = Conductor::new(store.clone(), drivers, config);
         conductor.start().await.unwrap();
         Self {
-            state: ApiState::new(store, conductor),
+            state: ApiState::new(store, conductor.clone()),
+            conductor,
+            _db: db,
+        }
+    }
+
+    /// An API-only process and a conductor that share nothing but a fresh PostgreSQL
+    /// database: every node action goes through the `conductor_requests` table.
+    pub(crate) async fn split(request_timeout: std::time::Duration) -> Self {
+        let db = TestDb::postgres().await;
+        let store = db.store.clone();
+        let config = ConductorConfig {
+            hostname: "remote-conductor".to_owned(),
+            periodic: false,
+            request_timeout,
+            ..ConductorConfig::default()
+        };
+        let conductor = Conductor::new(store.clone(), Drivers::default(), config.clone());
+        conductor.start().await.unwrap();
+        let membership = ferric_conductor::Membership::new(store.clone(), config.heartbeat_timeout);
+        let handoff = ferric_conductor::Handoff::new(
+            store.clone(),
+            None,
+            membership,
+            Drivers::default(),
+            ConductorConfig {
+                hostname: "api-only".to_owned(),
+                ..config
+            },
+        );
+        handoff
+            .start(tokio_util::sync::CancellationToken::new())
+            .await
+            .unwrap();
+        Self {
+            state: ApiState::new(store, handoff),
+            conductor,
             _db: db,
         }
     }
 
     pub(crate) fn conductor(&self) -> &Conductor {
-        &self.state.conductor
+        &self.conductor
     }
 
     /// Waits until the conductor has nothing running.
     pub(crate) async fn settle(&self) {
-        self.state.conductor.wait_idle().await;
+        self.conductor.wait_idle().await;
     }
 
     pub(crate) fn store(&self) -> &Store {

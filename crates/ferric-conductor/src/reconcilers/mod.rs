@@ -184,20 +184,22 @@ async fn run_paced(
     result
 }
 
+/// Records that this conductor is alive, then re-reads who else is (the hash ring) and drops
+/// conductor requests nobody waits for any more.
 async fn heartbeat(inner: &Inner) -> Result<usize, ConductorError> {
     match inner
         .store
         .conductor_heartbeat(&inner.config.hostname)
         .await
     {
-        Ok(_) => Ok(1),
+        Ok(_) => {}
         // Deleted as stale while we were away (or never registered): register again.
-        Err(ferric_db::Error::NotFound { .. }) => {
-            inner.register().await?;
-            Ok(1)
-        }
-        Err(error) => Err(error.into()),
+        Err(ferric_db::Error::NotFound { .. }) => inner.register().await?,
+        Err(error) => return Err(error.into()),
     }
+    inner.refresh_membership().await?;
+    crate::requests::purge(inner).await;
+    Ok(1)
 }
 
 /// Starts every enabled reconciler's loop; they stop when the conductor shuts down.

@@ -78,7 +78,7 @@ pub(crate) async fn run_once(
         .node_list(&NodeFilter::default(), &Page::all())
         .await?
         .into_iter()
-        .filter(|node| eligible(inner, node))
+        .filter(|node| inner.owns(node) && eligible(inner, node))
         .collect();
     let total = Arc::new(Semaphore::new(inner.config.power_sync_workers.max(1)));
     let mut per_bmc: HashMap<String, Arc<Semaphore>> = HashMap::new();

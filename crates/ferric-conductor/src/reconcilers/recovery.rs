@@ -3,7 +3,9 @@
 //! whose lease has lapsed or is gone, will never be finished by anyone: it is moved to its
 //! failed state (or its power action is dropped) with a `last_error` that says so. This runs
 //! when a conductor starts (after releasing its own previous leases) and periodically, which
-//! is how nodes of a conductor that died are taken over.
+//! is how nodes of a conductor that died are taken over: once the hash ring drops the dead
+//! conductor, each of its nodes has a new owner, whose recovery fails what was left half-done
+//! (nodes in wait states hold no lease and simply keep waiting for their callback).
 
 use std::sync::Arc;
 
@@ -35,7 +37,9 @@ pub(crate) async fn run_once(inner: &Arc<Inner>) -> Result<usize, ConductorError
 
     let mut acted = 0;
     for node in candidates {
-        if inner.is_busy(node.uuid) {
+        // Only this conductor's nodes (by the hash ring): a dead conductor's nodes are
+        // recovered by whichever live conductors own them now.
+        if inner.is_busy(node.uuid) || !inner.owns(&node) {
             continue;
         }
         let previous_holder = match inner.store.node_lease_get(node.uuid).await? {

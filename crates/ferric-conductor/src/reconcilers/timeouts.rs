@@ -52,6 +52,10 @@ pub(crate) async fn run_once(
             ..NodeFilter::default()
         };
         for node in inner.store.node_list(&filter, &Page::all()).await? {
+            // Another conductor's node: its owner keeps its deadline.
+            if !inner.owns(&node) {
+                continue;
+            }
             let mut task = match Task::acquire(inner, node.uuid).await {
                 Ok(task) => task,
                 Err(ConductorError::NodeLocked { .. } | ConductorError::NodeNotFound(_)) => {

@@ -25,6 +25,17 @@ impl Server {
 
     /// [`Server::start`] with extra environment variables.
     pub(crate) fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        Self::start_until(dir, args, env, "Bare Metal API listening")
+    }
+
+    /// [`Server::start_with_env`], ready once the log line `ready` appears (a `--role
+    /// conductor` process has no API: it is ready at "conductor running").
+    pub(crate) fn start_until(
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        ready: &str,
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferric"))
             .arg("server")
             .args(["--api-listen", "127.0.0.1:0", "--log-format", "json"])
@@ -69,6 +80,8 @@ impl Server {
             }
             if record["message"] == "Bare Metal API listening" {
                 server.address = record["address"].as_str().expect("address").to_owned();
+            }
+            if record["message"] == ready {
                 return server;
             }
         }
