@@ -249,10 +249,10 @@ async fn an_agent_may_call_back_through_an_api_process_without_a_conductor() {
         .send_latest(
             Method::POST,
             &format!("/v1/heartbeat/{uuid}"),
-            Some(json!({"callback_url": "http://127.0.0.1:9999", "agent_token": "forged"})),
+            Some(json!({"callback_url": "http://127.0.0.1:9999", "agent_version": "10.0.0", "agent_token": "forged"})),
         )
         .await;
-    assert_eq!(forged.status, StatusCode::BAD_REQUEST, "{}", forged.body);
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
     assert!(
         faultstring(&forged.body).contains("agent token"),
         "{}",
@@ -264,7 +264,7 @@ async fn an_agent_may_call_back_through_an_api_process_without_a_conductor() {
         .send_latest(
             Method::POST,
             &format!("/v1/heartbeat/{uuid}"),
-            Some(json!({"callback_url": "http://127.0.0.1:9999", "agent_token": token})),
+            Some(json!({"callback_url": "http://127.0.0.1:9999", "agent_version": "10.0.0", "agent_token": token})),
         )
         .await;
     assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
