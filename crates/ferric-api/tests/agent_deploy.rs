@@ -393,3 +393,98 @@ async fn delete_provision_aborts_a_running_deploy_and_answers_202_403_404() {
     assert!(faultstring(&refused.body).contains("cannot be interrupted"));
     state(&api, &fake, "wait call-back").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_track_keeps_the_agent_from_cleaning_and_deploys_without_a_reboot() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path()).await;
+    let log: Shared = Arc::new(Mutex::new(AgentLog {
+        polls_until_done: Some(2),
+        ..AgentLog::default()
+    }));
+    let agent_url = start_agent(log.clone()).await;
+    let uuid = node(&api, true).await;
+    // Fast track for this node only (the site's setting is off).
+    let patched = send(
+        &api,
+        Method::PATCH,
+        &format!("/v1/nodes/{uuid}"),
+        Some(json!([{"op": "add", "path": "/driver_info/fast_track", "value": true}])),
+    )
+    .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+
+    // No agent yet: cleaning boots one and waits for it, as without fast track.
+    provision(&api, &uuid, "provide").await;
+    state(&api, &uuid, "clean wait").await;
+    agent_calls_back(&api, &uuid, &agent_url, &log).await;
+    let available = state(&api, &uuid, "available").await;
+    // The machine stays on with its agent; only the network boot is gone.
+    assert_eq!(available["power_state"], "power on", "{available:#}");
+    assert_eq!(available["driver_internal_info"]["agent_url"], agent_url);
+    assert!(!script(root.path()).exists());
+    // The agent keeps heartbeating while the node rests.
+    let token = log.lock().unwrap().token.clone();
+    let beat = send(
+        &api,
+        Method::POST,
+        &format!("/v1/heartbeat/{uuid}"),
+        Some(json!({"callback_url": agent_url, "agent_token": token})),
+    )
+    .await;
+    assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
+
+    // Deploy: the live agent writes the image at once — no `wait call-back`, no heartbeat
+    // needed, no network boot prepared.
+    log.lock().unwrap().commands.clear();
+    provision(&api, &uuid, "active").await;
+    let active = state(&api, &uuid, "active").await;
+    assert_eq!(active["power_state"], "power on");
+    assert!(!script(root.path()).exists());
+    let names: Vec<String> = log
+        .lock()
+        .unwrap()
+        .commands
+        .iter()
+        .map(|command| command["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["deploy.execute_deploy_step", "standby.sync"]);
+    let history = send(
+        &api,
+        Method::GET,
+        &format!("/v1/nodes/{uuid}/history"),
+        None,
+    )
+    .await;
+    assert!(
+        !history.body.to_string().contains("wait call-back"),
+        "the deploy waited for a callback: {}",
+        history.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_fast_track_a_resting_node_refuses_heartbeats() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path()).await;
+    let log: Shared = Arc::new(Mutex::new(AgentLog {
+        polls_until_done: Some(1),
+        ..AgentLog::default()
+    }));
+    let agent_url = start_agent(log.clone()).await;
+    let uuid = node(&api, true).await;
+    provision(&api, &uuid, "provide").await;
+    state(&api, &uuid, "clean wait").await;
+    agent_calls_back(&api, &uuid, &agent_url, &log).await;
+    let available = state(&api, &uuid, "available").await;
+    assert_eq!(available["power_state"], "power off");
+    let token = log.lock().unwrap().token.clone();
+    let beat = send(
+        &api,
+        Method::POST,
+        &format!("/v1/heartbeat/{uuid}"),
+        Some(json!({"callback_url": agent_url, "agent_token": token})),
+    )
+    .await;
+    assert_eq!(beat.status, StatusCode::CONFLICT, "{}", beat.body);
+}

@@ -147,9 +147,12 @@ async fn agent_inspection_fills_properties_and_ports() {
     assert!(!root.path().join(SCRIPT).exists(), "network boot removed");
     // add_ports=pxe: the PXE NIC has its port already; the second NIC gets none.
     assert_eq!(port_count(&api, &uuid).await, 1);
-    let uuid_value: uuid::Uuid = uuid.parse().unwrap();
-    let (inventory, _) = api.conductor().node_inventory(uuid_value).unwrap();
-    assert_eq!(inventory["cpu"]["count"], 2);
+    // The inventory is in the store, served by the API.
+    let stored = api
+        .send_latest(Method::GET, &format!("/v1/nodes/{uuid}/inventory"), None)
+        .await;
+    assert_eq!(stored.status, StatusCode::OK, "{}", stored.body);
+    assert_eq!(stored.body["inventory"]["cpu"]["count"], 2);
 
     // Data nobody waits for: 404.
     let answer = api
@@ -389,4 +392,67 @@ async fn an_unreachable_service_fails_the_inspection_and_undoes_the_boot() {
         "{node:#}"
     );
     assert!(!root.path().join(SCRIPT).exists(), "network boot removed");
+}
+
+#[tokio::test]
+async fn with_fast_track_inspection_leaves_the_agent_running_but_an_abort_powers_off() {
+    let root = tempfile::tempdir().unwrap();
+    // Fast track for the whole site this time (the conductor's lookup and heartbeat checks,
+    // and the drivers).
+    let drivers = Drivers::default().with_settings(DriverSettings {
+        boot: boot_settings(root.path()),
+        fast_track: ferric_drivers::FastTrackSettings {
+            enabled: true,
+            ..ferric_drivers::FastTrackSettings::default()
+        },
+        ..DriverSettings::default()
+    });
+    let config = ConductorConfig {
+        fast_track: true,
+        ..ConductorConfig::default()
+    };
+    let api = Api::with_drivers(TestDb::sqlite().await, config, drivers).await;
+    let uuid = node(&api, "agent").await;
+
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    let answer = api
+        .send_at(
+            84,
+            Method::POST,
+            &format!("/v1/continue_inspection?node_uuid={uuid}"),
+            Some(payload()),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    let token = answer.body["config"]["agent_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let node = state(&api, &uuid, "manageable").await;
+    assert_eq!(node["power_state"], "power on", "the agent stays up");
+    assert!(!root.path().join(SCRIPT).exists(), "network boot removed");
+    // The agent, still running, heartbeats while the node rests.
+    let beat = send(
+        &api,
+        Method::POST,
+        &format!("/v1/heartbeat/{uuid}"),
+        Some(json!({"callback_url": "http://10.9.0.50:9999", "agent_token": token})),
+    )
+    .await;
+    assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
+    let node = node_body(&api, &uuid).await;
+    assert!(node["driver_internal_info"]["agent_last_heartbeat"].is_string());
+
+    // A new inspection reboots the machine and forgets the agent it had (the new ramdisk
+    // gets its own token); an abort is not fast-tracked: the machine goes off.
+    provision(&api, &uuid, "inspect").await;
+    let waiting = state(&api, &uuid, "inspect wait").await;
+    assert!(
+        waiting["driver_internal_info"].get("agent_url").is_none(),
+        "{waiting:#}"
+    );
+    provision(&api, &uuid, "abort").await;
+    let node = state(&api, &uuid, "inspect failed").await;
+    assert_eq!(node["power_state"], "power off");
 }

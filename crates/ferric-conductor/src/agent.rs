@@ -80,10 +80,11 @@ pub fn agent_token(node: &Node) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Whether the node takes heartbeats and lookups in its current state.
+/// Whether the node takes heartbeats and lookups in its current state. `fast_track` is the
+/// site's setting; the node's `driver_info.fast_track` overrides it.
 pub fn agent_allowed(node: &Node, fast_track: bool) -> bool {
     let state = node.provision_state;
-    if fast_track {
+    if ferric_drivers::fast_track::enabled(node, fast_track) {
         state.allows_fast_track_lookup()
     } else {
         state.allows_agent_lookup()

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use ferric_db::{NodeFilter, Page};
 use ferric_drivers::InspectionStatus;
-use ferric_model::resources::JsonObject;
 use ferric_model::{Event, ProvisionState};
 use serde_json::Value;
 use uuid::Uuid;
@@ -79,18 +78,6 @@ impl Conductor {
             }
         }
     }
-
-    /// The inventory and plugin data the last inspection of `node` stored.
-    pub fn node_inventory(&self, node: Uuid) -> Option<(JsonObject, JsonObject)> {
-        lock(&self.inner.inventories).get(&node).cloned()
-    }
-}
-
-/// Stores what inspection learned. The one place to swap for the database's
-/// `node_inventory_set` (issue of `GET /v1/nodes/{node}/inventory`) when it lands.
-// TODO-correctness: in memory until the node_inventory table exists.
-fn save_inventory(inner: &Inner, node: Uuid, inventory: JsonObject, plugin_data: JsonObject) {
-    lock(&inner.inventories).insert(node, (inventory, plugin_data));
 }
 
 /// `inspecting` after `inspect wait`: process the data the agent sent (if it sent any),
@@ -102,6 +89,11 @@ pub(crate) async fn resume(task: &mut Task) -> Result<(), ConductorError> {
         Some(payload) => apply(task, &payload).await,
         None => Ok(()),
     };
+    if let Err(message) = &processed {
+        // Recorded before the clean-up: a failed inspection is never fast-tracked (the
+        // machine goes off).
+        task.node.last_error = Some(message.clone());
+    }
     let interfaces = task.interfaces()?;
     let finished = interfaces.inspect.finish(&mut task.node).await;
     match (processed, finished) {
@@ -133,12 +125,13 @@ async fn apply(task: &mut Task, payload: &Value) -> Result<(), String> {
     tracing::info!(node = %task.uuid(), updated = ?processed.updated, new_ports = processed.new_ports.len(), "inspection data processed");
     task.node.properties = processed.properties;
     ferric_inspector::service::create_ports(&inner.store, task.uuid(), &processed.new_ports).await;
-    save_inventory(
-        &inner,
-        task.uuid(),
-        processed.inventory,
-        processed.plugin_data,
-    );
+    // Stored for `GET /v1/nodes/{node}/inventory`; a store that refuses it fails the
+    // inspection (the data would otherwise be lost without a word).
+    inner
+        .store
+        .node_inventory_set(task.uuid(), &processed.inventory, &processed.plugin_data)
+        .await
+        .map_err(|error| format!("the inventory could not be stored: {error}"))?;
     Ok(())
 }
 

@@ -170,8 +170,6 @@ pub(crate) struct Inner {
     /// Inspection data posted to `/v1/continue_inspection`, handed to the worker that
     /// processes it (in this process: the API calls the conductor directly).
     pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
-    /// Stored inventories and plugin data, per node (see `inspection::save_inventory`).
-    pub(crate) inventories: Mutex<HashMap<Uuid, InventoryRecord>>,
     /// Failed power reads in a row, per node (the power-sync reconciler's memory).
     pub(crate) power_failures: Mutex<HashMap<Uuid, u32>>,
     pub(crate) reconcilers: reconcilers::Registry,
@@ -180,12 +178,6 @@ pub(crate) struct Inner {
     /// Which conductors are alive, and so which nodes are this conductor's (`ring.rs`).
     pub(crate) membership: Membership,
 }
-
-/// An inventory and the rest of the inspection data (plugin data).
-pub(crate) type InventoryRecord = (
-    ferric_model::resources::JsonObject,
-    ferric_model::resources::JsonObject,
-);
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (plain sets and maps).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -291,7 +283,6 @@ impl Conductor {
                 shutdown: CancellationToken::new(),
                 busy: Mutex::new(HashSet::new()),
                 inspection_data: Mutex::new(HashMap::new()),
-                inventories: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
                 metrics,

@@ -150,7 +150,9 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
                     }
                 );
             }
-            // Undo what the flow set up (network boot, a running agent, power).
+            // Undo what the flow set up (network boot, a running agent, power). The error is
+            // recorded first: a failed phase is never fast-tracked, so the machine goes off.
+            task.node.last_error = Some(message.clone());
             match task.interfaces() {
                 Ok(interfaces) => {
                     let undone = if kind == StepKind::Deploy {

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 
 use crate::DriverError;
 use crate::agent_client::{AgentClient, CommandStatus, Reply, forget_agent};
+use crate::fast_track::{self, FastTrackSettings};
 use crate::interfaces::{
     BootDevice, BootInterface, DeployInterface, ManagementInterface, Outcome, PowerAction,
     PowerInterface, StepCall, StepDef, StepKind, Validate,
@@ -61,6 +62,7 @@ pub struct DirectDeploy {
     pub(crate) boot: Arc<dyn BootInterface>,
     pub(crate) agent: AgentClient,
     pub(crate) settings: DeploySettings,
+    pub(crate) fast_track: FastTrackSettings,
     /// The boot file server's URL, for `image_source` given as a file name.
     pub(crate) http_url: Option<String>,
     pub(crate) ports: Vec<Port>,
@@ -317,8 +319,14 @@ impl DirectDeploy {
     }
 
     /// Boots the agent ramdisk: network boot prepared, boot device network (once), power on
-    /// or reboot. The node waits for the agent's heartbeat.
+    /// or reboot. The node waits for the agent's heartbeat — unless fast track finds the agent
+    /// already running, which is then used as it is ([`Outcome::Done`], no reboot).
     async fn boot_agent(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+        if self.fast_tracked(node).await {
+            tracing::info!(node = %node.uuid, "fast track: the agent is up; no reboot into the ramdisk");
+            node.driver_internal_info.remove(PROGRESS_KEY);
+            return Ok(Outcome::Done);
+        }
         forget_agent(node);
         node.driver_internal_info.remove(PROGRESS_KEY);
         self.boot.prepare_ramdisk(node).await?;
@@ -332,6 +340,18 @@ impl DirectDeploy {
         self.power.set_power(node, action, None).await?;
         node.power_state = Some(PowerState::On);
         Ok(Outcome::Wait)
+    }
+
+    /// Whether fast track lets this ramdisk phase use the agent that runs now. A BMC that
+    /// cannot say whether the machine is on means no (the normal boot then reports it).
+    async fn fast_tracked(&self, node: &Node) -> bool {
+        match fast_track::usable(node, &self.fast_track, self.power.as_ref()).await {
+            Ok(usable) => usable,
+            Err(error) => {
+                tracing::warn!(node = %node.uuid, error = %error, "fast track: cannot read the power state; rebooting into the ramdisk");
+                false
+            }
+        }
     }
 
     /// Power off, unless the node says not to.
@@ -443,6 +463,12 @@ impl DeployInterface for DirectDeploy {
             return Ok(());
         }
         self.boot.clean_up_ramdisk(node).await?;
+        if fast_track::keeps_agent(node, &self.fast_track) {
+            // The agent stays up for the next phase (its network boot is gone: a reboot
+            // would not bring it back).
+            tracing::info!(node = %node.uuid, "fast track: the machine stays on with its agent");
+            return Ok(());
+        }
         self.power_off(node).await?;
         forget_agent(node);
         Ok(())

@@ -18,6 +18,7 @@ use ferric_model::resources::{Node, PowerState};
 use serde_json::Value;
 
 use crate::DriverError;
+use crate::fast_track::{self, FastTrackSettings};
 use crate::interfaces::{
     BootDevice, BootInterface, InspectInterface, InspectionStatus, ManagementInterface, Outcome,
     PowerAction, PowerInterface, Validate,
@@ -33,6 +34,7 @@ pub struct InspectBoot {
     pub(crate) power: Arc<dyn PowerInterface>,
     pub(crate) management: Arc<dyn ManagementInterface>,
     pub(crate) boot: Arc<dyn BootInterface>,
+    pub(crate) fast_track: FastTrackSettings,
 }
 
 impl InspectBoot {
@@ -45,8 +47,11 @@ impl InspectBoot {
         self.undo_on_error(node, rebooted).await
     }
 
-    /// Boot device PXE (where the management interface can set it), then a reboot.
+    /// Boot device PXE (where the management interface can set it), then a reboot. The agent
+    /// the node knew (one kept by fast track) is forgotten: the rebooted ramdisk gets a new
+    /// token when it posts its data.
     async fn reboot_into_ramdisk(&self, node: &mut Node) -> Result<(), DriverError> {
+        crate::agent_client::forget_agent(node);
         match self
             .management
             .set_boot_device(node, BootDevice::Pxe, false)
@@ -77,9 +82,15 @@ impl InspectBoot {
         result
     }
 
-    /// No more network boot of the ramdisk; the machine off (unless `disable_power_off`).
-    async fn unboot(&self, node: &mut Node) -> Result<(), DriverError> {
+    /// No more network boot of the ramdisk; the machine off (unless `disable_power_off`, or,
+    /// when `fast_track_ok` and fast track is on for the node, left on with its agent for the
+    /// next phase).
+    async fn unboot(&self, node: &mut Node, fast_track_ok: bool) -> Result<(), DriverError> {
         self.boot.clean_up_ramdisk(node).await?;
+        if fast_track_ok && fast_track::keeps_agent(node, &self.fast_track) {
+            tracing::info!(node = %node.uuid, "fast track: the machine stays on with its agent after inspection");
+            return Ok(());
+        }
         if !node.disable_power_off {
             self.power.set_power(node, PowerAction::Off, None).await?;
             node.power_state = Some(PowerState::Off);
@@ -159,12 +170,13 @@ impl InspectInterface for AgentInspect {
     }
 
     async fn abort(&self, node: &mut Node) -> Result<(), DriverError> {
-        self.finish(node).await
+        node.driver_internal_info.remove(LOOKUP_BMC_ADDRESSES_KEY);
+        self.machine.unboot(node, false).await
     }
 
     async fn finish(&self, node: &mut Node) -> Result<(), DriverError> {
         node.driver_internal_info.remove(LOOKUP_BMC_ADDRESSES_KEY);
-        self.machine.unboot(node).await
+        self.machine.unboot(node, true).await
     }
 
     fn takes_data(&self) -> bool {
@@ -330,10 +342,10 @@ impl InspectInterface for InspectorInspect {
         if !status.is_success() && !over {
             return Err(Self::service_error("abort introspection", status, &body));
         }
-        self.machine.unboot(node).await
+        self.machine.unboot(node, false).await
     }
 
     async fn finish(&self, node: &mut Node) -> Result<(), DriverError> {
-        self.machine.unboot(node).await
+        self.machine.unboot(node, true).await
     }
 }

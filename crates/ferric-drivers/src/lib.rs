@@ -15,6 +15,7 @@ pub mod dhcp;
 pub mod direct;
 mod error;
 pub mod fake;
+pub mod fast_track;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod hardware;
@@ -31,6 +32,7 @@ pub mod simulator;
 
 pub use bmc::BmcSettings;
 pub use error::DriverError;
+pub use fast_track::FastTrackSettings;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
     BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate,

@@ -129,4 +129,6 @@ pub struct DriverSettings {
     pub boot: BootSettings,
     pub deploy: DeploySettings,
     pub inspector: InspectorSettings,
+    /// Fast track: ramdisk phases reuse a running agent instead of rebooting into one.
+    pub fast_track: crate::fast_track::FastTrackSettings,
 }

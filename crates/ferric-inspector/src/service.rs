@@ -543,6 +543,15 @@ impl Service {
             match self.store.node_update(&updated, node.version).await {
                 Ok(_) => {
                     create_ports(&self.store, node_uuid, &processed.new_ports).await;
+                    // The data outlives this process in the store (Ironic's
+                    // `GET /v1/nodes/{node}/inventory`); the cache below serves `/data`.
+                    if let Err(error) = self
+                        .store
+                        .node_inventory_set(node_uuid, &processed.inventory, &processed.plugin_data)
+                        .await
+                    {
+                        tracing::warn!(node = %node_uuid, error = %error, "inspection could not store the inventory");
+                    }
                     tracing::info!(node = %node_uuid, updated = ?processed.updated, "node updated from inspection");
                     return Ok(processed);
                 }

@@ -188,6 +188,14 @@ async fn introspection_from_start_to_data() {
         data["root_disk"]["name"], "/dev/vdb",
         "the chosen root disk"
     );
+    // The inventory is in the store too, where the node's inventory endpoint reads it.
+    let inventory =
+        h.db.store
+            .node_inventory_get(node.uuid)
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(inventory.inventory["cpu"]["count"], 2);
 
     // A second post for a finished introspection is refused.
     let (status, _) = h

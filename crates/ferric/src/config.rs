@@ -586,6 +586,10 @@ impl Settings {
                 callback_url: self.inspector_callback_url.clone(),
                 ..ferric_drivers::InspectorSettings::default()
             },
+            fast_track: ferric_drivers::FastTrackSettings {
+                enabled: self.fast_track,
+                timeout: std::time::Duration::from_secs(self.agent_heartbeat_timeout.max(10)),
+            },
         }
     }
 

@@ -27,6 +27,8 @@ const API: &str = "http://10.231.0.1:6385";
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a node may wait for its agent before the callback timeout fails it.
 const CALLBACK_TIMEOUT_SECS: u64 = 120;
+/// How long an inspection may wait for the ramdisk's data.
+const INSPECT_WAIT_TIMEOUT_SECS: u64 = 90;
 
 fn ferric() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferric"))
@@ -292,12 +294,23 @@ impl Client {
         }
     }
 
-    /// Waits until the node's agent has heartbeated.
-    fn wait_for_agent(&self, uuid: &str) -> anyhow::Result<()> {
+    fn patch(&self, uuid: &str, patch: Value) -> anyhow::Result<()> {
+        self.expect(
+            reqwest::Method::PATCH,
+            &format!("/v1/nodes/{uuid}"),
+            Some(patch),
+            200,
+        )
+        .map(|_| ())
+    }
+
+    /// Waits until the node's agent heartbeats (a heartbeat time other than `before`).
+    fn wait_for_heartbeat(&self, uuid: &str, before: Option<&str>) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
             let node = self.node(uuid)?;
-            if node["driver_internal_info"]["agent_last_heartbeat"].is_string() {
+            let last = node["driver_internal_info"]["agent_last_heartbeat"].as_str();
+            if last.is_some() && last != before {
                 return Ok(());
             }
             ensure!(
@@ -312,7 +325,7 @@ impl Client {
                 started.elapsed() < PHASE_TIMEOUT,
                 "no heartbeat from node {uuid}'s agent after {PHASE_TIMEOUT:?}"
             );
-            std::thread::sleep(Duration::from_secs(1));
+            std::thread::sleep(Duration::from_millis(500));
         }
     }
 }
@@ -336,6 +349,34 @@ fn phase(name: &str, started: Instant) {
     );
 }
 
+/// How many times the machine's firmware started (power-on or reset): SeaBIOS prints its
+/// banner on the serial console at each start, and the console keeps every boot.
+fn firmware_starts(dir: &Path, machine: &str) -> usize {
+    let console = dir.join(format!("lab/{machine}/console.log"));
+    String::from_utf8_lossy(&std::fs::read(console).unwrap_or_default())
+        .matches("SeaBIOS (version")
+        .count()
+}
+
+/// Whether the node's history mentions `text` since the `seen` entries already read; returns
+/// the new count of entries too.
+fn history_since(client: &Client, uuid: &str, seen: usize) -> anyhow::Result<(Vec<String>, usize)> {
+    let history = client.expect(
+        reqwest::Method::GET,
+        &format!("/v1/nodes/{uuid}/history?detail=true"),
+        None,
+        200,
+    )?;
+    let events: Vec<String> = history["history"]
+        .as_array()
+        .context("no history")?
+        .iter()
+        .map(|entry| entry["event"].as_str().unwrap_or("").to_owned())
+        .collect();
+    let count = events.len();
+    Ok((events.into_iter().skip(seen).collect(), count))
+}
+
 /// The scenario, run inside the lab's namespace.
 fn inside(dir: &Path) -> anyhow::Result<()> {
     let lab: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("lab/lab.json"))?)?;
@@ -353,6 +394,10 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             .env(
                 "FERRIC_DEPLOY_CALLBACK_TIMEOUT",
                 CALLBACK_TIMEOUT_SECS.to_string(),
+            )
+            .env(
+                "FERRIC_INSPECT_WAIT_TIMEOUT",
+                INSPECT_WAIT_TIMEOUT_SECS.to_string(),
             )
             .env("FERRIC_CHECK_PROVISION_STATE_INTERVAL", "5")
             .env("FERRIC_LOG_LEVEL", "info,ferric_api=debug")
@@ -376,7 +421,6 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let marker = std::fs::read_to_string(dir.join("marker"))?;
     let digest = std::fs::read_to_string(dir.join("marker.img.sha256"))?;
     let nodes = lab["nodes"].as_array().context("lab.json has no nodes")?;
     let enroll = |machine: &Value, extra: Value| -> anyhow::Result<String> {
@@ -391,12 +435,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
                 "redfish_username": machine["redfish_username"],
                 "redfish_password": machine["redfish_password"],
             },
-            "instance_info": {
-                "image_source": "marker.img",
-                "image_disk_format": "raw",
-                "image_os_hash_algo": "sha256",
-                "image_os_hash_value": digest.trim(),
-            },
+            "instance_info": image_info(&digest),
         });
         if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
             body.extend(extra.clone());
@@ -412,13 +451,13 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         Ok(uuid)
     };
 
-    // node-1 never finds its ramdisk: its deploy must end at the callback timeout. It runs
-    // beside node-0's phases.
-    let started = Instant::now();
-    // It is enrolled over IPMI: verifying and its power actions go through the lab's RMCP+ BMC.
+    // node-1 never finds its ramdisk: its inspections and its deploy end in aborts and
+    // timeouts. It is enrolled over IPMI (verifying and its power actions go through the
+    // lab's RMCP+ BMC) and runs on its own thread beside node-0's phases.
     let late = enroll(
         &nodes[1],
-        json!({"automated_clean": false, "driver": "ipmi", "driver_info": {
+        json!({"automated_clean": false, "driver": "ipmi", "inspect_interface": "agent",
+        "driver_info": {
             "ipmi_address": nodes[1]["ipmi_address"],
             "ipmi_port": nodes[1]["ipmi_port"],
             "ipmi_username": nodes[1]["ipmi_username"],
@@ -426,29 +465,64 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             "deploy_ramdisk": "no-such-ramdisk",
         }}),
     )?;
-    client.provision(&late, json!({"target": "manage"}))?;
-    client.wait_for(&late, "manageable")?;
-    client.provision(&late, json!({"target": "provide"}))?;
-    client.wait_for(&late, "available")?;
-    client.provision(&late, json!({"target": "active"}))?;
-    let late_started = Instant::now();
-
-    // A property set before inspection keeps its value.
     let uuid = enroll(
         &nodes[0],
         json!({"inspect_interface": "agent", "properties": {"memory_mb": 1234}}),
     )?;
-    client.provision(&uuid, json!({"target": "manage"}))?;
-    let node = client.wait_for(&uuid, "manageable")?;
+    let (node0, node1) = std::thread::scope(|scope| {
+        let node1 = scope.spawn(|| silent_node(&client, &late, &nodes[1]));
+        let node0 = lifecycle(&client, dir, &uuid, &nodes[0], &digest);
+        (node0, node1.join())
+    });
+    let node1 = node1.map_err(|_| anyhow::anyhow!("node-1's thread panicked"))?;
+    match (node0, node1) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(error), Ok(())) => Err(error.context("node-0")),
+        (Ok(()), Err(error)) => Err(error.context("node-1")),
+        (Err(first), Err(second)) => Err(first.context(format!("node-0 (and node-1: {second:#})"))),
+    }
+}
+
+fn image_info(digest: &str) -> Value {
+    json!({
+        "image_source": "marker.img",
+        "image_disk_format": "raw",
+        "image_os_hash_algo": "sha256",
+        "image_os_hash_value": digest.trim(),
+    })
+}
+
+/// node-0 (Redfish, fast track on): inspect; provide and deploy through the agent left
+/// running by the phase before (no reboot into the ramdisk); boot from disk; undeploy (a cold
+/// boot of the ramdisk); then, fast track off, the aborts: `abort` in `wait call-back`, and
+/// seed 001's `DELETE /v1/nodes/{node}/provision` with nothing running (404) and during the
+/// image write (202).
+fn lifecycle(
+    client: &Client,
+    dir: &Path,
+    uuid: &str,
+    machine: &Value,
+    digest: &str,
+) -> anyhow::Result<()> {
+    let name = machine["name"].as_str().unwrap_or("node-0");
+    let marker = std::fs::read_to_string(dir.join("marker"))?;
+    let started = Instant::now();
+    client.patch(
+        uuid,
+        json!([{"op": "add", "path": "/driver_info/fast_track", "value": true}]),
+    )?;
+    client.provision(uuid, json!({"target": "manage"}))?;
+    let node = client.wait_for(uuid, "manageable")?;
     ensure!(
         node["power_state"] == "power off",
         "verifying read the power state: {node}"
     );
     phase("enroll + manage (verifying)", started);
 
+    // A property set before inspection keeps its value.
     let started = Instant::now();
-    client.provision(&uuid, json!({"target": "inspect"}))?;
-    let node = client.wait_for(&uuid, "manageable")?;
+    client.provision(uuid, json!({"target": "inspect"}))?;
+    let node = client.wait_for(uuid, "manageable")?;
     phase("inspection (in-band, through the agent)", started);
     let properties = &node["properties"];
     ensure!(
@@ -461,28 +535,64 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         properties["local_gb"].as_u64().is_some_and(|gb| gb >= 2),
         "local_gb: {properties}"
     );
+    let inventory = client.expect(
+        reqwest::Method::GET,
+        &format!("/v1/nodes/{uuid}/inventory"),
+        None,
+        200,
+    )?;
     ensure!(
-        node["power_state"] == "power off",
-        "inspection powers the node off: {node}"
+        inventory["inventory"]["cpu"]["architecture"] == "x86_64",
+        "the stored inventory: {inventory}"
+    );
+    // Fast track: the machine stays on and its agent heartbeats while the node rests.
+    ensure!(
+        node["power_state"] == "power on",
+        "fast track leaves the machine on after inspection: {node}"
+    );
+    client.wait_for_heartbeat(uuid, None)?;
+    phase(
+        "inspection start to first heartbeat in manageable (fast track)",
+        started,
     );
 
+    // provide: cleaning runs on the agent that is up — no reboot, no `clean wait`.
+    let starts = firmware_starts(dir, name);
+    let (_, seen) = history_since(client, uuid, 0)?;
     let started = Instant::now();
-    client.provision(&uuid, json!({"target": "provide"}))?;
-    client.wait_for_agent(&uuid)?;
-    phase("power-on to first heartbeat", started);
-    client.wait_for(&uuid, "available")?;
-    phase("cleaning", started);
+    client.provision(uuid, json!({"target": "provide"}))?;
+    let node = client.wait_for(uuid, "available")?;
+    phase("cleaning (fast track: no reboot)", started);
+    let (events, seen) = history_since(client, uuid, seen)?;
+    ensure!(
+        !events.iter().any(|event| event.contains("clean wait")),
+        "fast-tracked cleaning waited for an agent: {events:?}"
+    );
+    ensure!(
+        firmware_starts(dir, name) == starts,
+        "the machine restarted during fast-tracked cleaning"
+    );
+    ensure!(
+        node["power_state"] == "power on" && node["driver_internal_info"]["agent_url"].is_string(),
+        "fast track keeps the machine on with its agent after cleaning: {node}"
+    );
 
+    // deploy: the image goes onto the disk through the same agent, then the machine boots it.
     let started = Instant::now();
-    client.provision(&uuid, json!({"target": "active"}))?;
-    let node = client.wait_for(&uuid, "active")?;
-    phase("deploy", started);
+    client.provision(uuid, json!({"target": "active"}))?;
+    let node = client.wait_for(uuid, "active")?;
+    phase("deploy (fast track: no reboot into the ramdisk)", started);
+    let (events, _) = history_since(client, uuid, seen)?;
+    ensure!(
+        !events.iter().any(|event| event.contains("wait call-back")),
+        "the fast-tracked deploy waited for an agent: {events:?}"
+    );
     ensure!(
         node["driver_internal_info"]["deploy_progress"]["bytes_written"].as_u64() == Some(64 << 20),
         "the agent reported the bytes it wrote: {}",
         node["driver_internal_info"]
     );
-    let console = dir.join("lab/node-0/console.log");
+    let console = dir.join(format!("lab/{name}/console.log"));
     let booted = Instant::now();
     loop {
         let text =
@@ -499,61 +609,176 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     }
     phase("boot from disk", booted);
 
+    // undeploy: the machine is off after the tear-down, so cleaning boots the ramdisk cold.
+    let before = client.node(uuid)?["driver_internal_info"]["agent_last_heartbeat"].clone();
     let started = Instant::now();
-    client.provision(&uuid, json!({"target": "deleted"}))?;
-    let node = client.wait_for(&uuid, "available")?;
+    client.provision(uuid, json!({"target": "deleted"}))?;
+    client.wait_for_heartbeat(uuid, before.as_str())?;
+    phase("power-on to first heartbeat (undeploy's cleaning)", started);
+    client.wait_for(uuid, "available")?;
     phase("undeploy (cleaning)", started);
     ensure!(
-        node["power_state"] == "power off",
-        "cleaning powers the node off: {node}"
-    );
-    ensure!(
-        !ferric_lab::image::has_partition_table(&dir.join("lab/node-0/disk.img"))?,
-        "cleaning left the partition table on node-0's disk"
+        !ferric_lab::image::has_partition_table(&dir.join(format!("lab/{name}/disk.img")))?,
+        "cleaning left the partition table on {name}'s disk"
     );
 
+    // Fast track off from here: the aborts need the node to wait for a freshly booted agent.
+    let mut patch =
+        vec![json!({"op": "replace", "path": "/driver_info/fast_track", "value": false})];
     // Undeploy forgot the instance; name the image again.
-    let image_patch: Vec<Value> = [
-        ("image_source", "marker.img"),
-        ("image_disk_format", "raw"),
-        ("image_os_hash_algo", "sha256"),
-        ("image_os_hash_value", digest.trim()),
-    ]
-    .into_iter()
-    .map(|(key, value)| json!({"op": "add", "path": format!("/instance_info/{key}"), "value": value}))
-    .collect();
-    client.expect(
-        reqwest::Method::PATCH,
-        &format!("/v1/nodes/{uuid}"),
-        Some(Value::Array(image_patch)),
-        200,
-    )?;
+    patch.extend(
+        image_info(digest)
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| json!({"op": "add", "path": format!("/instance_info/{key}"), "value": value})),
+    );
+    client.patch(uuid, Value::Array(patch))?;
     let started = Instant::now();
-    client.provision(&uuid, json!({"target": "active"}))?;
-    client.wait_for(&uuid, "wait call-back")?;
-    client.provision(&uuid, json!({"target": "abort"}))?;
-    let node = client.wait_for(&uuid, "deploy failed")?;
+    client.provision(uuid, json!({"target": "active"}))?;
+    client.wait_for(uuid, "wait call-back")?;
+    client.provision(uuid, json!({"target": "abort"}))?;
+    let node = client.wait_for(uuid, "deploy failed")?;
     ensure!(
         node["power_state"] == "power off",
         "abort powers the node off: {node}"
     );
-    let bmc = bmc_power(&nodes[0])?;
-    ensure!(
-        bmc == "Off",
-        "the BMC says the machine is {bmc} after the abort"
-    );
+    let bmc = bmc_power(machine)?;
+    ensure!(bmc == "Off", "the BMC says {name} is {bmc} after the abort");
     phase("abort in wait call-back", started);
 
-    let node = client.wait_for(&late, "deploy failed")?;
+    // Seed 001: DELETE /v1/nodes/{node}/provision.
+    let abort_path = format!("/v1/nodes/{uuid}/provision");
+    let refused = client.expect(reqwest::Method::DELETE, &abort_path, None, 404)?;
+    eprintln!("lab_lifecycle: DELETE with nothing running: 404 {refused}");
+    let started = Instant::now();
+    client.provision(uuid, json!({"target": "active"}))?;
+    let writing = Instant::now();
+    loop {
+        let node = client.node(uuid)?;
+        let state = node["provision_state"].as_str().unwrap_or("?");
+        if state == "deploying" && node["deploy_step"]["step"] == "write_image" {
+            break;
+        }
+        ensure!(
+            matches!(state, "deploying" | "wait call-back" | "deploy failed")
+                && writing.elapsed() < PHASE_TIMEOUT,
+            "{name} never showed the image being written (now {state}): {}",
+            node["last_error"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    client.expect(reqwest::Method::DELETE, &abort_path, None, 202)?;
+    eprintln!("lab_lifecycle: DELETE during write_image: 202");
+    let node = client.wait_for(uuid, "deploy failed")?;
+    ensure!(
+        node["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("By request, the deployment was aborted"),
+        "the DELETE did not abort the write: {}",
+        node["last_error"]
+    );
+    let bmc = bmc_power(machine)?;
+    ensure!(
+        bmc == "Off" && node["power_state"] == "power off",
+        "the BMC says {name} is {bmc} after the DELETE"
+    );
+    phase("deploy aborted by DELETE during write_image", started);
+    Ok(())
+}
+
+/// node-1 (IPMI, no ramdisk to boot): abort in `inspect wait`; an inspection that never
+/// calls back; a deploy that never calls back; and a DELETE that may not interrupt a
+/// firmware update (403).
+fn silent_node(client: &Client, uuid: &str, machine: &Value) -> anyhow::Result<()> {
+    client.provision(uuid, json!({"target": "manage"}))?;
+    client.wait_for(uuid, "manageable")?;
+
+    let started = Instant::now();
+    client.provision(uuid, json!({"target": "inspect"}))?;
+    client.wait_for(uuid, "inspect wait")?;
+    client.provision(uuid, json!({"target": "abort"}))?;
+    let node = client.wait_for(uuid, "inspect failed")?;
+    let bmc = bmc_power(machine)?;
+    ensure!(
+        bmc == "Off" && node["power_state"] == "power off",
+        "the BMC says node-1 is {bmc} after the inspection abort: {node}"
+    );
+    phase("abort in inspect wait (node-1)", started);
+
+    client.provision(uuid, json!({"target": "manage"}))?;
+    client.wait_for(uuid, "manageable")?;
+    let started = Instant::now();
+    client.provision(uuid, json!({"target": "inspect"}))?;
+    let node = client.wait_for(uuid, "inspect failed")?;
+    ensure!(
+        node["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Timeout reached while inspecting"),
+        "node-1's inspection failed for another reason: {}",
+        node["last_error"]
+    );
+    let bmc = bmc_power(machine)?;
+    ensure!(
+        bmc == "Off",
+        "the BMC says node-1 is {bmc} after the inspection timeout"
+    );
+    phase("inspection timeout (node-1)", started);
+
+    client.provision(uuid, json!({"target": "manage"}))?;
+    client.wait_for(uuid, "manageable")?;
+    client.provision(uuid, json!({"target": "provide"}))?;
+    client.wait_for(uuid, "available")?;
+    let started = Instant::now();
+    client.provision(uuid, json!({"target": "active"}))?;
+    let node = client.wait_for(uuid, "deploy failed")?;
     ensure!(
         node["last_error"]
             .as_str()
             .unwrap_or("")
             .contains("Timeout"),
-        "node-1 failed for another reason: {}",
+        "node-1's deploy failed for another reason: {}",
         node["last_error"]
     );
-    phase("callback timeout (node-1, from its deploy)", late_started);
+    phase("callback timeout (node-1, from its deploy)", started);
+
+    // 403: a firmware update may not be interrupted (seed 001). No real interface offers one
+    // yet; the fake deploy interface's `firmware.update` waits here, on the real machine's BMC.
+    // Interfaces change only at rest: undeploy first.
+    client.provision(uuid, json!({"target": "deleted"}))?;
+    client.wait_for(uuid, "available")?;
+    client.patch(
+        uuid,
+        json!([
+            {"op": "replace", "path": "/deploy_interface", "value": "fake"},
+            {"op": "add", "path": "/driver_info/fake_wait", "value": "deploy"},
+        ]),
+    )?;
+    client.provision(
+        uuid,
+        json!({"target": "active", "deploy_steps": [
+            {"interface": "firmware", "step": "update", "args": {}, "priority": 150}
+        ]}),
+    )?;
+    let node = client.wait_for(uuid, "wait call-back")?;
+    ensure!(
+        node["deploy_step"]["interface"] == "firmware",
+        "node-1 waits in another step: {}",
+        node["deploy_step"]
+    );
+    let refused = client.expect(
+        reqwest::Method::DELETE,
+        &format!("/v1/nodes/{uuid}/provision"),
+        None,
+        403,
+    )?;
+    eprintln!("lab_lifecycle: DELETE during firmware.update: 403 {refused}");
+    ensure!(
+        client.node(uuid)?["provision_state"] == "wait call-back",
+        "the refused DELETE changed node-1's state"
+    );
     Ok(())
 }
 
