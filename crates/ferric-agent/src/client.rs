@@ -154,21 +154,25 @@ fn accept_lookup(agent: &Agent, info: &NodeInfo) {
     }
 }
 
-async fn server_max_version(http: &reqwest::Client, api_url: &str) -> u32 {
+/// The API's maximum version, `None` when the API did not answer. A server that answers
+/// without a version document is taken as an old one (1.31).
+async fn server_max_version(http: &reqwest::Client, api_url: &str) -> Option<u32> {
     let answer = async {
         let body: Value = http.get(format!("{api_url}/")).send().await?.json().await?;
         Ok::<_, reqwest::Error>(body)
     }
     .await;
-    answer
-        .ok()
-        .and_then(|body| {
-            body["default_version"]["version"]
-                .as_str()
-                .and_then(|version| version.strip_prefix("1."))
-                .and_then(|minor| minor.parse().ok())
-        })
-        .unwrap_or(FALLBACK_MAX_VERSION)
+    // An unreachable API must not pass for an old one: a lookup made at the old version
+    // gets no agent token, and the agent could then never heartbeat (seen when the first
+    // request raced the network coming up).
+    let body = answer.ok()?;
+    Some(
+        body["default_version"]["version"]
+            .as_str()
+            .and_then(|version| version.strip_prefix("1."))
+            .and_then(|minor| minor.parse().ok())
+            .unwrap_or(FALLBACK_MAX_VERSION),
+    )
 }
 
 async fn lookup_until_found(
@@ -222,7 +226,10 @@ async fn lookup_once(
     api_url: &str,
     macs: &[String],
 ) -> LookupOutcome {
-    let version = server_max_version(http, api_url).await.min(LOOKUP_VERSION);
+    let Some(version) = server_max_version(http, api_url).await else {
+        return LookupOutcome::Retry("API unreachable (no version document)".to_owned());
+    };
+    let version = version.min(LOOKUP_VERSION);
     let mut query = vec![("addresses", macs.join(","))];
     if let Some(uuid) = &agent.config.node_uuid {
         query.push(("node_uuid", uuid.clone()));
@@ -262,9 +269,11 @@ async fn heartbeat(
 ) -> Result<(), String> {
     let mut last_error = String::from("no API URL");
     for api_url in &agent.config.api_urls {
-        let version = server_max_version(http, api_url)
-            .await
-            .min(HEARTBEAT_VERSION);
+        let Some(version) = server_max_version(http, api_url).await else {
+            last_error = format!("{api_url}: API unreachable (no version document)");
+            continue;
+        };
+        let version = version.min(HEARTBEAT_VERSION);
         let mut body = json!({"callback_url": callback_url});
         if version >= 36 {
             body["agent_version"] = json!(crate::AGENT_VERSION);
