@@ -470,7 +470,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         json!({"inspect_interface": "agent", "properties": {"memory_mb": 1234}}),
     )?;
     let (node0, node1) = std::thread::scope(|scope| {
-        let node1 = scope.spawn(|| silent_node(&client, &late, &nodes[1]));
+        let node1 = scope.spawn(|| silent_node(&client, &late, &nodes[1], &digest));
         let node0 = lifecycle(&client, dir, &uuid, &nodes[0], &digest);
         (node0, node1.join())
     });
@@ -689,9 +689,9 @@ fn lifecycle(
 }
 
 /// node-1 (IPMI, no ramdisk to boot): abort in `inspect wait`; an inspection that never
-/// calls back; a deploy that never calls back; and a DELETE that may not interrupt a
-/// firmware update (403).
-fn silent_node(client: &Client, uuid: &str, machine: &Value) -> anyhow::Result<()> {
+/// calls back; a deploy that never calls back; then, over Redfish, a DELETE that may not
+/// interrupt a firmware update on the BMC (403).
+fn silent_node(client: &Client, uuid: &str, machine: &Value, digest: &str) -> anyhow::Result<()> {
     client.provision(uuid, json!({"target": "manage"}))?;
     client.wait_for(uuid, "manageable")?;
 
@@ -744,30 +744,61 @@ fn silent_node(client: &Client, uuid: &str, machine: &Value) -> anyhow::Result<(
     );
     phase("callback timeout (node-1, from its deploy)", started);
 
-    // 403: a firmware update may not be interrupted (seed 001). No real interface offers one
-    // yet; the fake deploy interface's `firmware.update` waits here, on the real machine's BMC.
-    // Interfaces change only at rest: undeploy first.
+    // 403: a firmware update may not be interrupted (seed 001). The lab's Redfish BMC flashes
+    // through UpdateService (each update's task takes a few of Ferric's 1 s polls): node-1
+    // moves to the `redfish` driver and firmware interface, and its deploy starts with a
+    // `firmware.update` step of several updates. Interfaces change only at rest: undeploy
+    // first.
     client.provision(uuid, json!({"target": "deleted"}))?;
     client.wait_for(uuid, "available")?;
-    client.patch(
-        uuid,
-        json!([
-            {"op": "replace", "path": "/deploy_interface", "value": "fake"},
-            {"op": "add", "path": "/driver_info/fake_wait", "value": "deploy"},
-        ]),
-    )?;
+    let mut patch = vec![
+        json!({"op": "replace", "path": "/driver", "value": "redfish"}),
+        json!({"op": "replace", "path": "/power_interface", "value": "redfish"}),
+        json!({"op": "replace", "path": "/management_interface", "value": "redfish"}),
+        json!({"op": "replace", "path": "/firmware_interface", "value": "redfish"}),
+    ];
+    for key in [
+        "redfish_address",
+        "redfish_system_id",
+        "redfish_username",
+        "redfish_password",
+    ] {
+        patch.push(
+            json!({"op": "add", "path": format!("/driver_info/{key}"), "value": machine[key]}),
+        );
+    }
+    // Undeploy forgot the instance; name the image again so the deploy goes on after the
+    // update.
+    patch.extend(image_info(digest).as_object().into_iter().flatten().map(
+        |(key, value)| json!({"op": "add", "path": format!("/instance_info/{key}"), "value": value}),
+    ));
+    client.patch(uuid, Value::Array(patch))?;
+    let updates: Vec<Value> = ["bios", "bmc", "bios", "bmc", "bios", "bmc"]
+        .iter()
+        .map(|component| json!({"component": component, "url": "http://10.231.0.1:8080/images/fw.bin"}))
+        .collect();
     client.provision(
         uuid,
         json!({"target": "active", "deploy_steps": [
-            {"interface": "firmware", "step": "update", "args": {}, "priority": 150}
+            {"interface": "firmware", "step": "update", "args": {"settings": updates}, "priority": 150}
         ]}),
     )?;
-    let node = client.wait_for(uuid, "wait call-back")?;
-    ensure!(
-        node["deploy_step"]["interface"] == "firmware",
-        "node-1 waits in another step: {}",
-        node["deploy_step"]
-    );
+    let flashing = Instant::now();
+    loop {
+        let node = client.node(uuid)?;
+        if node["provision_state"] == "deploying" && node["deploy_step"]["interface"] == "firmware"
+        {
+            break;
+        }
+        ensure!(
+            node["provision_state"] == "deploying" && flashing.elapsed() < PHASE_TIMEOUT,
+            "node-1 never showed its firmware update running (now {}, step {}): {}",
+            node["provision_state"],
+            node["deploy_step"],
+            node["last_error"]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let refused = client.expect(
         reqwest::Method::DELETE,
         &format!("/v1/nodes/{uuid}/provision"),
@@ -775,9 +806,12 @@ fn silent_node(client: &Client, uuid: &str, machine: &Value) -> anyhow::Result<(
         403,
     )?;
     eprintln!("lab_lifecycle: DELETE during firmware.update: 403 {refused}");
+    // The update runs on; the deploy then waits for the missing ramdisk.
+    let node = client.wait_for(uuid, "wait call-back")?;
     ensure!(
-        client.node(uuid)?["provision_state"] == "wait call-back",
-        "the refused DELETE changed node-1's state"
+        node["deploy_step"]["step"] == "deploy",
+        "the refused DELETE stopped node-1's deploy: {}",
+        node["deploy_step"]
     );
     Ok(())
 }
