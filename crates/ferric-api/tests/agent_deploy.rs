@@ -429,7 +429,7 @@ async fn fast_track_keeps_the_agent_from_cleaning_and_deploys_without_a_reboot()
         &api,
         Method::POST,
         &format!("/v1/heartbeat/{uuid}"),
-        Some(json!({"callback_url": agent_url, "agent_token": token})),
+        Some(json!({"callback_url": agent_url, "agent_token": token, "agent_version": "test"})),
     )
     .await;
     assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
@@ -483,7 +483,7 @@ async fn without_fast_track_a_resting_node_refuses_heartbeats() {
         &api,
         Method::POST,
         &format!("/v1/heartbeat/{uuid}"),
-        Some(json!({"callback_url": agent_url, "agent_token": token})),
+        Some(json!({"callback_url": agent_url, "agent_token": token, "agent_version": "test"})),
     )
     .await;
     assert_eq!(beat.status, StatusCode::CONFLICT, "{}", beat.body);

@@ -437,7 +437,7 @@ async fn with_fast_track_inspection_leaves_the_agent_running_but_an_abort_powers
         &api,
         Method::POST,
         &format!("/v1/heartbeat/{uuid}"),
-        Some(json!({"callback_url": "http://10.9.0.50:9999", "agent_token": token})),
+        Some(json!({"callback_url": "http://10.9.0.50:9999", "agent_token": token, "agent_version": "test"})),
     )
     .await;
     assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
