@@ -300,6 +300,13 @@ pub(crate) fn object_of(pairs: &[(String, String)]) -> Map<String, Value> {
         .collect()
 }
 
+/// Puts `--key name=value` pairs into a create body as the object `field`, when any were given.
+pub(crate) fn insert_pairs(body: &mut Map<String, Value>, field: &str, pairs: &[(String, String)]) {
+    if !pairs.is_empty() {
+        body.insert(field.to_owned(), Value::Object(object_of(pairs)));
+    }
+}
+
 /// `--fields a,b --fields c` as one list, or `None` when not given.
 pub(crate) fn fields_of(fields: &[String]) -> Option<Vec<String>> {
     let all: Vec<String> = fields

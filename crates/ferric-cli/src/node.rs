@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::node_data;
 use crate::node_states::{self, Clean, Deploy, Plain, Rescue, Service};
-use crate::{CliError, Context, Patch, fields_of, key_value, object_of, segment, wait};
+use crate::{CliError, Context, Patch, fields_of, insert_pairs, key_value, segment, wait};
 
 /// The columns of `ferric node list` without `--long` (what `GET /v1/nodes` returns).
 const LIST_COLUMNS: [&str; 6] = [
@@ -516,9 +516,7 @@ pub(crate) fn run(context: &Context, command: NodeCommand) -> Result<(), CliErro
                 body.insert(field.into(), value);
             }
             for (field, pairs) in create.objects.given() {
-                if !pairs.is_empty() {
-                    body.insert(field.into(), Value::Object(object_of(pairs)));
-                }
+                insert_pairs(&mut body, field, pairs);
             }
             for (field, value) in create.interfaces.given() {
                 body.insert(field.into(), json!(value));

@@ -7,7 +7,7 @@ use crate::resources::{
     Listing, Showing, add_pairs, create, delete, list, node_uuid, portgroup_uuid, remove_keys,
     show, update,
 };
-use crate::{CliError, Context, Patch, key_value, object_of};
+use crate::{CliError, Context, Patch, insert_pairs, key_value};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum PortCommand {
@@ -156,15 +156,12 @@ pub(crate) fn run_port(context: &Context, command: PortCommand) -> Result<(), Cl
             for (field, value) in fields.scalars(context)? {
                 body.insert(field.into(), value);
             }
-            if !fields.local_link_connection.is_empty() {
-                body.insert(
-                    "local_link_connection".into(),
-                    Value::Object(object_of(&fields.local_link_connection)),
-                );
-            }
-            if !fields.extra.is_empty() {
-                body.insert("extra".into(), Value::Object(object_of(&fields.extra)));
-            }
+            insert_pairs(
+                &mut body,
+                "local_link_connection",
+                &fields.local_link_connection,
+            );
+            insert_pairs(&mut body, "extra", &fields.extra);
             create(context, "ports", body)
         }
         PortCommand::Set {
@@ -345,15 +342,8 @@ pub(crate) fn run_portgroup(context: &Context, command: PortgroupCommand) -> Res
             for (field, value) in fields.scalars() {
                 body.insert(field.into(), value);
             }
-            if !fields.property.is_empty() {
-                body.insert(
-                    "properties".into(),
-                    Value::Object(object_of(&fields.property)),
-                );
-            }
-            if !fields.extra.is_empty() {
-                body.insert("extra".into(), Value::Object(object_of(&fields.extra)));
-            }
+            insert_pairs(&mut body, "properties", &fields.property);
+            insert_pairs(&mut body, "extra", &fields.extra);
             create(context, "portgroups", body)
         }
         PortgroupCommand::Set {

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
 use crate::node::{fields_query, node_path};
-use crate::{CliError, Context, Patch, fields_of, key_value, object_of, segment};
+use crate::{CliError, Context, Patch, fields_of, insert_pairs, key_value, segment};
 
 /// `--long`, `--fields` and `--limit`, which every listing takes.
 #[derive(Debug, Args)]
@@ -369,9 +369,7 @@ pub(crate) fn run_allocation(
             if !candidate_nodes.is_empty() {
                 body.insert("candidate_nodes".into(), json!(candidate_nodes));
             }
-            if !extra.is_empty() {
-                body.insert("extra".into(), Value::Object(object_of(&extra)));
-            }
+            insert_pairs(&mut body, "extra", &extra);
             let record = context
                 .client
                 .post("/v1/allocations", &Value::Object(body))?;
@@ -493,9 +491,7 @@ pub(crate) fn run_chassis(context: &Context, command: ChassisCommand) -> Result<
                     body.insert(field.into(), json!(value));
                 }
             }
-            if !extra.is_empty() {
-                body.insert("extra".into(), Value::Object(object_of(&extra)));
-            }
+            insert_pairs(&mut body, "extra", &extra);
             create(context, "chassis", body)
         }
         ChassisCommand::Set {

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ferric_model::resources::{JsonObject, Node, PowerState};
+use ferric_model::resources::{JsonObject, Node};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
@@ -19,7 +19,7 @@ use super::Redfish;
 use super::info::RedfishInfo;
 use crate::DriverError;
 use crate::interfaces::{
-    BiosChange, BiosInterface, BiosValue, PowerAction, PowerInterface, Validate, check_bios_changes,
+    BiosChange, BiosInterface, BiosValue, PowerInterface, Validate, check_bios_changes,
 };
 
 /// The `redfish` BIOS interface, composed with the node's power interface for the reboots
@@ -215,20 +215,6 @@ impl RedfishBios {
             .collect();
         Ok((bios, settings, registry))
     }
-
-    /// Reboots the machine so pending settings apply, and leaves it in the power state it
-    /// was in.
-    async fn reboot(&self, node: &mut Node) -> Result<(), DriverError> {
-        let before = self.power.get_power_state(node).await?;
-        self.power
-            .set_power(node, PowerAction::Reboot, None)
-            .await?;
-        if before == PowerState::Off {
-            self.power.set_power(node, PowerAction::Off, None).await?;
-        }
-        node.power_state = Some(before);
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -275,7 +261,7 @@ impl BiosInterface for RedfishBios {
                 Some(&json!({ "Attributes": patch })),
             )
             .await?;
-        self.reboot(node).await?;
+        super::reboot_keeping_power(self.power.as_ref(), node).await?;
         let (_, applied, _) = self.read(&info).await?;
         let missed: Vec<String> = changes
             .iter()
@@ -311,6 +297,6 @@ impl BiosInterface for RedfishBios {
             .clients()
             .send(&info, Method::POST, &bios.reset_target(), Some(&json!({})))
             .await?;
-        self.reboot(node).await
+        super::reboot_keeping_power(self.power.as_ref(), node).await
     }
 }

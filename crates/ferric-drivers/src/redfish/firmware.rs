@@ -12,16 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use ferric_model::resources::{Node, PowerState};
+use ferric_model::resources::Node;
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::Redfish;
 use super::info::RedfishInfo;
 use crate::DriverError;
-use crate::interfaces::{
-    FirmwareInterface, FirmwareUpdate, Outcome, PowerAction, PowerInterface, Validate,
-};
+use crate::interfaces::{FirmwareInterface, FirmwareUpdate, Outcome, PowerInterface, Validate};
 
 /// Where an update's progress lives between polls.
 const PROGRESS_KEY: &str = "redfish_firmware_update";
@@ -255,19 +253,6 @@ impl RedfishFirmware {
             }
         ))
     }
-
-    /// A BIOS image takes effect at the next boot: reboot, and leave the power as it was.
-    async fn reboot(&self, node: &mut Node) -> Result<(), DriverError> {
-        let before = self.power.get_power_state(node).await?;
-        self.power
-            .set_power(node, PowerAction::Reboot, None)
-            .await?;
-        if before == PowerState::Off {
-            self.power.set_power(node, PowerAction::Off, None).await?;
-        }
-        node.power_state = Some(before);
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -326,7 +311,7 @@ impl FirmwareInterface for RedfishFirmware {
             Some(task) => match self.task_done(node, update, task).await {
                 Ok(true) => {
                     if update.component == "bios" {
-                        self.reboot(node).await
+                        super::reboot_keeping_power(self.power.as_ref(), node).await
                     } else {
                         Ok(())
                     }

@@ -345,3 +345,18 @@ impl ManagementInterface for Redfish {
 
 #[cfg(test)]
 mod tests;
+
+/// Reboots the machine so what the BMC holds pending (BIOS settings, a BIOS image) takes
+/// effect, and leaves it in the power state it was in.
+pub(crate) async fn reboot_keeping_power(
+    power: &dyn PowerInterface,
+    node: &mut Node,
+) -> Result<(), DriverError> {
+    let before = power.get_power_state(node).await?;
+    power.set_power(node, PowerAction::Reboot, None).await?;
+    if before == PowerState::Off {
+        power.set_power(node, PowerAction::Off, None).await?;
+    }
+    node.power_state = Some(before);
+    Ok(())
+}
