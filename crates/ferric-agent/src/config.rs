@@ -48,6 +48,8 @@ pub struct AgentConfig {
     /// Where to post the hardware inventory at start-up (`ipa-inspection-callback-url=`):
     /// Ferric's `/v1/continue_inspection` or an inspection service's `/v1/continue`.
     pub inspection_callback_url: Option<String>,
+    /// The mdadm program that builds software RAID (`mdadm` on the PATH by default).
+    pub mdadm: PathBuf,
 }
 
 impl AgentConfig {
@@ -68,6 +70,7 @@ impl AgentConfig {
             lookup_timeout: Duration::from_secs(600),
             allow_md5: false,
             inspection_callback_url: None,
+            mdadm: PathBuf::from("mdadm"),
         }
     }
 }

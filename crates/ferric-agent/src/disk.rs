@@ -33,6 +33,10 @@ pub struct BlockDevice {
     /// Where the agent opens the disk.
     #[serde(skip)]
     pub path: PathBuf,
+    /// The software RAID array (`/dev/md0`) this disk is a member of: the array is written,
+    /// erased and deployed to, never its members one by one.
+    #[serde(skip)]
+    pub raid_member_of: Option<String>,
 }
 
 /// Why no disk could be chosen.
@@ -40,6 +44,10 @@ pub struct BlockDevice {
 pub enum DiskError {
     #[error("no disk matches the root device hints {hints}; disks: {disks}")]
     NoMatch { hints: String, disks: String },
+    #[error(
+        "{disk} is a member of the software RAID array {array}: name the array instead (a RAID step sets properties.root_device to it)"
+    )]
+    RaidMember { disk: String, array: String },
     #[error("no disk of at least 4 GiB found; disks: {0}")]
     NoneLargeEnough(String),
     #[error("invalid root device hint {name}: {reason}")]
@@ -66,8 +74,9 @@ pub fn device_size(path: &Path) -> std::io::Result<u64> {
     file.seek(SeekFrom::End(0))
 }
 
-/// Every disk the agent may write: `--disk` overrides, else `/sys/block` without loop, ram,
-/// zram, device-mapper, md and CD-ROM devices.
+/// Every disk: `--disk` overrides, else `/sys/block` without loop, ram, zram, device-mapper
+/// and CD-ROM devices. Software RAID arrays (`md*`) are listed as disks, and their members
+/// carry [`BlockDevice::raid_member_of`]; [`writable`] leaves the members out.
 pub fn list(config: &AgentConfig) -> Result<Vec<BlockDevice>, DiskError> {
     if !config.disks.is_empty() {
         return config
@@ -94,6 +103,7 @@ pub fn list(config: &AgentConfig) -> Result<Vec<BlockDevice>, DiskError> {
                     physical_sectors: Some(512),
                     tran: None,
                     path: path.clone(),
+                    raid_member_of: None,
                 })
             })
             .collect();
@@ -105,13 +115,21 @@ pub fn list(config: &AgentConfig) -> Result<Vec<BlockDevice>, DiskError> {
     let mut disks = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if ["loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd"]
+        if ["loop", "ram", "zram", "dm-", "sr", "fd", "nbd"]
             .iter()
             .any(|prefix| name.starts_with(prefix))
         {
             continue;
         }
         let dir = entry.path();
+        let array_level = name
+            .starts_with("md")
+            .then(|| read_trimmed(&dir.join("md/level")))
+            .flatten();
+        if name.starts_with("md") && array_level.is_none() {
+            // An md device that is not an array (or not yet assembled).
+            continue;
+        }
         let sectors: u64 = read_trimmed(&dir.join("size"))
             .and_then(|text| text.parse().ok())
             .unwrap_or(0);
@@ -126,7 +144,9 @@ pub fn list(config: &AgentConfig) -> Result<Vec<BlockDevice>, DiskError> {
         let wwid = read_trimmed(&dir.join("wwid")).or_else(|| read_trimmed(&device.join("wwid")));
         disks.push(BlockDevice {
             name: format!("/dev/{name}"),
-            model: read_trimmed(&device.join("model")),
+            model: array_level
+                .map(|level| format!("Linux software RAID ({level})"))
+                .or_else(|| read_trimmed(&device.join("model"))),
             size: sectors * 512,
             rotational: read_trimmed(&dir.join("queue/rotational")).as_deref() == Some("1"),
             wwn: read_trimmed(&device.join("wwid"))
@@ -147,10 +167,51 @@ pub fn list(config: &AgentConfig) -> Result<Vec<BlockDevice>, DiskError> {
                 .and_then(|t| t.parse().ok()),
             tran: None,
             path: PathBuf::from(format!("/dev/{name}")),
+            raid_member_of: None,
         });
+    }
+    // Members of an array are listed under /sys/block/mdN/slaves.
+    for array in disks.clone().iter().filter(|disk| is_array(disk)) {
+        let short = array.name.trim_start_matches("/dev/");
+        let Ok(members) = fs::read_dir(block.join(short).join("slaves")) else {
+            continue;
+        };
+        for member in members.flatten() {
+            let member = format!("/dev/{}", member.file_name().to_string_lossy());
+            if let Some(disk) = disks.iter_mut().find(|disk| disk.name == member) {
+                disk.raid_member_of = Some(array.name.clone());
+            }
+        }
     }
     disks.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(disks)
+}
+
+/// Whether `disk` is a software RAID array.
+pub fn is_array(disk: &BlockDevice) -> bool {
+    disk.name.starts_with("/dev/md")
+}
+
+/// The disks the agent writes to and erases: every disk but members of a software RAID array
+/// (their array is in the list instead).
+pub fn writable(config: &AgentConfig) -> Result<Vec<BlockDevice>, DiskError> {
+    Ok(list(config)?
+        .into_iter()
+        .filter(|disk| disk.raid_member_of.is_none())
+        .collect())
+}
+
+/// Whether `disk` matches every root device hint in `hints` (an object).
+pub fn matches_hints(
+    disk: &BlockDevice,
+    hints: &serde_json::Map<String, Value>,
+) -> Result<bool, DiskError> {
+    for (name, hint) in hints {
+        if !hint_matches(disk, name, hint)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Picks the root disk: the first that matches every hint, or with no hints the smallest disk
@@ -169,14 +230,13 @@ pub fn choose_root(disks: &[BlockDevice], hints: Option<&Value>) -> Result<Block
     {
         Some(hints) => {
             for disk in disks {
-                let mut matched = true;
-                for (name, hint) in hints {
-                    if !hint_matches(disk, name, hint)? {
-                        matched = false;
-                        break;
+                if matches_hints(disk, hints)? {
+                    if let Some(array) = &disk.raid_member_of {
+                        return Err(DiskError::RaidMember {
+                            disk: disk.name.clone(),
+                            array: array.clone(),
+                        });
                     }
-                }
-                if matched {
                     return Ok(disk.clone());
                 }
             }
@@ -187,7 +247,7 @@ pub fn choose_root(disks: &[BlockDevice], hints: Option<&Value>) -> Result<Block
         }
         None => disks
             .iter()
-            .filter(|disk| disk.size >= MIN_ROOT_DISK_BYTES)
+            .filter(|disk| disk.size >= MIN_ROOT_DISK_BYTES && disk.raid_member_of.is_none())
             .min_by(|a, b| a.size.cmp(&b.size).then_with(|| a.name.cmp(&b.name)))
             .cloned()
             .ok_or_else(|| DiskError::NoneLargeEnough(describe())),
@@ -315,6 +375,7 @@ mod tests {
             physical_sectors: None,
             tran: None,
             path: PathBuf::from(name),
+            raid_member_of: None,
         }
     }
 

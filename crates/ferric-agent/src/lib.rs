@@ -34,6 +34,7 @@ pub mod image;
 pub mod inventory;
 pub mod logs;
 pub mod power;
+pub mod raid;
 pub mod ramdisk;
 pub mod steps;
 

@@ -32,6 +32,12 @@ pub const MODULES: &[&str] = &[
     "nls_iso8859_1",
     "button",
     "evdev",
+    // Software RAID (the `raid.*` steps): md itself and the levels mdadm builds.
+    "md_mod",
+    "raid0",
+    "raid1",
+    "raid10",
+    "raid456",
 ];
 
 /// Where the modules go inside the initramfs.
@@ -69,6 +75,10 @@ pub struct BuildArgs {
     /// A statically linked busybox.
     #[arg(long, default_value = "/bin/busybox", value_name = "PATH")]
     pub busybox: PathBuf,
+    /// mdadm, for software RAID (packed with the libraries it links; `apt-get install
+    /// mdadm`). Without it the ramdisk builds no RAID: the `raid.*` steps then fail saying so.
+    #[arg(long, default_value = "/sbin/mdadm", value_name = "PATH")]
+    pub mdadm: PathBuf,
 }
 
 /// Why the ramdisk could not be built.
@@ -111,6 +121,8 @@ pub struct BuildReport {
     /// Module names in load order.
     pub modules: Vec<String>,
     pub libraries: Vec<PathBuf>,
+    /// Whether mdadm is in it (software RAID).
+    pub mdadm: bool,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, RamdiskError> {
@@ -137,6 +149,13 @@ pub fn run(command: RamdiskCommand) -> anyhow::Result<()> {
                 report.unpacked_bytes as f64 / 1048576.0
             );
             println!("modules    {}", report.modules.join(" "));
+            if !report.mdadm {
+                println!(
+                    "no mdadm   {} is missing: this ramdisk cannot build software RAID \
+                     (apt-get install mdadm)",
+                    args.mdadm.display()
+                );
+            }
             println!(
                 "boot with  ipa-api-url=http://<ferric-api>:6385 (or ferric.api_url=) on the kernel command line"
             );
@@ -367,6 +386,11 @@ echo "ferric ramdisk: loading modules"
 for module in $(cat /etc/modules.order); do
   insmod "/{MODULE_DIR}/$module.ko" 2>/dev/null || echo "ferric ramdisk: insmod $module failed"
 done
+# Software RAID built by an earlier ramdisk (the `raid.*` steps) comes back as it was.
+if [ -x /sbin/mdadm ]; then
+  mkdir -p /run/mdadm /etc/mdadm
+  mdadm --assemble --scan --run 2>&1 | sed 's/^/ferric ramdisk: /'
+fi
 # The ACPI power button (soft power off): button + evdev are loaded; acpid runs poweroff.
 mkdir -p /etc/acpi/PWRF
 printf '#!/bin/sh\npoweroff -f\n' > /etc/acpi/PWRF/00000080
@@ -434,7 +458,18 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         return Err(RamdiskError::NoAgent(agent_path));
     }
     let agent = read(&agent_path)?;
-    let libraries = shared_libraries(&agent_path);
+    let mut libraries = shared_libraries(&agent_path);
+    let mdadm = if args.mdadm.is_file() {
+        let program = read(&args.mdadm)?;
+        for library in shared_libraries(&args.mdadm) {
+            if !libraries.contains(&library) {
+                libraries.push(library);
+            }
+        }
+        Some(program)
+    } else {
+        None
+    };
 
     fs::create_dir_all(&args.output).map_err(|source| RamdiskError::Write {
         path: args.output.clone(),
@@ -467,6 +502,9 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         archive.file("bin/busybox", 0o755, &busybox)?;
         archive.entry("bin/sh", 0o120777, b"busybox", (0, 0))?;
         archive.file("bin/ferric-agent", 0o755, &agent)?;
+        if let Some(mdadm) = &mdadm {
+            archive.file("sbin/mdadm", 0o755, mdadm)?;
+        }
         for library in &libraries {
             let data = fs::read(library)?;
             archive.file(&library.to_string_lossy(), 0o755, &data)?;
@@ -515,6 +553,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         unpacked_bytes: unpacked,
         modules: modules.into_iter().map(|(name, _)| name).collect(),
         libraries,
+        mdadm: mdadm.is_some(),
     })
 }
 
@@ -562,6 +601,7 @@ mod tests {
             boot_dir: boot,
             modules_dir: root.join("modules"),
             busybox: root.join("busybox"),
+            mdadm: root.join("no-mdadm"),
         }
     }
 

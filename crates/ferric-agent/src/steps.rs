@@ -26,6 +26,19 @@ fn step(name: &str, priority: u32, description: &str, argsinfo: Value) -> Value 
     })
 }
 
+/// A `raid.*` step: on demand only, not abortable (a half-built array is worse than either).
+fn raid_step(name: &str, description: &str, argsinfo: Value) -> Value {
+    json!({
+        "step": name,
+        "priority": 0,
+        "interface": "raid",
+        "reboot_requested": false,
+        "abortable": false,
+        "description": description,
+        "argsinfo": argsinfo,
+    })
+}
+
 /// The clean steps with IPA's generic priorities: metadata 99, full erase 10.
 pub fn clean_steps() -> Value {
     json!([
@@ -39,6 +52,20 @@ pub fn clean_steps() -> Value {
             "erase_devices",
             10,
             "Erase every disk: the disk's secure erase where it has one, else overwrite it",
+            Value::Null
+        ),
+        raid_step(
+            "create_configuration",
+            "Build the node's target_raid_config as Linux software RAID (mdadm)",
+            json!({
+                "create_root_volume": {"description": "build the root volume (default true)", "required": false},
+                "create_nonroot_volumes": {"description": "build the other volumes (default true)", "required": false},
+                "delete_existing": {"description": "remove existing arrays first (default true)", "required": false},
+            })
+        ),
+        raid_step(
+            "delete_configuration",
+            "Stop every software RAID array and clear its members",
             Value::Null
         ),
     ])
@@ -61,6 +88,19 @@ pub fn deploy_steps() -> Value {
             "erase_devices_metadata",
             0,
             "Erase partition tables and signatures at both ends of every disk",
+            Value::Null
+        ),
+        raid_step(
+            "apply_configuration",
+            "Build the given RAID configuration as Linux software RAID (mdadm)",
+            json!({
+                "raid_config": {"description": "the target RAID configuration", "required": true},
+                "delete_existing": {"description": "remove existing arrays first (default true)", "required": false},
+            })
+        ),
+        raid_step(
+            "delete_configuration",
+            "Stop every software RAID array and clear its members",
             Value::Null
         ),
     ])
@@ -135,11 +175,30 @@ fn run_step(invocation: &Invocation, kind: &str) -> Result<Value, CommandError> 
     let step = &params["step"];
     let name = step["step"].as_str().unwrap_or_default();
     let agent = &invocation.agent;
+    // Members of a software RAID array are erased through their array.
     let disks = || {
-        crate::disk::list(&agent.config).map_err(|error| {
+        crate::disk::writable(&agent.config).map_err(|error| {
             CommandError::new("HardwareError", "Cannot list disks", error.to_string())
         })
     };
+    if step["interface"] == "raid" {
+        let args = step["args"].as_object().cloned().unwrap_or_default();
+        return match name {
+            "create_configuration" | "apply_configuration" => {
+                if name == "apply_configuration" && !args.contains_key("raid_config") {
+                    return Err(CommandError::invalid_params(
+                        "raid.apply_configuration needs the raid_config argument",
+                    ));
+                }
+                crate::raid::create(&agent.config, params.get("node"), &args)
+            }
+            "delete_configuration" => {
+                let removed = crate::raid::delete_all(&agent.config)?;
+                Ok(json!({ "removed": removed }))
+            }
+            _ => Err(unknown_step(name, kind)),
+        };
+    }
     match (kind, name) {
         (_, "erase_devices_metadata") => crate::erase::erase_metadata_all(&disks()?),
         ("clean", "erase_devices") => crate::erase::erase_all(&disks()?, &invocation.progress),

@@ -194,6 +194,7 @@ fn node_rule(method: &Method, rest: &[&str]) -> &'static str {
         ["maintenance"] => "baremetal:node:set_maintenance",
         ["provision"] => "baremetal:node:set_provision_state",
         ["states", "power"] => "baremetal:node:set_power_state",
+        ["states", "raid"] => "baremetal:node:set_raid_state",
         ["traits", ..] if !get => "baremetal:node:traits:set",
         ["vifs"] if !get => "baremetal:node:vif:attach",
         ["vifs", _] if !get => "baremetal:node:vif:detach",

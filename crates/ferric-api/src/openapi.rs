@@ -472,6 +472,18 @@ fn schemas() -> Value {
         "MaintenanceRequest": object(json!({
             "reason": { "type": "string", "nullable": true },
         }), &[]),
+        "RaidConfig": {
+            "type": "object",
+            "description": "A target RAID configuration: `{\"logical_disks\": [{\"size_gb\": \"MAX\", \
+                \"raid_level\": \"1\", \"is_root_volume\": true, \"controller\": \"software\"}]}`, \
+                or `{}` to clear it.",
+            "properties": {
+                "logical_disks": {
+                    "type": "array",
+                    "items": { "type": "object", "additionalProperties": true },
+                },
+            },
+        },
         "Traits": {
             "type": "object",
             "properties": {
@@ -868,6 +880,13 @@ pub(crate) fn operations() -> Vec<Operation> {
             .refs(NODE)
             .ok(202, None)
             .errors(&[409]),
+        op("put", "/v1/nodes/{node_ident}/states/raid", "node_raid_set")
+            .summary("Set the node's target RAID configuration")
+            .since(12)
+            .refs(NODE)
+            .body("RaidConfig")
+            .ok(204, None)
+            .errors(&[409]),
         // Traits, VIFs, history.
         op("get", "/v1/nodes/{node_ident}/traits", "trait_list")
             .summary("The node's traits")
@@ -1109,6 +1128,15 @@ pub(crate) fn operations() -> Vec<Operation> {
             .summary("The driver_info properties a hardware type reads")
             .refs(&["driver_name"])
             .ok(200, Some("DriverProperties")),
+        op(
+            "get",
+            "/v1/drivers/{driver_name}/raid/logical_disk_properties",
+            "driver_raid_properties",
+        )
+        .summary("What each property of a RAID logical disk means")
+        .since(12)
+        .refs(&["driver_name"])
+        .ok(200, Some("DriverProperties")),
         // Allocations.
         op("get", "/v1/allocations", "allocation_list")
             .summary("List allocations")

@@ -255,6 +255,11 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         NODE_MEMBERS,
         "PUT and DELETE …/maintenance",
     ),
+    (
+        "baremetal:node:set_raid_state",
+        NODE_MEMBERS,
+        "PUT …/states/raid",
+    ),
     ("baremetal:node:validate", NODE_MEMBERS, "GET …/validate"),
     (
         "baremetal:node:traits:set",

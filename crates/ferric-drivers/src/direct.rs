@@ -49,6 +49,14 @@ const WRITE_IMAGE_ARGS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Where a step that runs on the agent got to.
+pub(crate) enum AgentStep {
+    /// Still running (or the agent was busy): call again after the poll interval.
+    Running(Outcome),
+    /// Finished; the command's result (`{"<kind>_result": …, "<kind>_step": …}`).
+    Finished(Value),
+}
+
 /// Where a running agent command is remembered.
 const COMMAND_KEY: &str = "agent_command";
 /// Where the progress of a running agent step is shown.
@@ -194,6 +202,8 @@ impl DirectDeploy {
             "properties": node.properties,
             "instance_info": instance,
             "driver_internal_info": internal,
+            "target_raid_config": node.target_raid_config,
+            "raid_config": node.raid_config,
         })
     }
 
@@ -234,8 +244,22 @@ impl DirectDeploy {
         kind: StepKind,
         step: &StepCall,
     ) -> Result<Outcome, DriverError> {
+        Ok(match self.run_agent_step(node, kind, step).await? {
+            AgentStep::Running(outcome) => outcome,
+            AgentStep::Finished(_) => Outcome::Done,
+        })
+    }
+
+    /// Runs `step` on the agent, or follows the run already started, and hands back the
+    /// agent's result when it has finished (the RAID steps read the volumes built from it).
+    pub(crate) async fn run_agent_step(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+        step: &StepCall,
+    ) -> Result<AgentStep, DriverError> {
         let (url, token) = Self::agent_of(node)?;
-        let poll = Outcome::Poll(self.settings.command_poll_interval);
+        let poll = AgentStep::Running(Outcome::Poll(self.settings.command_poll_interval));
         let started = node
             .driver_internal_info
             .get(COMMAND_KEY)
@@ -303,7 +327,7 @@ impl DirectDeploy {
                 {
                     progress.insert("bytes_written".into(), written.clone());
                 }
-                Ok(Outcome::Done)
+                Ok(AgentStep::Finished(result.result))
             }
             CommandStatus::Failed | CommandStatus::VersionMismatch => {
                 node.driver_internal_info.remove(COMMAND_KEY);

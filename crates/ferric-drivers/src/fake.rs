@@ -19,15 +19,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ferric_model::resources::{InterfaceKind, Node, PowerState};
+use ferric_model::resources::{InterfaceKind, JsonObject, Node, PowerState};
 use serde_json::{Value, json};
 
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface,
     DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface,
-    Outcome, PowerAction, PowerInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
-    check_bios_changes,
+    Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface, StepCall, StepDef,
+    StepKind, Validate, check_bios_changes,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -300,6 +300,23 @@ fn fake_bios(node: &Node) -> Vec<BiosValue> {
             }
         })
         .collect()
+}
+
+#[async_trait]
+impl RaidInterface for Fake {
+    fn validate_target(&self, _node: &Node, target: &JsonObject) -> Result<(), DriverError> {
+        crate::raid::check_target(target)
+    }
+
+    async fn execute_step(
+        &self,
+        node: &mut Node,
+        _kind: StepKind,
+        step: &StepCall,
+    ) -> Result<Outcome, DriverError> {
+        operate(node, "raid").await?;
+        crate::raid::fake_step(node, step).await
+    }
 }
 
 #[async_trait]

@@ -17,12 +17,13 @@ use crate::inspect::{AgentInspect, InspectBoot, InspectorInspect};
 use crate::interfaces::{
     BiosChange, BiosInterface, BootDevice, BootDeviceSetting, BootInterface, DeployInterface,
     FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface, Outcome,
-    PowerInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+    PowerInterface, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
 };
 use crate::ipmi::Ipmi;
 use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
+use crate::raid::AgentRaid;
 use crate::redfish::{Redfish, RedfishBios, RedfishFirmware};
 use crate::settings::DriverSettings;
 
@@ -83,7 +84,7 @@ const FAKE_PROPERTIES: &[(&str, &str)] = &[
     (
         "fake_fail",
         "Comma-separated operations that fail: validate, power, management, deploy, clean, \
-         service, inspect, rescue, unrescue, tear_down, bios, firmware. Optional.",
+         service, inspect, rescue, unrescue, tear_down, bios, firmware, raid. Optional.",
     ),
     (
         "fake_wait",
@@ -107,7 +108,7 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
         &["noop", "fake"],
         &["noop", "flat"],
         &["fake"],
-        &["no-raid"],
+        &["no-raid", "agent"],
         &["no-rescue"],
         &["noop"],
         &["no-vendor"],
@@ -131,7 +132,7 @@ const REDFISH: HardwareType = HardwareType {
         &["redfish", "noop"],
         &["noop", "flat"],
         &["redfish"],
-        &["no-raid"],
+        &["no-raid", "agent"],
         &["no-rescue"],
         &["noop"],
         &["no-vendor"],
@@ -151,7 +152,7 @@ const IPMI: HardwareType = HardwareType {
         &["ipmitool", "noop"],
         &["noop", "flat"],
         &["ipmitool"],
-        &["no-raid"],
+        &["no-raid", "agent"],
         &["no-rescue"],
         &["noop"],
         &["no-vendor"],
@@ -361,9 +362,8 @@ impl Drivers {
             "ipxe" | "pxe" => Arc::new(IpxeBoot::new(self.settings.boot.clone(), ports)),
             _ => Arc::new(FakeBoot),
         };
-        let deploy: Arc<dyn DeployInterface> = match name(InterfaceKind::Deploy).as_str() {
-            "fake" => Arc::new(Fake),
-            "direct" => Arc::new(DirectDeploy {
+        let direct = match name(InterfaceKind::Deploy).as_str() {
+            "direct" => Some(Arc::new(DirectDeploy {
                 power: power.clone(),
                 management: management.clone(),
                 boot: boot.clone(),
@@ -372,7 +372,13 @@ impl Drivers {
                 fast_track: self.settings.fast_track,
                 http_url: self.settings.boot.http_url.clone(),
                 ports: ports.to_vec(),
-            }),
+            })),
+            _ => None,
+        };
+        let deploy: Arc<dyn DeployInterface> = match (name(InterfaceKind::Deploy).as_str(), &direct)
+        {
+            ("fake", _) => Arc::new(Fake),
+            (_, Some(direct)) => direct.clone(),
             _ => return Err(unsupported(InterfaceKind::Deploy)),
         };
         let inspect: Arc<dyn InspectInterface> = match name(InterfaceKind::Inspect).as_str() {
@@ -426,6 +432,13 @@ impl Drivers {
                 kind: InterfaceKind::Firmware,
             }),
         };
+        let raid: Arc<dyn RaidInterface> = match name(InterfaceKind::Raid).as_str() {
+            "fake" => Arc::new(Fake),
+            "agent" => Arc::new(AgentRaid { deploy: direct }),
+            _ => Arc::new(Noop {
+                kind: InterfaceKind::Raid,
+            }),
+        };
         let mut validators: BTreeMap<InterfaceKind, Arc<dyn Validate>> = BTreeMap::new();
         for kind in InterfaceKind::ALL {
             let validator: Arc<dyn Validate> = match kind {
@@ -437,6 +450,7 @@ impl Drivers {
                 InterfaceKind::Rescue => rescue.clone(),
                 InterfaceKind::Bios => bios.clone(),
                 InterfaceKind::Firmware => firmware.clone(),
+                InterfaceKind::Raid => raid.clone(),
                 _ => match name(kind).as_str() {
                     "fake" => Arc::new(Fake),
                     "flat" | "noop" => Arc::new(Passive),
@@ -454,6 +468,7 @@ impl Drivers {
             rescue,
             bios,
             firmware,
+            raid,
             validators,
         })
     }
@@ -470,6 +485,7 @@ pub struct Interfaces {
     pub rescue: Arc<dyn RescueInterface>,
     pub bios: Arc<dyn BiosInterface>,
     pub firmware: Arc<dyn FirmwareInterface>,
+    pub raid: Arc<dyn RaidInterface>,
     validators: BTreeMap<InterfaceKind, Arc<dyn Validate>>,
 }
 
@@ -489,11 +505,12 @@ impl Interfaces {
     }
 
     /// Every step the node's interfaces offer in flows of `kind`: the deploy interface's, then
-    /// the BIOS and firmware interfaces'.
+    /// the BIOS, firmware and RAID interfaces'.
     pub fn steps(&self, kind: StepKind) -> Vec<StepDef> {
         let mut steps = self.deploy.steps(kind);
         steps.extend(self.bios.steps(kind));
         steps.extend(self.firmware.steps(kind));
+        steps.extend(self.raid.steps(kind));
         steps
     }
 
@@ -518,6 +535,7 @@ impl Interfaces {
                 let updates = FirmwareUpdate::from_args(&step.args)?;
                 self.firmware.update(node, &updates).await
             }
+            (InterfaceKind::Raid, _) => self.raid.execute_step(node, kind, step).await,
             _ => self.deploy.execute_step(node, kind, step).await,
         }
     }

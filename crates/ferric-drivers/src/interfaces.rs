@@ -637,6 +637,29 @@ pub trait FirmwareInterface: Validate {
     ) -> Result<Outcome, DriverError>;
 }
 
+/// RAID: build the node's `target_raid_config` (`raid.create_configuration`, or
+/// `raid.apply_configuration` with the configuration as an argument in deploy steps) or remove
+/// every volume (`raid.delete_configuration`). What was built is stored in `raid_config`, and
+/// the root volume's hint becomes `properties.root_device` (see [`crate::raid`]).
+#[async_trait]
+pub trait RaidInterface: Validate {
+    /// The steps this interface offers in flows of `kind` (none for `no-raid`).
+    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        crate::raid::raid_steps(kind)
+    }
+    /// Checks a target configuration before `PUT /v1/nodes/{node}/states/raid` stores it:
+    /// the common schema, then what this implementation can build.
+    fn validate_target(&self, node: &Node, target: &JsonObject) -> Result<(), DriverError>;
+    /// Runs one `raid.*` step; a step that runs elsewhere (on the agent) answers
+    /// [`Outcome::Poll`] until it ends.
+    async fn execute_step(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+        step: &StepCall,
+    ) -> Result<Outcome, DriverError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,7 @@ pub mod ipmi;
 pub mod ipxe;
 mod measured;
 pub mod noop;
+pub mod raid;
 mod redfish;
 pub mod settings;
 #[cfg(feature = "simulator")]

@@ -3,12 +3,12 @@
 //! reports them as unsupported.
 
 use async_trait::async_trait;
-use ferric_model::resources::{InterfaceKind, Node};
+use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, FirmwareInterface, FirmwareUpdate, InspectInterface,
-    Outcome, RescueInterface, StepDef, StepKind, Validate,
+    Outcome, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
 };
 
 /// A no-op interface of `kind`.
@@ -108,6 +108,30 @@ impl FirmwareInterface for Noop {
         &self,
         node: &mut Node,
         _updates: &[FirmwareUpdate],
+    ) -> Result<Outcome, DriverError> {
+        Err(self.unsupported(node))
+    }
+}
+
+#[async_trait]
+impl RaidInterface for Noop {
+    fn steps(&self, _kind: StepKind) -> Vec<StepDef> {
+        Vec::new()
+    }
+
+    fn validate_target(&self, node: &Node, _target: &JsonObject) -> Result<(), DriverError> {
+        Err(DriverError::InvalidParameter(format!(
+            "Node {} has raid_interface no-raid, which cannot build RAID: set raid_interface \
+             to agent (Linux software RAID built by the agent ramdisk) first.",
+            node.uuid
+        )))
+    }
+
+    async fn execute_step(
+        &self,
+        node: &mut Node,
+        _kind: StepKind,
+        _step: &StepCall,
     ) -> Result<Outcome, DriverError> {
         Err(self.unsupported(node))
     }

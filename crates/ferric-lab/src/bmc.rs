@@ -40,7 +40,7 @@ pub(crate) async fn serve(paths: LabPaths) -> anyhow::Result<()> {
             QemuConfig {
                 qemu_binary: qemu_binary.clone(),
                 tap: node.tap.clone(),
-                disk: paths.disk(name),
+                disks: paths.disks(name),
                 console: paths.console(name),
                 qmp_socket: paths.qmp_socket(name),
                 pid_file: paths.qemu_pid(name),

@@ -147,14 +147,15 @@ fn build(paths: &LabPaths, lab: &LabState, this: &SelfCommand) -> anyhow::Result
         }
         std::fs::create_dir_all(&node_dir)
             .with_context(|| format!("cannot create {}", node_dir.display()))?;
-        let disk = paths.disk(name);
-        host::run(
-            "qemu-img",
-            ["create", "-q", "-f", "raw"]
-                .iter()
-                .map(Path::new)
-                .chain([disk.as_path(), Path::new(layout::DISK_SIZE)]),
-        )?;
+        for disk in paths.disks(name) {
+            host::run(
+                "qemu-img",
+                ["create", "-q", "-f", "raw"]
+                    .iter()
+                    .map(Path::new)
+                    .chain([disk.as_path(), Path::new(layout::DISK_SIZE)]),
+            )?;
+        }
     }
     let state_text = serde_json::to_string_pretty(lab)?;
     std::fs::write(paths.state_file(), state_text).context("cannot write lab.json")?;

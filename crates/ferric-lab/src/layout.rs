@@ -28,6 +28,8 @@ pub const BMC_USERNAME: &str = "admin";
 /// 2.0's limit, so Redfish and IPMI share it).
 pub const PASSWORD_BYTES: usize = 10;
 pub const DISK_SIZE: &str = "4G";
+/// Disks per machine: two, so software RAID-1 can be shown.
+pub const DISKS: usize = 2;
 
 /// Everything `lab up` decided, written to `lab.json`; later commands only read it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,8 +172,15 @@ impl LabPaths {
     pub fn node_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+    /// The machine's first disk (the one it boots from).
     pub fn disk(&self, name: &str) -> PathBuf {
         self.node_dir(name).join("disk.img")
+    }
+    /// Every disk of the machine: [`Self::disk`], then `disk1.img`, … ([`DISKS`] in all).
+    pub fn disks(&self, name: &str) -> Vec<PathBuf> {
+        std::iter::once(self.disk(name))
+            .chain((1..DISKS).map(|index| self.node_dir(name).join(format!("disk{index}.img"))))
+            .collect()
     }
     pub fn console(&self, name: &str) -> PathBuf {
         self.node_dir(name).join("console.log")

@@ -31,7 +31,8 @@ pub const OVMF_PATH: &str = "/usr/share/ovmf/OVMF.fd";
 pub struct QemuConfig {
     pub qemu_binary: PathBuf,
     pub tap: String,
-    pub disk: PathBuf,
+    /// The machine's disks, first the one it boots from (two: software RAID can mirror them).
+    pub disks: Vec<PathBuf>,
     pub console: PathBuf,
     pub qmp_socket: PathBuf,
     pub pid_file: PathBuf,
@@ -225,12 +226,15 @@ impl QemuMachine {
                 "name=etc/sercon-port,file={}",
                 config.sercon_file.display()
             ))
-            .arg("-drive")
-            .arg(format!(
-                "file={},if=none,id=disk0,format=raw",
-                config.disk.display()
-            ))
-            .args(["-device", "virtio-blk-pci,drive=disk0"])
+            .args(config.disks.iter().enumerate().flat_map(|(index, disk)| {
+                [
+                    "-drive".to_owned(),
+                    format!("file={},if=none,id=disk{index},format=raw", disk.display()),
+                    "-device".to_owned(),
+                    // A serial number, so root device hints can tell the disks apart.
+                    format!("virtio-blk-pci,drive=disk{index},serial=ferric-disk{index}"),
+                ]
+            }))
             .arg("-netdev")
             .arg(format!(
                 "tap,id=net0,ifname={},script=no,downscript=no",

@@ -8,9 +8,11 @@
 //! binary: the lab's network exists only inside its namespace, so after `ferric lab up` the
 //! binary runs itself again inside the namespace (`inside DIR`) for the scenario.
 //!
-//! Phases, each timed: enroll and manage (verifying against the BMC); provide (cleaning
+//! Phases, each timed: enroll and manage (verifying against the BMC); inspection; a software
+//! RAID-1 over the machine's two disks built by a manual clean step; provide (cleaning
 //! through the agent: power-on → first heartbeat, then the wipe); deploy a test image (the
-//! machine then boots it from its own disk and prints a marker); undeploy (cleaning wipes the
+//! machine then boots it from its own disk and prints a marker; both disks hold the image and
+//! an md superblock); undeploy (cleaning wipes the
 //! partition table, checked on the disk file); abort in `wait call-back`; a callback timeout.
 //! When it fails it keeps the directory with consoles, logs and the database, and says where.
 
@@ -483,6 +485,18 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// The magic number that opens an md superblock.
+const MD_MAGIC: u32 = 0xa92b_4efc;
+
+fn read_at(path: &Path, offset: u64, len: usize) -> anyhow::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = vec![0; len];
+    std::fs::File::open(path)
+        .and_then(|file| file.read_exact_at(&mut bytes, offset))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(bytes)
+}
+
 fn image_info(digest: &str) -> Value {
     json!({
         "image_source": "marker.img",
@@ -556,6 +570,46 @@ fn lifecycle(
         started,
     );
 
+    // Software RAID-1 over the machine's two disks, built by a manual clean step on the
+    // agent that is up; its array becomes the root device the deploy below writes to.
+    let started = Instant::now();
+    client.patch(
+        uuid,
+        json!([{"op": "add", "path": "/raid_interface", "value": "agent"}]),
+    )?;
+    client.expect(
+        reqwest::Method::PUT,
+        &format!("/v1/nodes/{uuid}/states/raid"),
+        Some(json!({"logical_disks": [{
+            "size_gb": "MAX", "raid_level": "1", "is_root_volume": true,
+            "controller": "software", "volume_name": "root",
+            "physical_disks": [{"name": "/dev/vda"}, {"name": "/dev/vdb"}],
+        }]})),
+        204,
+    )?;
+    client.provision(
+        uuid,
+        json!({"target": "clean", "clean_steps": [
+            {"interface": "raid", "step": "delete_configuration"},
+            {"interface": "raid", "step": "create_configuration"},
+        ]}),
+    )?;
+    let node = client.wait_for(uuid, "manageable")?;
+    phase("software RAID-1 (manual clean, fast track)", started);
+    let built = &node["raid_config"]["logical_disks"][0];
+    ensure!(
+        built["raid_level"] == "1"
+            && built["physical_disks"] == json!(["/dev/vda", "/dev/vdb"])
+            && built["size_gb"].as_u64() == Some(3),
+        "raid_config after create_configuration: {}",
+        node["raid_config"]
+    );
+    ensure!(
+        node["properties"]["root_device"] == json!({"name": "/dev/md0"}),
+        "the root volume became the root device: {}",
+        node["properties"]
+    );
+
     // provide: cleaning runs on the agent that is up — no reboot, no `clean wait`.
     let starts = firmware_starts(dir, name);
     let (_, seen) = history_since(client, uuid, 0)?;
@@ -608,6 +662,25 @@ fn lifecycle(
         std::thread::sleep(Duration::from_secs(1));
     }
     phase("boot from disk", booted);
+    // The image went onto the array, so both disks hold it, each with an md superblock at
+    // its end; the machine booted the first one like a plain disk.
+    let image = std::fs::read(dir.join("boot/images/marker.img"))?;
+    for disk in ["disk.img", "disk1.img"] {
+        let path = dir.join(format!("lab/{name}/{disk}"));
+        ensure!(
+            read_at(&path, 0, image.len())? == image,
+            "{} does not hold the deployed image: the RAID-1 did not mirror it",
+            path.display()
+        );
+        let size = std::fs::metadata(&path)?.len();
+        // Metadata 1.0: the superblock sits 8 KiB before the end, 4 KiB aligned.
+        let superblock = (size - 8192) & !4095;
+        ensure!(
+            read_at(&path, superblock, 4)? == MD_MAGIC.to_le_bytes(),
+            "{} has no md superblock at {superblock}",
+            path.display()
+        );
+    }
 
     // undeploy: the machine is off after the tear-down, so cleaning boots the ramdisk cold.
     let before = client.node(uuid)?["driver_internal_info"]["agent_last_heartbeat"].clone();
@@ -617,10 +690,13 @@ fn lifecycle(
     phase("power-on to first heartbeat (undeploy's cleaning)", started);
     client.wait_for(uuid, "available")?;
     phase("undeploy (cleaning)", started);
-    ensure!(
-        !ferric_lab::image::has_partition_table(&dir.join(format!("lab/{name}/disk.img")))?,
-        "cleaning left the partition table on {name}'s disk"
-    );
+    // The array stays (cleaning erases it, not its members): both disks lose the table.
+    for disk in ["disk.img", "disk1.img"] {
+        ensure!(
+            !ferric_lab::image::has_partition_table(&dir.join(format!("lab/{name}/{disk}")))?,
+            "cleaning left the partition table on {name}'s {disk}"
+        );
+    }
 
     // Fast track off from here: the aborts need the node to wait for a freshly booted agent.
     let mut patch =

@@ -27,6 +27,7 @@ pub(crate) mod port_fields;
 pub(crate) mod portgroup_fields;
 pub mod portgroups;
 pub mod ports;
+pub mod raid;
 pub mod ramdisk;
 pub(crate) mod rendered;
 pub(crate) mod resource;

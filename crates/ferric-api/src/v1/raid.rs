@@ -1,0 +1,153 @@
+//! RAID requests (API 1.12): `PUT /v1/nodes/{node}/states/raid` stores the node's target RAID
+//! configuration after its raid interface has checked it (the `raid.*` steps build it later),
+//! and `GET /v1/drivers/{driver}/raid/logical_disk_properties` describes a logical disk.
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, put};
+use ferric_conductor::ConductorError;
+use ferric_model::resources::Ident;
+use serde_json::{Value, json};
+
+use super::nodes::lease_holder;
+use super::resource::require_endpoint;
+use super::states::conductor_error;
+use super::{db_error, json_object_body};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+/// The version that brought RAID to the API.
+const RAID_SINCE: u16 = 12;
+
+/// The routes of this module.
+pub(crate) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/nodes/{node_ident}/states/raid", put(node_raid_set))
+        .route(
+            "/v1/drivers/{driver_name}/raid/logical_disk_properties",
+            get(driver_raid_properties),
+        )
+}
+
+/// `PUT /v1/nodes/{node}/states/raid`: the body is the target configuration
+/// (`{"logical_disks": [...]}`, or `{}` to clear it); 204.
+pub async fn node_raid_set(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    require_endpoint(
+        version,
+        RAID_SINCE,
+        &format!("/v1/nodes/{ident}/states/raid"),
+    )?;
+    let target = json_object_body(&body)?;
+    for _ in 0..3 {
+        let mut node = state
+            .store
+            .node_get(&Ident::parse(&ident))
+            .await
+            .map_err(db_error)?;
+        let interfaces = state
+            .conductor
+            .drivers()
+            .load(&node)
+            .map_err(|error| conductor_error(ConductorError::Driver(error)))?;
+        interfaces
+            .raid
+            .validate_target(&node, &target)
+            .map_err(|error| ApiError::bad_request(error.to_string()))?;
+        if let Some(holder) = lease_holder(&state.store, node.uuid).await? {
+            return Err(conductor_error(ConductorError::NodeLocked {
+                node: node.uuid,
+                holder,
+            }));
+        }
+        let expected = node.version;
+        node.target_raid_config = target.clone();
+        match state.store.node_update(&node, expected).await {
+            Ok(_) => return Ok(StatusCode::NO_CONTENT),
+            // The conductor wrote the node between our read and write: read again.
+            Err(ferric_db::Error::StaleRevision { .. }) => {}
+            Err(error) => return Err(db_error(error)),
+        }
+    }
+    Err(ApiError::conflict(format!(
+        "Node {ident} kept changing while its target RAID configuration was set; retry."
+    )))
+}
+
+/// What each property of a logical disk means (Ferric's words; the keys are Ironic's).
+const LOGICAL_DISK_PROPERTIES: &[(&str, &str)] = &[
+    (
+        "raid_level",
+        "Required. The level, as a string: 0, 1, 2, 5, 6, 1+0, 5+0 or 6+0 (software RAID: \
+         0, 1, 5, 6 and 1+0).",
+    ),
+    (
+        "size_gb",
+        "Required. The volume's size in GiB, or MAX for all the space its disks have.",
+    ),
+    (
+        "volume_name",
+        "Optional. A name for the volume, unique on the node.",
+    ),
+    (
+        "is_root_volume",
+        "Optional, false by default. The volume the image is deployed onto: it becomes the \
+         node's properties.root_device once built. At most one per configuration.",
+    ),
+    (
+        "share_physical_disks",
+        "Optional, false by default. Whether other volumes may use the same disks.",
+    ),
+    (
+        "disk_type",
+        "Optional. Build it only on disks of this kind: hdd or ssd.",
+    ),
+    (
+        "interface_type",
+        "Optional. Build it only on disks attached this way: sata, scsi or sas.",
+    ),
+    (
+        "number_of_physical_disks",
+        "Optional. How many disks the volume spans (default: the fewest its level needs).",
+    ),
+    (
+        "controller",
+        "Optional. Which controller builds it; software means Linux software RAID built by \
+         the agent ramdisk (raid_interface agent).",
+    ),
+    (
+        "physical_disks",
+        "Optional. The disks to build it on: device names, or root device hint objects such \
+         as {\"name\": \"/dev/sda\"} for software RAID.",
+    ),
+];
+
+/// `GET /v1/drivers/{driver}/raid/logical_disk_properties`.
+pub async fn driver_raid_properties(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(driver): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    require_endpoint(
+        version,
+        RAID_SINCE,
+        &format!("/v1/drivers/{driver}/raid/logical_disk_properties"),
+    )?;
+    if state.conductor.drivers().get(&driver).is_none() {
+        return Err(ApiError::not_found(format!(
+            "Could not find the following driver(s) or hardware type(s): {driver}."
+        )));
+    }
+    let properties: serde_json::Map<String, Value> = LOGICAL_DISK_PROPERTIES
+        .iter()
+        .map(|(name, meaning)| ((*name).to_owned(), json!(meaning)))
+        .collect();
+    Ok(Json(Value::Object(properties)))
+}
