@@ -280,11 +280,12 @@ async fn firmware_update_through_simple_update_cannot_be_aborted_on_the_lab_bmc(
     api.settle().await;
     assert_eq!(node(&api, &uuid).await["provision_state"], "available");
 
-    // Hold the BMC's task so the node is seen mid-update.
+    // Hold the BMC's task so the node is seen mid-update. The image is served on loopback:
+    // its checksum is checked before the BMC is asked.
     lab.bmc.hold_tasks(true);
+    let (url, checksum) = image_server(b"BIOS 1.1 image").await;
     let update = json!([{"interface": "firmware", "step": "update", "priority": 150, "args": {
-        "settings": [{"component": "bios", "url": "http://images.example/bios-1.1.bin",
-                      "checksum": "0123abcd"}]}}]);
+        "settings": [{"component": "bios", "url": url, "checksum": checksum}]}}]);
     let started = api
         .send_latest(
             Method::PUT,
@@ -347,6 +348,61 @@ async fn a_failed_flash_names_the_component_in_last_error() {
         history.body.to_string().contains("firmware component bmc"),
         "{}",
         history.body
+    );
+}
+
+/// Serves `image` on loopback; its URL and SHA-256.
+async fn image_server(image: &'static [u8]) -> (String, String) {
+    use sha2::Digest;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/firmware.bin", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/firmware.bin",
+        axum::routing::get(move || async move { image }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let digest = sha2::Sha256::digest(image);
+    (
+        url,
+        digest.iter().map(|byte| format!("{byte:02x}")).collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_that_does_not_match_its_checksum_is_not_flashed() {
+    let lab = lab_bmc().await;
+    let api = api().await;
+    let uuid = managed_node(&api, &lab).await;
+    let before = firmware(&api, &uuid).await;
+    let (url, _) = image_server(b"a tampered image").await;
+    let wrong = "0".repeat(64);
+    let update = json!([{"interface": "firmware", "step": "update", "args": {
+        "settings": [{"component": "bmc", "url": url, "checksum": wrong}]}}]);
+    let failed = steps(&api, &uuid, "clean", "clean_steps", update).await;
+    assert_eq!(failed["provision_state"], "clean failed", "{failed:#}");
+    let last_error = failed["last_error"].as_str().unwrap();
+    assert!(
+        last_error.contains("firmware component bmc")
+            && last_error.contains("does not match its checksum")
+            && last_error.contains("nothing was flashed"),
+        "{last_error}"
+    );
+    let after = firmware(&api, &uuid).await;
+    assert_eq!(
+        component(&after, "bmc")["current_version"],
+        component(&before, "bmc")["current_version"]
+    );
+
+    // A checksum Ferric cannot check fails the step before anything is downloaded.
+    api.provision(&uuid, "manage").await;
+    api.settle().await;
+    let unknown = json!([{"interface": "firmware", "step": "update", "args": {
+        "settings": [{"component": "bmc", "url": "http://x/bmc.bin", "checksum": "md5:abc"}]}}]);
+    let failed = steps(&api, &uuid, "clean", "clean_steps", unknown).await;
+    assert_eq!(failed["provision_state"], "clean failed", "{failed:#}");
+    assert!(
+        failed["last_error"].as_str().unwrap().contains("SHA-256"),
+        "{failed:#}"
     );
 }
 

@@ -427,6 +427,7 @@ impl Drivers {
             "redfish" => Arc::new(RedfishFirmware {
                 redfish: redfish(),
                 power: power.clone(),
+                http: self.http.clone(),
             }),
             _ => Arc::new(Noop {
                 kind: InterfaceKind::Firmware,

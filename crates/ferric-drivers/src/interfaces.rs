@@ -573,7 +573,56 @@ pub trait BiosInterface: Validate {
 pub struct FirmwareUpdate {
     pub component: String,
     pub url: String,
-    pub checksum: Option<String>,
+    pub checksum: Option<ImageChecksum>,
+}
+
+/// The digest an image must have: `sha256:<hex>`, `sha512:<hex>`, `sha1:<hex>`, or the bare
+/// hex digest (its length tells the algorithm).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageChecksum {
+    /// `sha1`, `sha256` or `sha512`.
+    pub algorithm: &'static str,
+    /// Lower-case hex.
+    pub hex: String,
+}
+
+impl ImageChecksum {
+    /// Reads a checksum as given in a step's arguments.
+    pub fn parse(text: &str) -> Result<Self, DriverError> {
+        let text = text.trim();
+        let (named, hex) = match text.split_once(':') {
+            Some((algorithm, hex)) => (Some(algorithm.to_ascii_lowercase()), hex),
+            None => (None, text),
+        };
+        let by_length = match hex.len() {
+            40 => Some("sha1"),
+            64 => Some("sha256"),
+            128 => Some("sha512"),
+            _ => None,
+        };
+        let algorithm = match (named.as_deref(), by_length) {
+            (None, Some(algorithm)) => Some(algorithm),
+            (Some(name), Some(algorithm)) if name == algorithm => Some(algorithm),
+            _ => None,
+        };
+        match algorithm {
+            Some(algorithm) if hex.chars().all(|c| c.is_ascii_hexdigit()) => Ok(Self {
+                algorithm,
+                hex: hex.to_ascii_lowercase(),
+            }),
+            _ => Err(DriverError::InvalidParameter(format!(
+                "The firmware image checksum \"{text}\" is not one Ferric can check: give the \
+                 hex SHA-256 (64 digits), SHA-512 (128) or SHA-1 (40) digest, optionally as \
+                 \"sha256:<hex>\"."
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for ImageChecksum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.algorithm, self.hex)
+    }
 }
 
 /// The components `firmware.update` knows: the system's BIOS and the BMC.
@@ -609,10 +658,14 @@ impl FirmwareUpdate {
                         "Firmware update of '{component}' needs a \"url\" of the image."
                     ))
                 })?;
+                let checksum = text("checksum")
+                    .filter(|checksum| !checksum.is_empty())
+                    .map(|checksum| ImageChecksum::parse(&checksum))
+                    .transpose()?;
                 Ok(Self {
                     component,
                     url,
-                    checksum: text("checksum"),
+                    checksum,
                 })
             })
             .collect()
@@ -679,10 +732,29 @@ mod tests {
             let error = BiosChange::from_args(&args(bad)).unwrap_err();
             assert!(error.is_caller_error(), "{error}");
         }
+        let digest = "AB".repeat(32);
         let updates = FirmwareUpdate::from_args(&args(json!({"settings": [
-            {"component": "bmc", "url": "http://x/bmc.bin", "checksum": "ab"}]})))
+            {"component": "bmc", "url": "http://x/bmc.bin", "checksum": digest}]})))
         .unwrap();
-        assert_eq!(updates[0].checksum.as_deref(), Some("ab"));
+        let checksum = updates[0].checksum.as_ref().unwrap();
+        assert_eq!(checksum.to_string(), format!("sha256:{}", "ab".repeat(32)));
+        assert_eq!(
+            ImageChecksum::parse(&format!("sha512:{}", "0".repeat(128)))
+                .unwrap()
+                .algorithm,
+            "sha512"
+        );
+        for bad in [
+            "ab",
+            "md5:0123",
+            &format!("sha512:{}", "0".repeat(64)),
+            &"z".repeat(64),
+        ] {
+            let error = FirmwareUpdate::from_args(&args(json!({"settings": [
+                {"component": "bmc", "url": "http://x/bmc.bin", "checksum": bad}]})))
+            .unwrap_err();
+            assert!(error.to_string().contains("SHA-256"), "{bad}: {error}");
+        }
         let unknown = FirmwareUpdate::from_args(&args(json!({"settings": [
             {"component": "nic", "url": "http://x"}]})))
         .unwrap_err();

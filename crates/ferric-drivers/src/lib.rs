@@ -36,7 +36,7 @@ pub use error::DriverError;
 pub use fast_track::FastTrackSettings;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
-    BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate,
+    BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate, ImageChecksum,
     InspectionStatus, Outcome, PowerAction, StepCall, StepDef, StepKind,
 };
 pub use settings::{

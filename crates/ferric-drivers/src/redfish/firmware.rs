@@ -6,7 +6,9 @@
 //! step starts the first image's SimpleUpdate and records the task in `driver_internal_info`
 //! (`redfish_firmware_update`: the index of the image and the task's URL), then each call
 //! reads the task until it is `Completed` (a BIOS image is then applied by a reboot through
-//! the node's power interface) or failed, and moves to the next image.
+//! the node's power interface) or failed, and moves to the next image. An image given with a
+//! checksum is downloaded and hashed here first: a mismatch fails the step before the BMC is
+//! asked, so nothing is flashed.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,7 +21,9 @@ use serde_json::{Value, json};
 use super::Redfish;
 use super::info::RedfishInfo;
 use crate::DriverError;
-use crate::interfaces::{FirmwareInterface, FirmwareUpdate, Outcome, PowerInterface, Validate};
+use crate::interfaces::{
+    FirmwareInterface, FirmwareUpdate, ImageChecksum, Outcome, PowerInterface, Validate,
+};
 
 /// Where an update's progress lives between polls.
 const PROGRESS_KEY: &str = "redfish_firmware_update";
@@ -33,6 +37,56 @@ const TASK_TIMEOUT: Duration = Duration::from_secs(3600);
 pub(crate) struct RedfishFirmware {
     pub(crate) redfish: Redfish,
     pub(crate) power: Arc<dyn PowerInterface>,
+    /// Downloads images whose checksum is to be checked.
+    pub(crate) http: reqwest::Client,
+}
+
+/// Downloads `url` and compares its digest with `expected`.
+async fn verify_image(
+    http: &reqwest::Client,
+    url: &str,
+    expected: &ImageChecksum,
+) -> Result<(), DriverError> {
+    use sha2::Digest;
+    let failed = |why: String| {
+        DriverError::Failed(format!(
+            "Could not check the image {url} against its checksum: {why}"
+        ))
+    };
+    let mut response = http
+        .get(url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|error| failed(error.to_string()))?;
+    let mut sha1 = sha1::Sha1::new();
+    let mut sha256 = sha2::Sha256::new();
+    let mut sha512 = sha2::Sha512::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| failed(error.to_string()))?
+    {
+        match expected.algorithm {
+            "sha1" => sha1.update(&chunk),
+            "sha512" => sha512.update(&chunk),
+            _ => sha256.update(&chunk),
+        }
+    }
+    let digest: Vec<u8> = match expected.algorithm {
+        "sha1" => sha1.finalize().to_vec(),
+        "sha512" => sha512.finalize().to_vec(),
+        _ => sha256.finalize().to_vec(),
+    };
+    let actual: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    if actual != expected.hex {
+        return Err(DriverError::Failed(format!(
+            "The image {url} does not match its checksum: expected {expected}, got {}:{actual}; \
+             nothing was flashed",
+            expected.algorithm
+        )));
+    }
+    Ok(())
 }
 
 fn now_secs() -> u64 {
@@ -146,6 +200,9 @@ impl RedfishFirmware {
     /// Starts flashing `update`; the URL of the task to watch.
     async fn start(&self, node: &Node, update: &FirmwareUpdate) -> Result<String, DriverError> {
         let info = RedfishInfo::parse(node)?;
+        if let Some(checksum) = &update.checksum {
+            verify_image(&self.http, &update.url, checksum).await?;
+        }
         let (system_path, system) = self.redfish.system(&info).await?;
         let target = match update.component.as_str() {
             "bmc" => self
