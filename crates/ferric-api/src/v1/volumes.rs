@@ -333,16 +333,12 @@ enum Scope {
 
 /// The listing's page: Ironic's volume lists take `?detail=` from 1.32 (not only from 1.43
 /// like the other resources), so it is read here before the generic parameters.
-async fn list<R: Resource>(
+async fn list<R: Listed>(
     state: &ApiState,
     version: Microversion,
-    headers: &HeaderMap,
     query: &[(String, String)],
     scope: Scope,
-) -> Result<(Vec<(String, String)>, ListPage<R>), ApiError>
-where
-    R: Listed,
-{
+) -> Result<ListPage<R>, ApiError> {
     let mut detail = false;
     let mut rest = Vec::new();
     for (name, value) in query {
@@ -390,16 +386,12 @@ where
         }
     };
     let records = R::fetch(&state.store, &filter, &params.page).await?;
-    let _ = headers;
-    Ok((
-        query.to_vec(),
-        ListPage {
-            records,
-            selection,
-            path,
-            limit: params.limit,
-        },
-    ))
+    Ok(ListPage {
+        records,
+        selection,
+        path,
+        limit: params.limit,
+    })
 }
 
 /// One page of records, ready to be shown.
@@ -452,14 +444,14 @@ async fn list_response<R: Listed>(
     query: &[(String, String)],
     scope: Scope,
 ) -> Result<Json<Value>, ApiError> {
-    let (query, page) = list::<R>(state, version, headers, query, scope).await?;
+    let page = list::<R>(state, version, query, scope).await?;
     let base = base_url(headers);
     let shown = Page {
         version,
         selection: &page.selection,
         base: &base,
         path: &page.path,
-        query: &query,
+        query,
         limit: page.limit,
     };
     Ok(Json(list_body(&page.records, &shown)))
