@@ -63,6 +63,9 @@ enum Subject {
     Port(String),
     Portgroup(String),
     Allocation(String),
+    /// A volume connector or target (they follow their node), by UUID.
+    VolumeConnector(String),
+    VolumeTarget(String),
     /// The node named by the body's `node_uuid` (port and portgroup create).
     BodyNode,
 }
@@ -155,6 +158,23 @@ fn classify(method: &Method, path: &str) -> Check {
         ["v1", "conductors", ..] if get => Rule("baremetal:conductor:get", Subject::Nothing),
         ["v1", "shards"] if get => Rule("baremetal:shards:get", Subject::Nothing),
         ["v1", "events"] => Rule("baremetal:events:post", Subject::Nothing),
+        ["v1", "volume"] | ["v1", "volume", "connectors" | "targets"] if get => List("volume"),
+        ["v1", "volume", "connectors" | "targets"] => {
+            Rule("baremetal:volume:create", Subject::BodyNode)
+        }
+        ["v1", "volume", kind @ ("connectors" | "targets"), ident] => Rule(
+            by_method(
+                method,
+                "baremetal:volume:get",
+                "baremetal:volume:update",
+                "baremetal:volume:delete",
+            ),
+            if *kind == "connectors" {
+                Subject::VolumeConnector((*ident).to_owned())
+            } else {
+                Subject::VolumeTarget((*ident).to_owned())
+            },
+        ),
         _ => Rule("default", Subject::Nothing),
     }
 }
@@ -195,6 +215,10 @@ fn node_rule(method: &Method, rest: &[&str]) -> &'static str {
         ["provision"] => "baremetal:node:set_provision_state",
         ["states", "power"] => "baremetal:node:set_power_state",
         ["states", "raid"] => "baremetal:node:set_raid_state",
+        ["states", "boot_mode"] => "baremetal:node:set_boot_mode",
+        ["states", "secure_boot"] => "baremetal:node:set_secure_boot",
+        ["management", "inject_nmi"] => "baremetal:node:inject_nmi",
+        ["volume", ..] if get => "baremetal:volume:get",
         ["traits", ..] if !get => "baremetal:node:traits:set",
         ["vifs"] if !get => "baremetal:node:vif:attach",
         ["vifs", _] if !get => "baremetal:node:vif:detach",
@@ -395,6 +419,24 @@ async fn check_subject(
             Ok(portgroup) => (portgroup.node_uuid.to_string(), "baremetal:portgroup:get"),
             Err(_) => return Ok(()),
         },
+        Subject::VolumeConnector(ident) => {
+            let Ok(uuid) = uuid::Uuid::parse_str(ident) else {
+                return Ok(());
+            };
+            match store.volume_connector_get(uuid).await {
+                Ok(connector) => (connector.node_uuid.to_string(), "baremetal:volume:get"),
+                Err(_) => return Ok(()),
+            }
+        }
+        Subject::VolumeTarget(ident) => {
+            let Ok(uuid) = uuid::Uuid::parse_str(ident) else {
+                return Ok(());
+            };
+            match store.volume_target_get(uuid).await {
+                Ok(target) => (target.node_uuid.to_string(), "baremetal:volume:get"),
+                Err(_) => return Ok(()),
+            }
+        }
     };
     let node = match store.node_get(&Ident::parse(&node_ident)).await {
         Ok(node) => node,
@@ -419,6 +461,18 @@ async fn check_subject(
                     ApiError::not_found(format!("Portgroup {ident} could not be found."))
                         .into_response(),
                 );
+            }
+            Subject::VolumeConnector(ident) => {
+                return Err(ApiError::not_found(format!(
+                    "Volume connector {ident} could not be found."
+                ))
+                .into_response());
+            }
+            Subject::VolumeTarget(ident) => {
+                return Err(ApiError::not_found(format!(
+                    "Volume target {ident} could not be found."
+                ))
+                .into_response());
             }
             _ => node_ident,
         };
@@ -484,6 +538,35 @@ mod tests {
                 Check::Rule("baremetal:portgroup:get", Subject::Portgroup("pg".into())),
             ),
             (Method::GET, "/v1/chassis/c/nodes", Check::List("node")),
+            (Method::GET, "/v1/volume/targets", Check::List("volume")),
+            (
+                Method::POST,
+                "/v1/volume/connectors",
+                Check::Rule("baremetal:volume:create", Subject::BodyNode),
+            ),
+            (
+                Method::PATCH,
+                "/v1/volume/connectors/c1",
+                Check::Rule(
+                    "baremetal:volume:update",
+                    Subject::VolumeConnector("c1".into()),
+                ),
+            ),
+            (
+                Method::GET,
+                "/v1/nodes/n1/volume/targets",
+                Check::Rule("baremetal:volume:get", node()),
+            ),
+            (
+                Method::PUT,
+                "/v1/nodes/n1/states/boot_mode",
+                Check::Rule("baremetal:node:set_boot_mode", node()),
+            ),
+            (
+                Method::PUT,
+                "/v1/nodes/n1/management/inject_nmi",
+                Check::Rule("baremetal:node:inject_nmi", node()),
+            ),
             (
                 Method::GET,
                 "/v1/deploy_templates",

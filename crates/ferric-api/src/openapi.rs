@@ -16,7 +16,7 @@ use crate::v1::fields::{Access, FieldSpec, FieldType};
 use crate::v1::{
     allocations, chassis, conductors, node_fields, nodes, port_fields, portgroup_fields,
 };
-use crate::v1::{portgroups, ports};
+use crate::v1::{portgroups, ports, volumes};
 use crate::version::{MAX_VERSION, MIN_VERSION};
 
 /// The whole document.
@@ -61,6 +61,7 @@ fn field_type_schema(ty: FieldType) -> Value {
         FieldType::OptText => json!({ "type": "string", "nullable": true }),
         FieldType::Bool => json!({ "type": "boolean" }),
         FieldType::OptBool => json!({ "type": "boolean", "nullable": true }),
+        FieldType::Int => json!({ "type": "integer" }),
         FieldType::Object => json!({ "type": "object", "additionalProperties": true }),
         FieldType::StringList => json!({ "type": "array", "items": { "type": "string" } }),
         FieldType::Time => json!({ "type": "string", "format": "date-time" }),
@@ -517,6 +518,30 @@ fn schemas() -> Value {
         },
         "AllocationCollection": collection_schema("allocations", "Allocation"),
         }),
+        json!({
+        "BootModeRequest": object(json!({
+            "target": { "type": "string", "enum": ["bios", "uefi"] },
+        }), &["target"]),
+        "SecureBootRequest": object(json!({
+            "target": { "type": "boolean" },
+        }), &["target"]),
+        "InjectNmiRequest": object(json!({}), &[]),
+        "Volume": {
+            "type": "object",
+            "properties": {
+                "links": { "$ref": "#/components/schemas/Links" },
+                "connectors": { "$ref": "#/components/schemas/Links" },
+                "targets": { "$ref": "#/components/schemas/Links" },
+            },
+            "required": ["links", "connectors", "targets"],
+        },
+        "VolumeConnector": resource_schema(volumes::CONNECTOR_FIELDS),
+        "VolumeConnectorCreate": create_schema(volumes::CONNECTOR_FIELDS, volumes::CONNECTOR_REQUIRED),
+        "VolumeConnectorCollection": collection_schema("connectors", "VolumeConnector"),
+        "VolumeTarget": resource_schema(volumes::TARGET_FIELDS),
+        "VolumeTargetCreate": create_schema(volumes::TARGET_FIELDS, volumes::TARGET_REQUIRED),
+        "VolumeTargetCollection": collection_schema("targets", "VolumeTarget"),
+        }),
     ];
     let mut all = Map::new();
     for part in parts {
@@ -559,6 +584,8 @@ fn parameters() -> Value {
         "event_uuid": path_param("event_uuid", "A history event's UUID."),
         "allocation_ident": path_param("allocation_ident", "An allocation's UUID or name."),
         "setting_name": path_param("setting_name", "A BIOS setting's name."),
+        "connector_uuid": path_param("connector_uuid", "A volume connector's UUID."),
+        "target_uuid": path_param("target_uuid", "A volume target's UUID."),
         "limit": {
             "name": "limit", "in": "query", "required": false,
             "description": "Page size, at most 1000.",
@@ -1214,6 +1241,114 @@ pub(crate) fn operations() -> Vec<Operation> {
             .since(54)
             .body("Events")
             .ok(204, None),
+        // Boot mode, secure boot, NMI.
+        op("put", "/v1/nodes/{node_ident}/states/boot_mode", "node_boot_mode_set")
+            .summary("Set the node's firmware boot mode")
+            .since(76)
+            .refs(NODE)
+            .body("BootModeRequest")
+            .ok(202, None)
+            .errors(&[409, 503]),
+        op("put", "/v1/nodes/{node_ident}/states/secure_boot", "node_secure_boot_set")
+            .summary("Turn the node's UEFI secure boot on or off")
+            .since(76)
+            .refs(NODE)
+            .body("SecureBootRequest")
+            .ok(202, None)
+            .errors(&[409, 503]),
+        op("put", "/v1/nodes/{node_ident}/management/inject_nmi", "node_inject_nmi")
+            .summary("Send the node a non-maskable interrupt")
+            .since(29)
+            .refs(NODE)
+            .body("InjectNmiRequest")
+            .ok(204, None)
+            .errors(&[409, 503]),
+        // Volume connectors and targets.
+        op("get", "/v1/volume", "volume_get")
+            .summary("Links to the volume connectors and targets")
+            .since(32)
+            .ok(200, Some("Volume")),
+        op("get", "/v1/volume/connectors", "volume_connector_list")
+            .summary("List volume connectors (default fields, ?fields= or ?detail=)")
+            .since(32)
+            .listing(volumes::VOLUME_FILTERS, false)
+            .ok(200, Some("VolumeConnectorCollection"))
+            .errors(&[400]),
+        op("post", "/v1/volume/connectors", "volume_connector_create")
+            .summary("Create a volume connector")
+            .since(32)
+            .body("VolumeConnectorCreate")
+            .ok(201, Some("VolumeConnector"))
+            .errors(&[409]),
+        op("get", "/v1/volume/connectors/{connector_uuid}", "volume_connector_get")
+            .summary("Show a volume connector")
+            .since(32)
+            .refs(&["connector_uuid", "fields"])
+            .ok(200, Some("VolumeConnector"))
+            .errors(&[400]),
+        op("patch", "/v1/volume/connectors/{connector_uuid}", "volume_connector_update")
+            .summary("Update a volume connector (JSON patch; the node must be powered off)")
+            .since(32)
+            .refs(&["connector_uuid"])
+            .body("JsonPatch")
+            .ok(200, Some("VolumeConnector"))
+            .errors(&[409]),
+        op("delete", "/v1/volume/connectors/{connector_uuid}", "volume_connector_delete")
+            .summary("Delete a volume connector (the node must be powered off or deletable)")
+            .since(32)
+            .refs(&["connector_uuid"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("get", "/v1/volume/targets", "volume_target_list")
+            .summary("List volume targets (default fields, ?fields= or ?detail=)")
+            .since(32)
+            .listing(volumes::VOLUME_FILTERS, false)
+            .ok(200, Some("VolumeTargetCollection"))
+            .errors(&[400]),
+        op("post", "/v1/volume/targets", "volume_target_create")
+            .summary("Create a volume target")
+            .since(32)
+            .body("VolumeTargetCreate")
+            .ok(201, Some("VolumeTarget"))
+            .errors(&[409]),
+        op("get", "/v1/volume/targets/{target_uuid}", "volume_target_get")
+            .summary("Show a volume target")
+            .since(32)
+            .refs(&["target_uuid", "fields"])
+            .ok(200, Some("VolumeTarget"))
+            .errors(&[400]),
+        op("patch", "/v1/volume/targets/{target_uuid}", "volume_target_update")
+            .summary("Update a volume target (JSON patch; the node must be powered off)")
+            .since(32)
+            .refs(&["target_uuid"])
+            .body("JsonPatch")
+            .ok(200, Some("VolumeTarget"))
+            .errors(&[409]),
+        op("delete", "/v1/volume/targets/{target_uuid}", "volume_target_delete")
+            .summary("Delete a volume target (the node must be powered off or deletable)")
+            .since(32)
+            .refs(&["target_uuid"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("get", "/v1/nodes/{node_ident}/volume", "node_volume_get")
+            .summary("Links to the node's volume connectors and targets")
+            .since(32)
+            .refs(NODE)
+            .ok(200, Some("Volume")),
+        op("get", "/v1/nodes/{node_ident}/volume/connectors", "node_volume_connector_list")
+            .summary("List the node's volume connectors")
+            .since(32)
+            .refs(NODE)
+            .listing(&[], false)
+            .ok(200, Some("VolumeConnectorCollection"))
+            .errors(&[400]),
+        op("get", "/v1/nodes/{node_ident}/volume/targets", "node_volume_target_list")
+            .summary("List the node's volume targets")
+            .since(32)
+            .refs(NODE)
+            .listing(&[], false)
+            .ok(200, Some("VolumeTargetCollection"))
+            .errors(&[400]),
         // The ramdisk agent's endpoints (public).
         op("get", "/v1/lookup", "lookup")
             .summary("An agent finds its node by MAC addresses or UUID (and gets its token)")

@@ -262,6 +262,21 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
     ),
     ("baremetal:node:validate", NODE_MEMBERS, "GET …/validate"),
     (
+        "baremetal:node:set_boot_mode",
+        NODE_MEMBERS,
+        "PUT …/states/boot_mode",
+    ),
+    (
+        "baremetal:node:set_secure_boot",
+        NODE_MEMBERS,
+        "PUT …/states/secure_boot",
+    ),
+    (
+        "baremetal:node:inject_nmi",
+        NODE_MEMBERS,
+        "PUT …/management/inject_nmi",
+    ),
+    (
         "baremetal:node:traits:set",
         NODE_MEMBERS,
         "PUT and DELETE …/traits",
@@ -395,6 +410,37 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "GET /v1/conductors(…)",
     ),
     ("baremetal:shards:get", SYSTEM_READERS, "GET /v1/shards"),
+    (
+        "baremetal:volume:get",
+        NODE_READERS,
+        "GET /v1/volume/{connectors,targets}/{uuid}, GET …/volume(…) of a node: they follow \
+         their node",
+    ),
+    (
+        "baremetal:volume:list",
+        &[Authenticated],
+        "GET /v1/volume(/connectors|/targets): those of the project's nodes",
+    ),
+    (
+        "baremetal:volume:list_all",
+        SYSTEM_READERS,
+        "volume listings across all projects",
+    ),
+    (
+        "baremetal:volume:create",
+        NODE_MEMBERS,
+        "POST /v1/volume/{connectors,targets}",
+    ),
+    (
+        "baremetal:volume:update",
+        NODE_MEMBERS,
+        "PATCH /v1/volume/{connectors,targets}/{uuid}",
+    ),
+    (
+        "baremetal:volume:delete",
+        NODE_MEMBERS,
+        "DELETE /v1/volume/{connectors,targets}/{uuid}",
+    ),
     (
         "baremetal:events:post",
         ADMINS_AND_SERVICES,

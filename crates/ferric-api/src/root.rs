@@ -31,12 +31,13 @@ pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
 }
 
 /// Top-level resources and the microversion from which each is advertised.
-const RESOURCES: [(&str, u16); 9] = [
+const RESOURCES: [(&str, u16); 10] = [
     ("chassis", 1),
     ("nodes", 1),
     ("ports", 1),
     ("drivers", 1),
     ("portgroups", 23),
+    ("volume", 32),
     ("conductors", 49),
     ("allocations", 52),
     ("events", 54),

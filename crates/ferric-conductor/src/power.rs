@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ferric_drivers::{BootDevice, BootDeviceSetting, PowerAction};
+use ferric_drivers::{BootDevice, BootDeviceSetting, BootMode, PowerAction};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, InterfaceKind};
 use uuid::Uuid;
@@ -70,6 +70,54 @@ impl Conductor {
                 .set_boot_device(&mut task.node, device, persistent)
                 .await?;
             task.save().await
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// Sets the firmware boot mode (`PUT …/states/boot_mode`) under the node's lease; the
+    /// node's `boot_mode` shows it once the management interface has done it.
+    pub async fn set_boot_mode(&self, node: Uuid, mode: BootMode) -> Result<(), ConductorError> {
+        let mut task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            interfaces
+                .management
+                .set_boot_mode(&mut task.node, mode)
+                .await?;
+            task.node.boot_mode = Some(mode.as_str().to_owned());
+            task.save().await
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// Turns secure boot on or off (`PUT …/states/secure_boot`) under the node's lease.
+    pub async fn set_secure_boot(&self, node: Uuid, enabled: bool) -> Result<(), ConductorError> {
+        let mut task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            interfaces
+                .management
+                .set_secure_boot(&mut task.node, enabled)
+                .await?;
+            task.node.secure_boot = Some(enabled);
+            task.save().await
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// Sends a non-maskable interrupt (`PUT …/management/inject_nmi`) under the node's lease.
+    pub async fn inject_nmi(&self, node: Uuid) -> Result<(), ConductorError> {
+        let task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            interfaces.management.inject_nmi(&task.node).await?;
+            Ok(())
         }
         .await;
         task.release().await;

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use ferric_db::{MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, REQUESTS_CHANNEL, Store};
-use ferric_drivers::{BootDevice, BootDeviceSetting, DriverError, Drivers, PowerAction, StepCall};
+use ferric_drivers::{
+    BootDevice, BootDeviceSetting, BootMode, DriverError, Drivers, PowerAction, StepCall,
+};
 use ferric_model::Verb;
 use ferric_model::resources::{Ident, InterfaceKind, JsonObject};
 use serde::{Deserialize, Serialize};
@@ -57,6 +59,13 @@ enum Action {
     },
     GetBootDevice,
     SupportedBootDevices,
+    SetBootMode {
+        mode: String,
+    },
+    SetSecureBoot {
+        enabled: bool,
+    },
+    InjectNmi,
     Validate,
     ContinueNode,
     Heartbeat {
@@ -234,6 +243,21 @@ async fn execute(
             let device =
                 boot_device(&device).ok_or_else(|| malformed(format!("boot device {device:?}")))?;
             conductor.set_boot_device(node, device, persistent).await?;
+            Ok(Value::Null)
+        }
+        Action::SetBootMode { mode } => {
+            let mode: BootMode = mode
+                .parse()
+                .map_err(|_| malformed(format!("boot mode {mode:?}")))?;
+            conductor.set_boot_mode(node, mode).await?;
+            Ok(Value::Null)
+        }
+        Action::SetSecureBoot { enabled } => {
+            conductor.set_secure_boot(node, enabled).await?;
+            Ok(Value::Null)
+        }
+        Action::InjectNmi => {
+            conductor.inject_nmi(node).await?;
             Ok(Value::Null)
         }
         Action::GetBootDevice => {
@@ -752,6 +776,41 @@ impl Handoff {
                 persistent,
             },
             |conductor| async move { conductor.set_boot_device(node, device, persistent).await },
+            unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::set_boot_mode`] on the node's owner.
+    pub async fn set_boot_mode(&self, node: Uuid, mode: BootMode) -> Result<(), ConductorError> {
+        self.dispatch(
+            node,
+            || Action::SetBootMode {
+                mode: mode.as_str().to_owned(),
+            },
+            |conductor| async move { conductor.set_boot_mode(node, mode).await },
+            unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::set_secure_boot`] on the node's owner.
+    pub async fn set_secure_boot(&self, node: Uuid, enabled: bool) -> Result<(), ConductorError> {
+        self.dispatch(
+            node,
+            || Action::SetSecureBoot { enabled },
+            |conductor| async move { conductor.set_secure_boot(node, enabled).await },
+            unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::inject_nmi`] on the node's owner.
+    pub async fn inject_nmi(&self, node: Uuid) -> Result<(), ConductorError> {
+        self.dispatch(
+            node,
+            || Action::InjectNmi,
+            |conductor| async move { conductor.inject_nmi(node).await },
             unit,
         )
         .await

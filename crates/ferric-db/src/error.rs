@@ -21,6 +21,8 @@ pub enum Kind {
     NodeLease,
     NodeHistory,
     Allocation,
+    VolumeConnector,
+    VolumeTarget,
 }
 
 impl Kind {
@@ -34,6 +36,8 @@ impl Kind {
             Self::NodeLease => "node lease",
             Self::NodeHistory => "node history entry",
             Self::Allocation => "allocation",
+            Self::VolumeConnector => "volume connector",
+            Self::VolumeTarget => "volume target",
         }
     }
 }

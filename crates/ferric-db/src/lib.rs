@@ -26,6 +26,7 @@ mod requests;
 mod sql;
 mod store;
 pub mod testing;
+mod volumes;
 
 pub use allocations::{AllocationFilter, AllocationSortKey};
 pub use chassis::ChassisSortKey;
@@ -37,3 +38,4 @@ pub use portgroups::{PortgroupFilter, PortgroupSortKey};
 pub use ports::{PortFilter, PortSortKey};
 pub use requests::{ConductorRequest, MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, REQUESTS_CHANNEL};
 pub use store::{Listener, Store, StoreOptions};
+pub use volumes::{VolumeConnectorSortKey, VolumeFilter, VolumeTargetSortKey};

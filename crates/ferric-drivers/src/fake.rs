@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::DriverError;
 use crate::interfaces::{
-    BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface,
+    BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface, BootMode,
     DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface,
     Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface, StepCall, StepDef,
     StepKind, Validate, check_bios_changes,
@@ -163,6 +163,34 @@ impl ManagementInterface for Fake {
             json!({ "boot_device": device.as_str(), "persistent": persistent }),
         );
         Ok(())
+    }
+
+    async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
+        operate(node, "management").await?;
+        Ok(node.boot_mode.as_deref().and_then(|mode| mode.parse().ok()))
+    }
+
+    async fn set_boot_mode(&self, node: &mut Node, mode: BootMode) -> Result<(), DriverError> {
+        operate(node, "set_boot_mode").await?;
+        node.boot_mode = Some(mode.as_str().to_owned());
+        Ok(())
+    }
+
+    /// Fake secure boot needs UEFI, as real firmware does.
+    async fn set_secure_boot(&self, node: &mut Node, enabled: bool) -> Result<(), DriverError> {
+        operate(node, "set_secure_boot").await?;
+        if enabled && node.boot_mode.as_deref() == Some(BootMode::Bios.as_str()) {
+            return Err(DriverError::InvalidParameter(
+                "Secure boot needs the uefi boot mode; set the boot mode to uefi first.".to_owned(),
+            ));
+        }
+        node.secure_boot = Some(enabled);
+        Ok(())
+    }
+
+    /// Accepts the interrupt (`fake_fail` may name `inject_nmi`).
+    async fn inject_nmi(&self, node: &Node) -> Result<(), DriverError> {
+        operate(node, "inject_nmi").await
     }
 }
 

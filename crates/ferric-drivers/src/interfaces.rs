@@ -314,6 +314,15 @@ pub trait ManagementInterface: Validate {
             kind: InterfaceKind::Management,
         })
     }
+
+    /// Turns UEFI secure boot on or off (`PUT /v1/nodes/{node}/states/secure_boot`) and
+    /// records it in `node.secure_boot`.
+    async fn set_secure_boot(&self, node: &mut Node, _enabled: bool) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
 }
 
 /// Deploying and cleaning: an ordered list of steps per [`StepKind`].

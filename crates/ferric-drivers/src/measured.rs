@@ -128,4 +128,13 @@ impl<T: ManagementInterface> ManagementInterface for Measured<T> {
         }
         result
     }
+
+    async fn set_secure_boot(&self, node: &mut Node, enabled: bool) -> Result<(), DriverError> {
+        let started = Instant::now();
+        let result = self.inner.set_secure_boot(node, enabled).await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("set_secure_boot", started, &result);
+        }
+        result
+    }
 }

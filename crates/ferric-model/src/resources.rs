@@ -12,6 +12,7 @@ mod ident;
 mod interface;
 mod node;
 mod port;
+mod volume;
 
 pub use allocation::{
     Allocation, AllocationState, BiosSetting, FirmwareComponent, NodeInventory,
@@ -22,6 +23,7 @@ pub use ident::Ident;
 pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
 pub use port::{Chassis, Port, Portgroup};
+pub use volume::{VOLUME_CONNECTOR_TYPES, VolumeConnector, VolumeTarget};
 
 /// A JSON object, as stored in `driver_info`, `properties`, `extra` and friends.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

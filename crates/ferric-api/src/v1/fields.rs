@@ -29,6 +29,8 @@ pub(crate) enum FieldType {
     OptText,
     Bool,
     OptBool,
+    /// An integer.
+    Int,
     /// A JSON object.
     Object,
     /// A list of strings.

@@ -20,6 +20,7 @@ pub(crate) mod fields;
 pub mod history;
 pub mod node_data;
 pub(crate) mod node_fields;
+pub mod node_management;
 pub mod nodes;
 pub(crate) mod paging;
 pub(crate) mod patch;
@@ -34,6 +35,7 @@ pub(crate) mod resource;
 pub mod states;
 pub mod traits;
 pub mod vifs;
+pub mod volumes;
 
 use axum::http::HeaderMap;
 use axum::http::header::HOST;
@@ -113,6 +115,13 @@ pub(crate) fn db_error(error: ferric_db::Error) -> ApiError {
             value,
         } => ApiError::conflict(format!(
             "Instance {value} is already associated with a node."
+        )),
+        Error::Duplicate {
+            kind: Kind::VolumeTarget,
+            field: "boot_index",
+            value,
+        } => ApiError::conflict(format!(
+            "A volume target with boot index '{value}' for the same node already exists."
         )),
         Error::Duplicate { kind, field, value } => {
             let field = if field == "uuid" { "UUID" } else { field };

@@ -94,7 +94,7 @@ pub async fn node_deployment_abort(
     Ok(accepted(&headers, &ident))
 }
 
-async fn node(state: &ApiState, ident: &str) -> Result<Node, ApiError> {
+pub(crate) async fn node(state: &ApiState, ident: &str) -> Result<Node, ApiError> {
     state
         .store
         .node_get(&Ident::parse(ident))
@@ -102,7 +102,7 @@ async fn node(state: &ApiState, ident: &str) -> Result<Node, ApiError> {
         .map_err(db_error)
 }
 
-fn accepted(headers: &HeaderMap, ident: &str) -> Response {
+pub(crate) fn accepted(headers: &HeaderMap, ident: &str) -> Response {
     let mut response = StatusCode::ACCEPTED.into_response();
     let location = format!("{}/v1/nodes/{ident}/states", base_url(headers));
     if let Ok(location) = HeaderValue::from_str(&location) {
@@ -205,13 +205,13 @@ fn parse_step(field: &str, item: Value, deploy: bool) -> Result<StepCall, ApiErr
 }
 
 /// Takes the mandatory field `name` out of a request body (400 when absent).
-fn required(body: &mut Map<String, Value>, name: &str) -> Result<Value, ApiError> {
+pub(crate) fn required(body: &mut Map<String, Value>, name: &str) -> Result<Value, ApiError> {
     body.remove(name)
         .ok_or_else(|| ApiError::bad_request(format!("Mandatory field missing: '{name}'.")))
 }
 
 /// Refuses whatever the handler did not take out of the body (the schemas are closed).
-fn refuse_leftovers(body: &Map<String, Value>, request: &str) -> Result<(), ApiError> {
+pub(crate) fn refuse_leftovers(body: &Map<String, Value>, request: &str) -> Result<(), ApiError> {
     match body.keys().next() {
         Some(unknown) => Err(ApiError::bad_request(format!(
             "Unknown field '{unknown}' in {request}."

@@ -15,3 +15,4 @@ mod leases;
 mod nodes;
 mod ports;
 mod schema;
+mod volumes;

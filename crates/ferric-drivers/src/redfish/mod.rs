@@ -341,6 +341,33 @@ impl ManagementInterface for Redfish {
         let path = self.system_path(&info).await?;
         self.reset(&info, &path, "Nmi").await
     }
+
+    /// PATCHes `SecureBootEnable` on the system's `SecureBoot` resource (DSP2046); a system
+    /// without one cannot do secure boot.
+    async fn set_secure_boot(&self, node: &mut Node, enabled: bool) -> Result<(), DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let (_, system) = self.system(&info).await?;
+        let Some(path) = system
+            .pointer("/SecureBoot/@odata.id")
+            .and_then(Value::as_str)
+        else {
+            return Err(DriverError::InvalidParameter(format!(
+                "The Redfish system of node {} has no SecureBoot resource, so its secure boot \
+                 cannot be changed through Redfish.",
+                node.uuid
+            )));
+        };
+        self.clients()
+            .send(
+                &info,
+                Method::PATCH,
+                path,
+                Some(&json!({"SecureBootEnable": enabled})),
+            )
+            .await?;
+        node.secure_boot = Some(enabled);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,163 @@
+//! The node's firmware settings and interrupts: `PUT …/states/boot_mode` and
+//! `…/states/secure_boot` (1.76, 202) and `PUT …/management/inject_nmi` (1.29, 204).
+//!
+//! Like the power state change, each is checked here and handed to the node's conductor
+//! (`Handoff`), which does it through the node's management interface under the node's lease
+//! and records `boot_mode` / `secure_boot`. A management interface that cannot do it answers
+//! 400 naming the driver.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::put;
+use ferric_drivers::BootMode;
+use ferric_model::resources::Node;
+use serde_json::Value;
+
+use super::json_object_body;
+use super::parse_bool_param;
+use super::resource::require_endpoint;
+use super::states::{accepted, conductor_error, node, refuse_leftovers, required};
+use crate::version::ApiVersion;
+use crate::{ApiError, ApiState};
+
+/// The version `states/boot_mode` and `states/secure_boot` appeared in.
+const BOOT_MODE_SINCE: u16 = 76;
+/// The version `management/inject_nmi` appeared in.
+const INJECT_NMI_SINCE: u16 = 29;
+
+/// The routes, merged into the API's router.
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route(
+            "/v1/nodes/{node_ident}/states/boot_mode",
+            put(node_boot_mode_set),
+        )
+        .route(
+            "/v1/nodes/{node_ident}/states/secure_boot",
+            put(node_secure_boot_set),
+        )
+        .route(
+            "/v1/nodes/{node_ident}/management/inject_nmi",
+            put(node_inject_nmi),
+        )
+}
+
+/// 409 while the node is between stable states, as Ironic refuses it (a deploy or cleaning
+/// may be changing the same firmware setting).
+fn check_stable(node: &Node) -> Result<(), ApiError> {
+    let state = node.provision_state;
+    if state.is_stable() {
+        return Ok(());
+    }
+    Err(ApiError::conflict(format!(
+        "Node {} is in {} state. Since node is transitioning, the boot mode will not be set as \
+         this may interfere with ongoing changes and result in erroneous modification. Try \
+         again later.",
+        node.uuid,
+        state.as_str()
+    )))
+}
+
+/// `PUT /v1/nodes/{node_ident}/states/boot_mode` `{"target": "uefi"|"bios"}`: 202.
+pub async fn node_boot_mode_set(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    require_endpoint(
+        version,
+        BOOT_MODE_SINCE,
+        &format!("/v1/nodes/{ident}/states/boot_mode"),
+    )?;
+    let mut body = json_object_body(&body)?;
+    let target = required(&mut body, "target")?;
+    refuse_leftovers(&body, "a boot mode request")?;
+    let mode: BootMode = target
+        .as_str()
+        .and_then(|name| name.parse().ok())
+        .ok_or_else(|| {
+            let shown = target
+                .as_str()
+                .map_or_else(|| target.to_string(), str::to_owned);
+            ApiError::bad_request(format!(
+                "Invalid boot mode {shown} requested for node. Allowed boot modes are: bios, \
+                 uefi"
+            ))
+        })?;
+    let node = node(&state, &ident).await?;
+    check_stable(&node)?;
+    state
+        .conductor
+        .set_boot_mode(node.uuid, mode)
+        .await
+        .map_err(conductor_error)?;
+    Ok(accepted(&headers, &ident))
+}
+
+/// `PUT /v1/nodes/{node_ident}/states/secure_boot` `{"target": true|false}`: 202.
+pub async fn node_secure_boot_set(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    headers: HeaderMap,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    require_endpoint(
+        version,
+        BOOT_MODE_SINCE,
+        &format!("/v1/nodes/{ident}/states/secure_boot"),
+    )?;
+    let mut body = json_object_body(&body)?;
+    let target = required(&mut body, "target")?;
+    refuse_leftovers(&body, "a secure boot request")?;
+    let invalid = || {
+        ApiError::bad_request(format!(
+            "Invalid secure_boot {target} requested for node. Allowed secure_boot states are: \
+             true, false."
+        ))
+    };
+    // Ironic reads the target as a boolean, text included ("true", "off", …).
+    let enabled = match &target {
+        Value::Bool(enabled) => *enabled,
+        Value::String(text) => parse_bool_param("target", text).map_err(|_| invalid())?,
+        _ => return Err(invalid()),
+    };
+    let node = node(&state, &ident).await?;
+    check_stable(&node)?;
+    state
+        .conductor
+        .set_secure_boot(node.uuid, enabled)
+        .await
+        .map_err(conductor_error)?;
+    Ok(accepted(&headers, &ident))
+}
+
+/// `PUT /v1/nodes/{node_ident}/management/inject_nmi` (body `{}`): 204 once the BMC took it.
+pub async fn node_inject_nmi(
+    State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
+    Path(ident): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    require_endpoint(
+        version,
+        INJECT_NMI_SINCE,
+        &format!("/v1/nodes/{ident}/management/inject_nmi"),
+    )?;
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let body = json_object_body(&body)?;
+        refuse_leftovers(&body, "an NMI request (send {})")?;
+    }
+    let node = node(&state, &ident).await?;
+    state
+        .conductor
+        .inject_nmi(node.uuid)
+        .await
+        .map_err(conductor_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
