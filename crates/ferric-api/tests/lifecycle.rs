@@ -667,8 +667,15 @@ async fn manual_clean_rescue_service_and_holds(api: Api) {
     assert_eq!(rescue.status, StatusCode::ACCEPTED);
     let rescued = expect_state(&api, &uuid, "rescue").await;
     assert_eq!(rescued["instance_info"]["rescue_password"], "******");
+    // As Ironic: the hash for the rescue ramdisk is stored too, and is a secret as well.
+    assert_eq!(rescued["instance_info"]["hashed_rescue_password"], "******");
     request(&api, &uuid, "unrescue").await;
-    expect_state(&api, &uuid, "active").await;
+    let unrescued = expect_state(&api, &uuid, "active").await;
+    assert_eq!(unrescued["instance_info"].get("rescue_password"), None);
+    assert_eq!(
+        unrescued["instance_info"].get("hashed_rescue_password"),
+        None
+    );
 
     let service = provision_at(
         &api,
