@@ -31,6 +31,15 @@ usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,
   --wait-timeout S   how long a step waits for a node to reach a state (default 30)
 ";
 
+/// Ferric configured as `scripts/ironic-standalone.sh` configures the reference Ironic, as
+/// far as Ferric has the settings: the same two hardware types. (Ironic also narrows each
+/// interface kind with `enabled_<kind>_interfaces`; Ferric has no such settings, so its
+/// fake-hardware lists more interfaces: see tests/clients/README.md.)
+const REFERENCE_SETTINGS: &[(&str, &str)] = &[(
+    "FERRIC_ENABLED_HARDWARE_TYPES",
+    r#"["fake-hardware", "manual-management"]"#,
+)];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Server {
     Ferric,
@@ -108,7 +117,7 @@ pub(crate) fn clients(args: &[String]) -> anyhow::Result<()> {
     let venv = clients_venv(&root)?;
     let port = free_port()?;
     let server = match options.against {
-        Server::Ferric => RunningServer::ferric(&root, &run_dir, port)?,
+        Server::Ferric => RunningServer::ferric_with(&root, &run_dir, port, REFERENCE_SETTINGS)?,
         Server::Ironic => RunningServer::ironic(&root, &run_dir, port)?,
     };
 
@@ -185,10 +194,20 @@ pub(crate) struct RunningServer {
 
 impl RunningServer {
     pub(crate) fn ferric(root: &Path, run_dir: &Path, port: u16) -> anyhow::Result<RunningServer> {
+        RunningServer::ferric_with(root, run_dir, port, &[])
+    }
+
+    /// Builds and starts the debug `ferric` with extra `FERRIC_*` settings in `envs`.
+    pub(crate) fn ferric_with(
+        root: &Path,
+        run_dir: &Path,
+        port: u16,
+        envs: &[(&str, &str)],
+    ) -> anyhow::Result<RunningServer> {
         run("cargo", &["build", "--locked", "--bin", "ferric"], &[])?;
         let binary = target_dir(root).join("debug").join("ferric");
         let database = run_dir.join("ferric.db").display().to_string();
-        RunningServer::ferric_binary(&binary, run_dir, port, &database)
+        RunningServer::ferric_binary_with(&binary, run_dir, port, &database, envs)
     }
 
     /// Starts `binary server` on `database_url`, logging into `run_dir/ferric.log`, and waits
@@ -199,6 +218,16 @@ impl RunningServer {
         port: u16,
         database_url: &str,
     ) -> anyhow::Result<RunningServer> {
+        RunningServer::ferric_binary_with(binary, run_dir, port, database_url, &[])
+    }
+
+    fn ferric_binary_with(
+        binary: &Path,
+        run_dir: &Path,
+        port: u16,
+        database_url: &str,
+        envs: &[(&str, &str)],
+    ) -> anyhow::Result<RunningServer> {
         let log_path = run_dir.join("ferric.log");
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
@@ -207,6 +236,7 @@ impl RunningServer {
             .arg("server")
             .args(["--database-url", database_url])
             .args(["--api-listen", &address.to_string()])
+            .envs(envs.iter().copied())
             .stdout(log.try_clone()?)
             .stderr(log)
             .stdin(Stdio::null())

@@ -19,7 +19,7 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
-  ci      lint, test, then e2e (what .ci/run does)
+  ci      lint, test, clients, then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
   docs    regenerate the generated documents (docs/state-machine.md, …)
@@ -33,7 +33,7 @@ commands:
           ferric-agent-bench, e.g. `-- --size-mib 512 --dir /var/tmp`)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
-          (`cargo xtask clients --help`; not part of `ci` yet)
+          (`cargo xtask clients --help`; part of `ci`: any difference fails it)
   bench-api
           the API read benchmark: a release ferric with 10,000 nodes on SQLite (or
           PostgreSQL with --postgres), p50/p99 of the list and show paths and single-node
@@ -58,6 +58,9 @@ fn main() -> anyhow::Result<()> {
         "ci" => {
             lint()?;
             test(&extra)?;
+            // The real OpenStack clients against ferric, step by step against Ironic's
+            // goldens: any difference fails CI (about 5 minutes, most of it the CLI's start-up).
+            clients::clients(&[])?;
             // The QEMU suites need root (namespaces, taps); CI runs as root.
             e2e()
         }

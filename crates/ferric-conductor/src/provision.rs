@@ -251,9 +251,7 @@ async fn start(
                 .await
                 .map_err(invalid)?;
             if let Some(password) = args.rescue_password {
-                task.node
-                    .instance_info
-                    .insert("rescue_password".to_owned(), password.into());
+                set_rescue_password(&mut task.node, &password)?;
             }
             task.node.last_error = None;
         }
@@ -264,8 +262,15 @@ async fn start(
                 .map_err(invalid)?;
             task.node.last_error = None;
         }
-        Event::Adopt | Event::Manage => {
+        Event::Adopt => {
             task.node.last_error = None;
+        }
+        Event::Manage => {
+            // Only verification (from enroll) starts afresh; `manage` out of a failed state
+            // keeps the error that put the node there, as Ironic does.
+            if task.node.provision_state == ProvisionState::Enroll {
+                task.node.last_error = None;
+            }
         }
         Event::Abort => return abort(task).await,
         Event::Unhold => {
@@ -321,17 +326,18 @@ async fn abort(task: &mut Task) -> Result<Option<Job>, ConductorError> {
             let interfaces = task.interfaces()?;
             current_step_is_abortable(&interfaces, &task.node, StepKind::Clean)
                 .map_err(ConductorError::Forbidden)?;
+            // Ironic's words (`do_node_clean_abort`): clients and scripts match on them.
             let step = describe_step(&task.node.clean_step);
             forget_agent(task);
             clear_plan(&mut task.node, StepKind::Clean);
-            task.node.last_error = Some(format!(
-                "Clean operation aborted for node {node_uuid}{step}."
-            ));
+            tracing::info!(node = %node_uuid, "clean operation aborted{step}");
+            task.node.last_error =
+                Some(format!("By request, the clean operation was aborted{step}"));
             task.fire(Event::Abort, Cause::Requested).await?;
             Ok(Some(Job::AfterCleanAbort))
         }
         ProvisionState::RescueWait => {
-            task.node.instance_info.remove("rescue_password");
+            forget_rescue_password(&mut task.node);
             forget_agent(task);
             task.node.last_error = Some("Rescue operation was aborted by request.".to_owned());
             task.fire(Event::Abort, Cause::Requested).await?;
@@ -370,9 +376,98 @@ pub(crate) fn forget_agent(task: &mut Task) {
     ferric_drivers::agent_client::forget_agent(&mut task.node);
 }
 
+/// Stores the rescue password as Ironic does: the plain value for the rescue ramdisk and
+/// `hashed_rescue_password`, its SHA-256 crypt (`$5$…`, Ironic's default
+/// `rescue_password_hash_algorithm`), for agents that set the rescue user's password from
+/// it. Both are secrets: the API shows them as `******`.
+fn set_rescue_password(
+    node: &mut ferric_model::resources::Node,
+    password: &str,
+) -> Result<(), ConductorError> {
+    use sha_crypt::PasswordHasher;
+    const SALT_CHARS: &[u8] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let salt: Vec<u8> = uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .map(|byte| SALT_CHARS[usize::from(*byte) % SALT_CHARS.len()])
+        .collect();
+    let hashed = sha_crypt::ShaCrypt::SHA256
+        .hash_password_with_salt(password.as_bytes(), &salt)
+        .map_err(|error| {
+            ConductorError::Invalid(format!("The rescue password cannot be hashed: {error}."))
+        })?;
+    node.instance_info
+        .insert("rescue_password".to_owned(), password.into());
+    node.instance_info.insert(
+        "hashed_rescue_password".to_owned(),
+        hashed.to_string().into(),
+    );
+    Ok(())
+}
+
+/// Forgets both forms of the rescue password (unrescue, abort, failure, timeout).
+pub(crate) fn forget_rescue_password(node: &mut ferric_model::resources::Node) {
+    node.instance_info.remove("rescue_password");
+    node.instance_info.remove("hashed_rescue_password");
+}
+
 fn describe_step(step: &ferric_model::resources::JsonObject) -> String {
     match StepCall::from_json(step) {
-        Some(step) => format!(" on step {}.{}", step.interface, step.step),
+        Some(step) => format!(
+            " during or after the completion of step \"{}.{}\"",
+            step.interface, step.step
+        ),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rescue_password_is_kept_with_its_sha256_crypt_hash_and_forgotten_whole() {
+        use sha_crypt::PasswordVerifier;
+        let mut node = ferric_model::resources::Node::new(
+            uuid::Uuid::new_v4(),
+            "fake-hardware",
+            ferric_model::state::ProvisionState::Available,
+        );
+        set_rescue_password(&mut node, "r3scue").unwrap();
+        assert_eq!(node.instance_info["rescue_password"], "r3scue");
+        let hashed = node.instance_info["hashed_rescue_password"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(hashed.starts_with("$5$"), "{hashed}");
+        let verifier = sha_crypt::ShaCrypt::SHA256;
+        assert!(verifier.verify_password(b"r3scue", hashed.as_str()).is_ok());
+        assert!(verifier.verify_password(b"other", hashed.as_str()).is_err());
+        // A fresh salt each time.
+        let mut again = ferric_model::resources::Node::new(
+            uuid::Uuid::new_v4(),
+            "fake-hardware",
+            ferric_model::state::ProvisionState::Available,
+        );
+        set_rescue_password(&mut again, "r3scue").unwrap();
+        assert_ne!(
+            again.instance_info["hashed_rescue_password"],
+            hashed.as_str()
+        );
+
+        forget_rescue_password(&mut node);
+        assert!(!node.instance_info.contains_key("rescue_password"));
+        assert!(!node.instance_info.contains_key("hashed_rescue_password"));
+    }
+
+    #[test]
+    fn an_aborted_clean_step_is_named_as_ironic_names_it() {
+        let step = serde_json::json!({"interface": "deploy", "step": "erase_devices"});
+        let step = step.as_object().unwrap().clone();
+        assert_eq!(
+            describe_step(&step),
+            " during or after the completion of step \"deploy.erase_devices\""
+        );
+        assert_eq!(describe_step(&Default::default()), "");
     }
 }

@@ -84,20 +84,20 @@ async fn drive(task: &mut Task, mut resume: bool) -> Result<(), ConductorError> 
 }
 
 /// `verifying` (seed 003): the power and management credentials work and the power state
-/// can be read; otherwise back to `enroll` with `last_error`.
+/// can be read; otherwise back to `enroll` with `last_error`. As in Ironic, the state read
+/// here is not recorded: `power_state` stays unset until a power action or the power sync.
 async fn verify(task: &mut Task) -> Result<(), ConductorError> {
     let checked = async {
         let interfaces = task.interfaces()?;
         for kind in [InterfaceKind::Power, InterfaceKind::Management] {
             interfaces.validate(&task.node, kind).await?;
         }
-        let power = interfaces.power.get_power_state(&task.node).await?;
-        Ok::<_, ConductorError>((power, interfaces))
+        interfaces.power.get_power_state(&task.node).await?;
+        Ok::<_, ConductorError>(interfaces)
     }
     .await;
     match checked {
-        Ok((power, interfaces)) => {
-            task.node.power_state = Some(power);
+        Ok(interfaces) => {
             crate::hardware_data::refresh_at_manage(task, &interfaces).await;
             task.fire(Event::Done, Cause::Conductor).await
         }
@@ -264,7 +264,7 @@ async fn rescue(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
         Ok(Outcome::Done) => task.fire(Event::Done, Cause::Conductor).await,
         Ok(Outcome::Wait | Outcome::Poll(_)) => task.fire(Event::Wait, Cause::Conductor).await,
         Err(error) => {
-            task.node.instance_info.remove("rescue_password");
+            crate::provision::forget_rescue_password(&mut task.node);
             task.fail(format!("Failed to rescue node {}: {error}", task.uuid()))
                 .await
         }
@@ -280,7 +280,7 @@ async fn unrescue(task: &mut Task) -> Result<(), ConductorError> {
     .await;
     match result {
         Ok(()) => {
-            task.node.instance_info.remove("rescue_password");
+            crate::provision::forget_rescue_password(&mut task.node);
             task.fire(Event::Done, Cause::Conductor).await
         }
         Err(error) => {

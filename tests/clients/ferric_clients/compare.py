@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import allowed
 from .steps import StepResult
 
 MAX_LINES_PER_STEP = 30
@@ -127,7 +128,9 @@ def diff_text(golden: str, actual: str) -> list[str]:
 
 
 def diff_step(golden: dict, actual: dict) -> list[str]:
-    """Everything that differs between a golden and an observation, grouped by aspect."""
+    """Everything that differs between a golden and an observation, grouped by aspect
+    (after evening out the allowed differences of `allowed.py`)."""
+    golden, actual = allowed.apply(actual["name"], golden, actual)
     lines: list[str] = []
     if golden["exit_code"] != actual["exit_code"]:
         lines.append(f"exit code: {actual['exit_code']}, golden {golden['exit_code']}")

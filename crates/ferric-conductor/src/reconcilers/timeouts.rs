@@ -116,7 +116,7 @@ async fn expire(
              that it boots the inspection ramdisk and can reach the inspection service."
         ),
         ProvisionState::RescueWait => {
-            task.node.instance_info.remove("rescue_password");
+            crate::provision::forget_rescue_password(&mut task.node);
             format!(
                 "Timeout reached while waiting for rescue ramdisk callback for node {node} \
                  (after {minutes} minutes)."
