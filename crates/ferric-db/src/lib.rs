@@ -25,6 +25,7 @@ mod ports;
 mod requests;
 mod sql;
 mod store;
+mod templates;
 pub mod testing;
 mod volumes;
 
@@ -39,3 +40,4 @@ pub use ports::{PortFilter, PortSortKey};
 pub use requests::{ConductorRequest, MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, REQUESTS_CHANNEL};
 pub use store::{Listener, Store, StoreOptions};
 pub use volumes::{VolumeConnectorSortKey, VolumeFilter, VolumeTargetSortKey};
+pub use templates::{DeployTemplateSortKey, RunbookFilter, RunbookSortKey};

@@ -1,5 +1,6 @@
 //! Resource records shared by storage, API and conductor: nodes, ports, portgroups, chassis,
-//! conductors, leases, history, allocations, BIOS settings and inventories.
+//! conductors, leases, history, allocations, BIOS settings, inventories, deploy templates and
+//! runbooks.
 //!
 //! These are plain data: what the database stores and hands back. They hold no behaviour beyond
 //! sane defaults, so the API can map them to its wire views and the conductor can change them
@@ -13,6 +14,7 @@ mod interface;
 mod node;
 mod port;
 mod volume;
+mod template;
 
 pub use allocation::{
     Allocation, AllocationState, BiosSetting, FirmwareComponent, NodeInventory,
@@ -24,6 +26,7 @@ pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
 pub use port::{Chassis, Port, Portgroup};
 pub use volume::{VOLUME_CONNECTOR_TYPES, VolumeConnector, VolumeTarget};
+pub use template::{DeployStep, DeployTemplate, Runbook, RunbookStep, STEP_INTERFACES};
 
 /// A JSON object, as stored in `driver_info`, `properties`, `extra` and friends.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

@@ -16,3 +16,4 @@ mod nodes;
 mod ports;
 mod schema;
 mod volumes;
+mod templates;
