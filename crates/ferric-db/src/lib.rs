@@ -39,5 +39,5 @@ pub use portgroups::{PortgroupFilter, PortgroupSortKey};
 pub use ports::{PortFilter, PortSortKey};
 pub use requests::{ConductorRequest, MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, REQUESTS_CHANNEL};
 pub use store::{Listener, Store, StoreOptions};
-pub use volumes::{VolumeConnectorSortKey, VolumeFilter, VolumeTargetSortKey};
 pub use templates::{DeployTemplateSortKey, RunbookFilter, RunbookSortKey};
+pub use volumes::{VolumeConnectorSortKey, VolumeFilter, VolumeTargetSortKey};

@@ -13,8 +13,8 @@ mod ident;
 mod interface;
 mod node;
 mod port;
-mod volume;
 mod template;
+mod volume;
 
 pub use allocation::{
     Allocation, AllocationState, BiosSetting, FirmwareComponent, NodeInventory,
@@ -25,8 +25,8 @@ pub use ident::Ident;
 pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
 pub use port::{Chassis, Port, Portgroup};
-pub use volume::{VOLUME_CONNECTOR_TYPES, VolumeConnector, VolumeTarget};
 pub use template::{DeployStep, DeployTemplate, Runbook, RunbookStep, STEP_INTERFACES};
+pub use volume::{VOLUME_CONNECTOR_TYPES, VolumeConnector, VolumeTarget};
 
 /// A JSON object, as stored in `driver_info`, `properties`, `extra` and friends.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

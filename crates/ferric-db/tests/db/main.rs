@@ -15,5 +15,5 @@ mod leases;
 mod nodes;
 mod ports;
 mod schema;
-mod volumes;
 mod templates;
+mod volumes;
