@@ -66,6 +66,7 @@ enum Subject {
     /// A volume connector or target (they follow their node), by UUID.
     VolumeConnector(String),
     VolumeTarget(String),
+    Runbook(String),
     /// The node named by the body's `node_uuid` (port and portgroup create).
     BodyNode,
 }
@@ -83,6 +84,9 @@ enum Check {
     /// `PATCH /v1/nodes/{node}`: `baremetal:node:update`, plus `…:update:owner` when the
     /// patch touches `owner`.
     NodeUpdate(String),
+    /// `PATCH /v1/runbooks/{runbook}`: `…:update`, `…:update:owner`, `…:update:public` by
+    /// the paths the patch touches, as Ironic picks them.
+    RunbookUpdate(String),
 }
 
 /// The provision verbs of an instance's life, which lessees may use
@@ -143,6 +147,29 @@ fn classify(method: &Method, path: &str) -> Check {
                 "baremetal:allocation:delete",
             ),
             Subject::Allocation((*ident).to_owned()),
+        ),
+        ["v1", "deploy_templates", ..] => Rule(
+            match *method {
+                Method::POST => "baremetal:deploy_template:create",
+                Method::PATCH => "baremetal:deploy_template:update",
+                Method::DELETE => "baremetal:deploy_template:delete",
+                _ => "baremetal:deploy_template:get",
+            },
+            Subject::Nothing,
+        ),
+        ["v1", "runbooks"] | ["v1", "runbooks", "detail"] if get => List("runbook"),
+        ["v1", "runbooks"] => Rule("baremetal:runbook:create", Subject::Nothing),
+        ["v1", "runbooks", ident] if *method == Method::PATCH => {
+            Check::RunbookUpdate((*ident).to_owned())
+        }
+        ["v1", "runbooks", ident] => Rule(
+            by_method(
+                method,
+                "baremetal:runbook:get",
+                "baremetal:runbook:update",
+                "baremetal:runbook:delete",
+            ),
+            Subject::Runbook((*ident).to_owned()),
         ),
         ["v1", "chassis", _, "nodes", ..] if get => List("node"),
         ["v1", "chassis", ..] => Rule(
@@ -328,7 +355,24 @@ async fn authorize_check(
             } else {
                 "baremetal:node:set_provision_state"
             };
-            (vec![rule], Subject::Node(ident))
+            check_subject(authz, caller, &[rule], Subject::Node(ident)).await?;
+            if let Some(Value::String(runbook)) = body_field(&bytes, "/runbook") {
+                check_runbook_use(authz, caller, &runbook).await?;
+            }
+            return Ok(request);
+        }
+        Check::RunbookUpdate(ident) => {
+            let (back, bytes) = peek_body(request).await?;
+            request = back;
+            let paths: Vec<String> = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|patch| patch.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|operation| operation.get("path").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect();
+            (runbook_update_rules(&paths), Subject::Runbook(ident))
         }
         Check::NodeUpdate(ident) => {
             let (back, bytes) = peek_body(request).await?;
@@ -378,6 +422,44 @@ fn check_rules(
     }
 }
 
+/// The rules of a runbook PATCH touching `paths`: `…:update:owner` / `…:update:public` for
+/// those fields, `…:update` for any other path (or when nothing else applies).
+fn runbook_update_rules(paths: &[String]) -> Vec<&'static str> {
+    let mut rules = Vec::new();
+    let mut generic = false;
+    for path in paths {
+        let rule = if path.starts_with("/owner") {
+            "baremetal:runbook:update:owner"
+        } else if path.starts_with("/public") {
+            "baremetal:runbook:update:public"
+        } else {
+            generic = true;
+            continue;
+        };
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
+    }
+    if generic || rules.is_empty() {
+        rules.push("baremetal:runbook:update");
+    }
+    rules
+}
+
+/// `baremetal:runbook:use` on the runbook a provision request names (by its owner). A
+/// runbook that does not exist is left to the handler's 404.
+async fn check_runbook_use(authz: &Authz, caller: &Caller, ident: &str) -> Result<(), Response> {
+    let Ok(runbook) = authz.store.runbook_get(&Ident::parse(ident)).await else {
+        return Ok(());
+    };
+    let target = Target {
+        owner: runbook.owner.as_deref(),
+        lessee: None,
+    };
+    check_rules(&authz.policy, &["baremetal:runbook:use"], caller, target)
+        .map_err(IntoResponse::into_response)
+}
+
 /// Loads the subject and checks visibility (404) and every rule (403).
 async fn check_subject(
     authz: &Authz,
@@ -409,6 +491,23 @@ async fn check_subject(
                 );
             }
             return check_rules(policy, rules, caller, target).map_err(IntoResponse::into_response);
+        }
+        Subject::Runbook(ident) => {
+            let Ok(runbook) = store.runbook_get(&Ident::parse(ident)).await else {
+                return Ok(());
+            };
+            let target = Target {
+                owner: runbook.owner.as_deref(),
+                lessee: None,
+            };
+            // Ironic: a caller who may not read the runbook may still read a public one.
+            let rules: Vec<&'static str> = rules
+                .iter()
+                .copied()
+                .filter(|rule| !(*rule == "baremetal:runbook:get" && runbook.public))
+                .collect();
+            return check_rules(policy, &rules, caller, target)
+                .map_err(IntoResponse::into_response);
         }
         Subject::Node(ident) => (ident.clone(), "baremetal:node:get"),
         Subject::Port(ident) => match store.port_get(&Ident::parse(ident)).await {
@@ -570,11 +669,51 @@ mod tests {
             (
                 Method::GET,
                 "/v1/deploy_templates",
+                Check::Rule("baremetal:deploy_template:get", Subject::Nothing),
+            ),
+            (
+                Method::DELETE,
+                "/v1/deploy_templates/CUSTOM_X",
+                Check::Rule("baremetal:deploy_template:delete", Subject::Nothing),
+            ),
+            (Method::GET, "/v1/runbooks/detail", Check::List("runbook")),
+            (
+                Method::POST,
+                "/v1/runbooks",
+                Check::Rule("baremetal:runbook:create", Subject::Nothing),
+            ),
+            (
+                Method::PATCH,
+                "/v1/runbooks/rb",
+                Check::RunbookUpdate("rb".into()),
+            ),
+            (
+                Method::GET,
+                "/v1/runbooks/rb",
+                Check::Rule("baremetal:runbook:get", Subject::Runbook("rb".into())),
+            ),
+            (
+                Method::GET,
+                "/v1/inspection_rules",
                 Check::Rule("default", Subject::Nothing),
             ),
         ];
         for (method, path, expected) in cases {
             assert_eq!(classify(&method, path), expected, "{method} {path}");
         }
+    }
+
+    #[test]
+    fn runbook_patches_pick_rules_by_path() {
+        let rules = |paths: &[&str]| {
+            runbook_update_rules(&paths.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>())
+        };
+        assert_eq!(rules(&["/extra/a"]), ["baremetal:runbook:update"]);
+        assert_eq!(rules(&["/public"]), ["baremetal:runbook:update:public"]);
+        assert_eq!(
+            rules(&["/owner", "/steps/0/order"]),
+            ["baremetal:runbook:update:owner", "baremetal:runbook:update"]
+        );
+        assert_eq!(rules(&[]), ["baremetal:runbook:update"]);
     }
 }

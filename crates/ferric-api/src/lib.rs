@@ -104,6 +104,8 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .merge(v1::history::routes())
         .merge(v1::ramdisk::routes())
         .merge(v1::allocations::routes())
+        .merge(v1::deploy_templates::routes())
+        .merge(v1::runbooks::routes())
         .merge(v1::node_data::routes())
         .merge(v1::raid::routes())
         .merge(v1::volumes::routes())

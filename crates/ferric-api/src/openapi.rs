@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 
 use crate::v1::fields::{Access, FieldSpec, FieldType};
 use crate::v1::{
-    allocations, chassis, conductors, node_fields, nodes, port_fields, portgroup_fields,
+    allocations, chassis, conductors, deploy_templates, node_fields, nodes, port_fields,
+    portgroup_fields, runbooks,
 };
 use crate::v1::{portgroups, ports, volumes};
 use crate::version::{MAX_VERSION, MIN_VERSION};
@@ -67,7 +68,35 @@ fn field_type_schema(ty: FieldType) -> Value {
         FieldType::Time => json!({ "type": "string", "format": "date-time" }),
         FieldType::OptTime => json!({ "type": "string", "format": "date-time", "nullable": true }),
         FieldType::Links => json!({ "$ref": "#/components/schemas/Links" }),
+        FieldType::DeploySteps => steps_schema("priority", true),
+        FieldType::RunbookSteps => steps_schema("order", false),
     }
+}
+
+/// A step list of a deploy template (`priority`) or runbook (`order`).
+fn steps_schema(number: &str, args_required: bool) -> Value {
+    let mut required = vec!["interface", "step", number];
+    if args_required {
+        required.push("args");
+    }
+    json!({
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "properties": {
+                "interface": {
+                    "type": "string",
+                    "enum": ferric_model::resources::STEP_INTERFACES,
+                },
+                "step": { "type": "string", "minLength": 1 },
+                "args": { "type": "object", "additionalProperties": true },
+                number: { "type": "integer", "minimum": 0 },
+            },
+            "required": required,
+            "additionalProperties": false,
+        },
+    })
 }
 
 fn with_since(mut schema: Value, since: u16) -> Value {
@@ -302,6 +331,11 @@ fn schemas() -> Value {
             "service_steps": { "$ref": "#/components/schemas/Steps" },
             "disable_ramdisk": { "type": "boolean" },
             "rescue_password": { "type": "string" },
+            "runbook": {
+                "type": "string",
+                "description": "A runbook's name or UUID, instead of clean_steps/service_steps.",
+                "x-ironic-since": "1.92",
+            },
         }), &["target"]),
         "BiosSetting": {
             "type": "object",
@@ -517,6 +551,15 @@ fn schemas() -> Value {
             "description": "`resource_class` is required unless `node` (1.58) names a deployed node to backfill.",
         },
         "AllocationCollection": collection_schema("allocations", "Allocation"),
+        "DeployTemplate": resource_schema(deploy_templates::DEPLOY_TEMPLATE_FIELDS),
+        "DeployTemplateCreate": create_schema(
+            deploy_templates::DEPLOY_TEMPLATE_FIELDS,
+            &["name", "steps"],
+        ),
+        "DeployTemplateCollection": collection_schema("deploy_templates", "DeployTemplate"),
+        "Runbook": resource_schema(runbooks::RUNBOOK_FIELDS),
+        "RunbookCreate": create_schema(runbooks::RUNBOOK_FIELDS, &["name", "steps"]),
+        "RunbookCollection": collection_schema("runbooks", "Runbook"),
         }),
         json!({
         "BootModeRequest": object(json!({
@@ -583,6 +626,8 @@ fn parameters() -> Value {
         "vif_id": path_param("vif_id", "The VIF's identifier."),
         "event_uuid": path_param("event_uuid", "A history event's UUID."),
         "allocation_ident": path_param("allocation_ident", "An allocation's UUID or name."),
+        "template_ident": path_param("template_ident", "A deploy template's UUID or name."),
+        "runbook_ident": path_param("runbook_ident", "A runbook's UUID or name."),
         "setting_name": path_param("setting_name", "A BIOS setting's name."),
         "connector_uuid": path_param("connector_uuid", "A volume connector's UUID."),
         "target_uuid": path_param("target_uuid", "A volume target's UUID."),
@@ -1208,6 +1253,81 @@ pub(crate) fn operations() -> Vec<Operation> {
             .refs(NODE)
             .ok(204, None)
             .errors(&[409]),
+        // Deploy templates and runbooks.
+        op("get", "/v1/deploy_templates", "deploy_template_list")
+            .summary("List deploy templates")
+            .since(55)
+            .listing(&[], false)
+            .ok(200, Some("DeployTemplateCollection"))
+            .errors(&[400]),
+        op("post", "/v1/deploy_templates", "deploy_template_create")
+            .summary("Create a deploy template")
+            .since(55)
+            .body("DeployTemplateCreate")
+            .ok(201, Some("DeployTemplate"))
+            .errors(&[400, 405, 409]),
+        op("get", "/v1/deploy_templates/detail", "deploy_template_list_detail")
+            .summary("List deploy templates with every field")
+            .since(55)
+            .listing(&[], true)
+            .ok(200, Some("DeployTemplateCollection"))
+            .errors(&[400]),
+        op("get", "/v1/deploy_templates/{template_ident}", "deploy_template_get")
+            .summary("Show a deploy template")
+            .since(55)
+            .refs(&["template_ident", "fields"])
+            .ok(200, Some("DeployTemplate"))
+            .errors(&[400]),
+        op("patch", "/v1/deploy_templates/{template_ident}", "deploy_template_update")
+            .summary("Update a deploy template (JSON patch)")
+            .since(55)
+            .refs(&["template_ident"])
+            .body("JsonPatch")
+            .ok(200, Some("DeployTemplate"))
+            .errors(&[400, 405, 409]),
+        op("delete", "/v1/deploy_templates/{template_ident}", "deploy_template_delete")
+            .summary("Delete a deploy template")
+            .since(55)
+            .refs(&["template_ident"])
+            .ok(204, None)
+            .errors(&[400, 405]),
+        op("get", "/v1/runbooks", "runbook_list")
+            .summary("List runbooks")
+            .since(92)
+            .listing(&[], false)
+            .ok(200, Some("RunbookCollection"))
+            .errors(&[400]),
+        op("post", "/v1/runbooks", "runbook_create")
+            .summary("Create a runbook")
+            .since(92)
+            .body("RunbookCreate")
+            .ok(201, Some("Runbook"))
+            .errors(&[400, 405, 409]),
+        op("get", "/v1/runbooks/detail", "runbook_list_detail")
+            .summary("List runbooks with every field")
+            .since(92)
+            .listing(&[], true)
+            .ok(200, Some("RunbookCollection"))
+            .errors(&[400]),
+        op("get", "/v1/runbooks/{runbook_ident}", "runbook_get")
+            .summary("Show a runbook")
+            .since(92)
+            .refs(&["runbook_ident", "fields"])
+            .ok(200, Some("Runbook"))
+            .errors(&[400]),
+        op("patch", "/v1/runbooks/{runbook_ident}", "runbook_update")
+            .summary("Update a runbook (JSON patch)")
+            .since(92)
+            .refs(&["runbook_ident"])
+            .body("JsonPatch")
+            .ok(200, Some("Runbook"))
+            .errors(&[400, 405, 409]),
+        op("delete", "/v1/runbooks/{runbook_ident}", "runbook_delete")
+            .summary("Delete a runbook")
+            .since(92)
+            .refs(&["runbook_ident"])
+            .ok(204, None)
+            .errors(&[400, 405]),
         // Node data, shards, events.
         op("get", "/v1/nodes/{node_ident}/bios", "bios_list")
             .summary("The node's BIOS settings")

@@ -384,6 +384,71 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "DELETE /v1/allocations/{allocation}, DELETE …/allocation of a node",
     ),
     (
+        "baremetal:deploy_template:get",
+        SYSTEM_READERS,
+        "GET /v1/deploy_templates(…)",
+    ),
+    (
+        "baremetal:deploy_template:create",
+        &[Admin],
+        "POST /v1/deploy_templates",
+    ),
+    (
+        "baremetal:deploy_template:update",
+        &[Admin],
+        "PATCH /v1/deploy_templates/{template}",
+    ),
+    (
+        "baremetal:deploy_template:delete",
+        &[Admin],
+        "DELETE /v1/deploy_templates/{template}",
+    ),
+    (
+        "baremetal:runbook:get",
+        &[SystemReader, Service, OwnerReader],
+        "GET /v1/runbooks/{runbook} (owner: the runbook's); public runbooks are readable by every authenticated caller",
+    ),
+    (
+        "baremetal:runbook:list",
+        &[Authenticated],
+        "GET /v1/runbooks(/detail): the project's runbooks and the public ones",
+    ),
+    (
+        "baremetal:runbook:list_all",
+        SYSTEM_READERS,
+        "runbook listings across all projects",
+    ),
+    (
+        "baremetal:runbook:create",
+        SYSTEM_MEMBERS,
+        "POST /v1/runbooks (a project-scoped caller's runbook is owned by its project)",
+    ),
+    (
+        "baremetal:runbook:update",
+        &[SystemMember, Service, OwnerMember],
+        "PATCH /v1/runbooks/{runbook} of fields other than owner and public",
+    ),
+    (
+        "baremetal:runbook:update:owner",
+        &[SystemMember],
+        "a runbook PATCH that changes owner",
+    ),
+    (
+        "baremetal:runbook:update:public",
+        &[SystemMember],
+        "a runbook PATCH that changes public",
+    ),
+    (
+        "baremetal:runbook:delete",
+        &[SystemMember, Service, OwnerMember],
+        "DELETE /v1/runbooks/{runbook}",
+    ),
+    (
+        "baremetal:runbook:use",
+        &[SystemMember, Service, OwnerMember],
+        "PUT …/states/provision with a runbook (owner: the runbook's), besides the node's provision rule",
+    ),
+    (
         "baremetal:chassis:get",
         SYSTEM_READERS,
         "GET /v1/chassis(…)",

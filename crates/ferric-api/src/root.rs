@@ -31,7 +31,7 @@ pub(crate) async fn root_get(headers: HeaderMap) -> Json<Value> {
 }
 
 /// Top-level resources and the microversion from which each is advertised.
-const RESOURCES: [(&str, u16); 10] = [
+const RESOURCES: [(&str, u16); 12] = [
     ("chassis", 1),
     ("nodes", 1),
     ("ports", 1),
@@ -41,7 +41,9 @@ const RESOURCES: [(&str, u16); 10] = [
     ("conductors", 49),
     ("allocations", 52),
     ("events", 54),
+    ("deploy_templates", 55),
     ("shards", 82),
+    ("runbooks", 92),
 ];
 
 pub(crate) async fn v1_get(requested: ApiVersion, headers: HeaderMap) -> Json<Value> {

@@ -486,3 +486,189 @@ fn users_files_name_known_roles() {
         .unwrap_err();
     assert!(error.to_string().contains("not a TOML table"), "{error}");
 }
+
+#[tokio::test]
+async fn deploy_templates_are_for_admins_and_runbooks_follow_their_owner() {
+    // Project managers may create runbooks in Ironic; here the policy file grants it.
+    let server = Server::new(Some(
+        "\"baremetal:runbook:create\" = [\"system_member\", \"service\", \"authenticated\"]\n",
+    ))
+    .await;
+    let template = json!({"name": "CUSTOM_T", "steps": [
+        {"interface": "bios", "step": "factory_reset", "args": {}, "priority": 10}]});
+    let refused = server
+        .send(
+            Some("member-owner"),
+            Method::POST,
+            "/v1/deploy_templates",
+            Some(template.clone()),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(faultstring(&refused.body).contains("baremetal:deploy_template:create"));
+    let created = server
+        .send(
+            Some("admin"),
+            Method::POST,
+            "/v1/deploy_templates",
+            Some(template),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let project_read = server
+        .send(
+            Some("reader-owner"),
+            Method::GET,
+            "/v1/deploy_templates",
+            None,
+        )
+        .await;
+    assert_eq!(project_read.status, StatusCode::FORBIDDEN);
+
+    let steps = json!([{"interface": "bios", "step": "factory_reset", "order": 1}]);
+    for (name, owner, public) in [
+        ("CUSTOM_OWNED", Some("p-owner"), false),
+        ("CUSTOM_SHARED", None, true),
+        ("CUSTOM_SYSTEM", None, false),
+    ] {
+        let body = json!({"name": name, "steps": steps, "owner": owner, "public": public});
+        let created = server
+            .send(Some("admin"), Method::POST, "/v1/runbooks", Some(body))
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    }
+    let names = |answer: &Answer| -> Vec<String> {
+        let mut names: Vec<String> = answer.body["runbooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|runbook| runbook["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let all = server
+        .send(Some("admin"), Method::GET, "/v1/runbooks", None)
+        .await;
+    assert_eq!(
+        names(&all),
+        ["CUSTOM_OWNED", "CUSTOM_SHARED", "CUSTOM_SYSTEM"]
+    );
+    let scoped = server
+        .send(
+            Some("reader-owner"),
+            Method::GET,
+            "/v1/runbooks/detail",
+            None,
+        )
+        .await;
+    assert_eq!(names(&scoped), ["CUSTOM_OWNED", "CUSTOM_SHARED"]);
+    let other = server
+        .send(
+            Some("member-other"),
+            Method::GET,
+            "/v1/runbooks/CUSTOM_OWNED",
+            None,
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::FORBIDDEN, "{}", other.body);
+    let public = server
+        .send(
+            Some("member-other"),
+            Method::GET,
+            "/v1/runbooks/CUSTOM_SHARED",
+            None,
+        )
+        .await;
+    assert_eq!(public.status, StatusCode::OK, "{}", public.body);
+
+    let extra = json!([{"op": "add", "path": "/extra/by", "value": "owner"}]);
+    let owner_patch = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            "/v1/runbooks/CUSTOM_OWNED",
+            Some(extra),
+        )
+        .await;
+    assert_eq!(owner_patch.status, StatusCode::OK, "{}", owner_patch.body);
+    let go_public = json!([{"op": "replace", "path": "/public", "value": true}]);
+    let refused = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            "/v1/runbooks/CUSTOM_OWNED",
+            Some(go_public),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(faultstring(&refused.body).contains("baremetal:runbook:update:public"));
+
+    // A project-scoped creator's runbook belongs to its project and cannot be public.
+    let own = server
+        .send(
+            Some("member-owner"),
+            Method::POST,
+            "/v1/runbooks",
+            Some(json!({"name": "CUSTOM_MINE", "steps": steps})),
+        )
+        .await;
+    assert_eq!(own.status, StatusCode::CREATED, "{}", own.body);
+    assert_eq!(own.body["owner"], "p-owner");
+    for (body, message) in [
+        (
+            json!({"name": "CUSTOM_X", "steps": steps, "owner": "p-other"}),
+            "Cannot create a runbook as a project scoped admin with an owner other than your own project.",
+        ),
+        (
+            json!({"name": "CUSTOM_X", "steps": steps, "public": true}),
+            "Cannot create a public runbook as a project scoped admin.",
+        ),
+    ] {
+        let answer = server
+            .send(
+                Some("member-owner"),
+                Method::POST,
+                "/v1/runbooks",
+                Some(body),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+        assert_eq!(faultstring(&answer.body), message);
+    }
+
+    // Using a runbook needs `baremetal:runbook:use` on it, besides the node's own rule.
+    let node = server.project_node().await;
+    let traits = server
+        .api
+        .send_latest(
+            Method::PUT,
+            &format!("/v1/nodes/{node}/traits"),
+            Some(json!({"traits": ["CUSTOM_SYSTEM", "CUSTOM_OWNED"]})),
+        )
+        .await;
+    assert_eq!(traits.status, StatusCode::NO_CONTENT, "{}", traits.body);
+    server.api.provision(&node, "manage").await;
+    server.api.settle().await;
+    let path = format!("/v1/nodes/{node}/states/provision");
+    let system = server
+        .send(
+            Some("member-owner"),
+            Method::PUT,
+            &path,
+            Some(json!({"target": "clean", "runbook": "CUSTOM_SYSTEM"})),
+        )
+        .await;
+    assert_eq!(system.status, StatusCode::FORBIDDEN, "{}", system.body);
+    assert!(faultstring(&system.body).contains("baremetal:runbook:use"));
+    let owned = server
+        .send(
+            Some("member-owner"),
+            Method::PUT,
+            &path,
+            Some(json!({"target": "clean", "runbook": "CUSTOM_OWNED"})),
+        )
+        .await;
+    assert_eq!(owned.status, StatusCode::ACCEPTED, "{}", owned.body);
+    server.api.settle().await;
+}

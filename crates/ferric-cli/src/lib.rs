@@ -14,6 +14,7 @@ mod node_states;
 pub mod output;
 mod ports;
 mod resources;
+mod templates;
 pub mod wait;
 
 use std::io::Write;
@@ -57,6 +58,16 @@ pub enum ClientCommand {
     ///
     /// Example: `ferric chassis create --description "rack 4"`.
     Chassis(ChassisArgs),
+    /// Deploy templates: steps a deployment runs when the node's instance traits name the
+    /// template (API 1.55).
+    ///
+    /// Example: `ferric deploy-template list`.
+    DeployTemplate(DeployTemplateArgs),
+    /// Runbooks: named clean/service step lists nodes with a matching trait may run (API
+    /// 1.92).
+    ///
+    /// Example: `ferric runbook list`.
+    Runbook(RunbookArgs),
 }
 
 /// Where the API is and how to talk to it: shared by every client subcommand, and accepted
@@ -137,6 +148,8 @@ resource_args!(DriverArgs, resources::DriverCommand);
 resource_args!(ConductorArgs, resources::ConductorCommand);
 resource_args!(AllocationArgs, resources::AllocationCommand);
 resource_args!(ChassisArgs, resources::ChassisCommand);
+resource_args!(DeployTemplateArgs, templates::DeployTemplateCommand);
+resource_args!(RunbookArgs, templates::RunbookCommand);
 
 /// Everything a command can fail with; shown as `ferric: <message>` and exit code 1.
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +235,12 @@ fn dispatch(command: ClientCommand) -> Result<(), CliError> {
         }
         ClientCommand::Chassis(args) => {
             resources::run_chassis(&Context::new(&args.global)?, args.command)
+        }
+        ClientCommand::DeployTemplate(args) => {
+            templates::run_deploy_template(&Context::new(&args.global)?, args.command)
+        }
+        ClientCommand::Runbook(args) => {
+            templates::run_runbook(&Context::new(&args.global)?, args.command)
         }
     }
 }

@@ -36,8 +36,12 @@ pub(crate) struct Clean {
     plain: Plain,
     /// The clean steps as JSON (text, a file, or - for stdin), e.g.
     /// '[{"interface": "deploy", "step": "erase_devices_metadata"}]'.
-    #[arg(long, value_name = "JSON")]
-    clean_steps: String,
+    #[arg(long, value_name = "JSON", required_unless_present = "runbook")]
+    clean_steps: Option<String>,
+    /// Run this runbook's steps instead (name or UUID; the node needs a trait of its name;
+    /// API 1.92).
+    #[arg(long, value_name = "RUNBOOK", conflicts_with = "clean_steps")]
+    runbook: Option<String>,
     /// Run the steps without booting the agent ramdisk (API 1.70).
     #[arg(long)]
     disable_ramdisk: bool,
@@ -48,8 +52,12 @@ pub(crate) struct Service {
     #[command(flatten)]
     plain: Plain,
     /// The service steps as JSON (text, a file, or - for stdin).
-    #[arg(long, value_name = "JSON")]
-    service_steps: String,
+    #[arg(long, value_name = "JSON", required_unless_present = "runbook")]
+    service_steps: Option<String>,
+    /// Run this runbook's steps instead (name or UUID; the node needs a trait of its name;
+    /// API 1.92).
+    #[arg(long, value_name = "RUNBOOK", conflicts_with = "service_steps")]
+    runbook: Option<String>,
     /// Run the steps without booting the agent ramdisk.
     #[arg(long)]
     disable_ramdisk: bool,
@@ -103,10 +111,12 @@ pub(crate) fn deploy(context: &Context, target: &str, args: Deploy) -> Result<()
 
 pub(crate) fn clean(context: &Context, args: Clean) -> Result<(), CliError> {
     let mut extra = Map::new();
-    extra.insert(
-        "clean_steps".into(),
-        json_argument("--clean-steps", &args.clean_steps)?,
-    );
+    if let Some(steps) = &args.clean_steps {
+        extra.insert("clean_steps".into(), json_argument("--clean-steps", steps)?);
+    }
+    if let Some(runbook) = args.runbook {
+        extra.insert("runbook".into(), json!(runbook));
+    }
     if args.disable_ramdisk {
         extra.insert("disable_ramdisk".into(), json!(true));
     }
@@ -115,10 +125,15 @@ pub(crate) fn clean(context: &Context, args: Clean) -> Result<(), CliError> {
 
 pub(crate) fn service(context: &Context, args: Service) -> Result<(), CliError> {
     let mut extra = Map::new();
-    extra.insert(
-        "service_steps".into(),
-        json_argument("--service-steps", &args.service_steps)?,
-    );
+    if let Some(steps) = &args.service_steps {
+        extra.insert(
+            "service_steps".into(),
+            json_argument("--service-steps", steps)?,
+        );
+    }
+    if let Some(runbook) = args.runbook {
+        extra.insert("runbook".into(), json!(runbook));
+    }
     if args.disable_ramdisk {
         extra.insert("disable_ramdisk".into(), json!(true));
     }

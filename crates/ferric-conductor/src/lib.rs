@@ -30,6 +30,7 @@ mod requests;
 pub mod ring;
 mod steps;
 mod task;
+mod templates;
 mod worker;
 
 use std::collections::{HashMap, HashSet};

@@ -182,6 +182,8 @@ async fn start(
             }
             let requested = args.deploy_steps.unwrap_or_default();
             check_requested(&interfaces, StepKind::Deploy, &requested)?;
+            let requested =
+                crate::templates::deploy_steps_with_templates(task, &interfaces, requested).await?;
             store_plan(
                 &mut task.node,
                 StepKind::Deploy,

@@ -271,3 +271,29 @@ CREATE TABLE volume_targets (
 );
 
 CREATE INDEX volume_targets_volume_id_idx ON volume_targets (volume_id);
+CREATE TABLE deploy_templates (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    version    INTEGER NOT NULL,
+    uuid       TEXT NOT NULL UNIQUE,
+    name       TEXT NOT NULL UNIQUE,
+    steps      TEXT NOT NULL DEFAULT '[]',
+    extra      TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL,
+    updated_at TEXT
+);
+
+CREATE TABLE runbooks (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    version         INTEGER NOT NULL,
+    uuid            TEXT NOT NULL UNIQUE,
+    name            TEXT NOT NULL UNIQUE,
+    steps           TEXT NOT NULL DEFAULT '[]',
+    public          BOOLEAN NOT NULL DEFAULT 0,
+    owner           TEXT,
+    disable_ramdisk BOOLEAN NOT NULL DEFAULT 0,
+    extra           TEXT NOT NULL DEFAULT '{}',
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT
+);
+
+CREATE INDEX runbooks_owner_idx ON runbooks (owner);

@@ -23,6 +23,8 @@ pub enum Kind {
     Allocation,
     VolumeConnector,
     VolumeTarget,
+    DeployTemplate,
+    Runbook,
 }
 
 impl Kind {
@@ -38,6 +40,8 @@ impl Kind {
             Self::Allocation => "allocation",
             Self::VolumeConnector => "volume connector",
             Self::VolumeTarget => "volume target",
+            Self::DeployTemplate => "deploy template",
+            Self::Runbook => "runbook",
         }
     }
 }

@@ -25,6 +25,7 @@ mod ports;
 mod requests;
 mod sql;
 mod store;
+mod templates;
 pub mod testing;
 mod volumes;
 
@@ -38,4 +39,5 @@ pub use portgroups::{PortgroupFilter, PortgroupSortKey};
 pub use ports::{PortFilter, PortSortKey};
 pub use requests::{ConductorRequest, MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, REQUESTS_CHANNEL};
 pub use store::{Listener, Store, StoreOptions};
+pub use templates::{DeployTemplateSortKey, RunbookFilter, RunbookSortKey};
 pub use volumes::{VolumeConnectorSortKey, VolumeFilter, VolumeTargetSortKey};

@@ -9,7 +9,7 @@
 //! it is talking to, and they bind each `Arg` with the type that backend wants.
 
 use chrono::{DateTime, SubsecRound, Utc};
-use ferric_model::resources::JsonObject;
+use ferric_model::resources::{DeployStep, JsonObject, RunbookStep};
 use serde::Serialize;
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
@@ -80,6 +80,8 @@ impl<'r> Decode<'r, Postgres> for DbUuid {
 pub(crate) enum JsonArg<'a> {
     Object(&'a JsonObject),
     List(&'a [String]),
+    DeploySteps(&'a [DeployStep]),
+    RunbookSteps(&'a [RunbookStep]),
 }
 
 /// One bind value, typed so that each backend can encode it natively.
@@ -163,6 +165,18 @@ impl<'a> From<&'a JsonObject> for Arg<'a> {
     }
 }
 
+impl<'a> From<&'a Vec<DeployStep>> for Arg<'a> {
+    fn from(steps: &'a Vec<DeployStep>) -> Self {
+        Self::Json(JsonArg::DeploySteps(steps))
+    }
+}
+
+impl<'a> From<&'a Vec<RunbookStep>> for Arg<'a> {
+    fn from(steps: &'a Vec<RunbookStep>) -> Self {
+        Self::Json(JsonArg::RunbookSteps(steps))
+    }
+}
+
 impl<'a> From<&'a Vec<String>> for Arg<'a> {
     fn from(list: &'a Vec<String>) -> Self {
         Self::Json(JsonArg::List(list))
@@ -225,6 +239,18 @@ pub(crate) trait DbRow {
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
     fn json_object(&self, column: &str) -> Result<JsonObject, sqlx::Error>;
     fn json_list(&self, column: &str) -> Result<Vec<String>, sqlx::Error>;
+    fn json_value(&self, column: &str) -> Result<serde_json::Value, sqlx::Error>;
+}
+
+/// A JSON column holding a serialized `T` (a template's or runbook's steps).
+pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
+    row: &dyn DbRow,
+    column: &str,
+) -> Result<T, sqlx::Error> {
+    serde_json::from_value(row.json_value(column)?).map_err(|error| sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(error),
+    })
 }
 
 /// A text column holding something with a `FromStr` (a provision state, a power state).
@@ -296,6 +322,9 @@ macro_rules! impl_db_row {
             }
             fn json_list(&self, column: &str) -> Result<Vec<String>, sqlx::Error> {
                 Ok(self.try_get::<Json<Vec<String>>, _>(column)?.0)
+            }
+            fn json_value(&self, column: &str) -> Result<serde_json::Value, sqlx::Error> {
+                Ok(self.try_get::<Json<serde_json::Value>, _>(column)?.0)
             }
         }
     };

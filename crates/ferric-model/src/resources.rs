@@ -1,5 +1,6 @@
 //! Resource records shared by storage, API and conductor: nodes, ports, portgroups, chassis,
-//! conductors, leases, history, allocations, BIOS settings and inventories.
+//! conductors, leases, history, allocations, BIOS settings, inventories, deploy templates and
+//! runbooks.
 //!
 //! These are plain data: what the database stores and hands back. They hold no behaviour beyond
 //! sane defaults, so the API can map them to its wire views and the conductor can change them
@@ -12,6 +13,7 @@ mod ident;
 mod interface;
 mod node;
 mod port;
+mod template;
 mod volume;
 
 pub use allocation::{
@@ -23,6 +25,7 @@ pub use ident::Ident;
 pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
 pub use port::{Chassis, Port, Portgroup};
+pub use template::{DeployStep, DeployTemplate, Runbook, RunbookStep, STEP_INTERFACES};
 pub use volume::{VOLUME_CONNECTOR_TYPES, VolumeConnector, VolumeTarget};
 
 /// A JSON object, as stored in `driver_info`, `properties`, `extra` and friends.

@@ -40,6 +40,10 @@ pub(crate) enum FieldType {
     OptTime,
     /// `[{"href", "rel"}]`.
     Links,
+    /// A deploy template's steps: `[{interface, step, args, priority}]`.
+    DeploySteps,
+    /// A runbook's steps: `[{interface, step, args, order}]`.
+    RunbookSteps,
 }
 
 /// One API field: its name, the minor version it appeared in, who may write it and its type.

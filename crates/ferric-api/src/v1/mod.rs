@@ -1,5 +1,6 @@
 //! The Bare Metal API v1 resources (`reference/ironic.md` §2.4–2.7): nodes and their
-//! sub-resources (traits, VIFs, history), ports, portgroups, chassis and conductors.
+//! sub-resources (traits, VIFs, history), ports, portgroups, chassis, conductors, allocations,
+//! deploy templates and runbooks.
 //!
 //! Theory of operation: each resource has one field table ([`fields::FieldSpec`]) naming every
 //! API field, the microversion it appeared in and whether callers may write it. Responses,
@@ -15,6 +16,7 @@
 pub mod allocations;
 pub mod chassis;
 pub mod conductors;
+pub mod deploy_templates;
 pub mod drivers;
 pub(crate) mod fields;
 pub mod history;
@@ -32,7 +34,9 @@ pub mod raid;
 pub mod ramdisk;
 pub(crate) mod rendered;
 pub(crate) mod resource;
+pub mod runbooks;
 pub mod states;
+pub(crate) mod step_lists;
 pub mod traits;
 pub mod vifs;
 pub mod volumes;

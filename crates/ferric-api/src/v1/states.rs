@@ -20,6 +20,8 @@ use ferric_model::{Microversion, Verb, check_verb};
 use serde_json::{Map, Value, json};
 
 use super::nodes::lease_holder;
+use super::runbooks::RUNBOOKS_SINCE;
+use super::step_lists::parse_ident;
 use super::{base_url, db_error, json_object_body, opt_timestamp};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
@@ -234,7 +236,7 @@ fn only_with(field: &str, verbs: &str) -> ApiError {
 fn provision_request(
     body: &[u8],
     version: Microversion,
-) -> Result<(Verb, ProvisionArgs), ApiError> {
+) -> Result<(Verb, ProvisionArgs, Option<String>), ApiError> {
     let mut body = json_object_body(body)?;
     let target = required(&mut body, "target")?;
     let target = target
@@ -299,13 +301,35 @@ fn provision_request(
                 .ok_or_else(|| ApiError::bad_request("'disable_ramdisk' must be a boolean."))?,
         );
     }
-    if body.contains_key("runbook") {
-        if version < Microversion::new(92) {
-            return Err(too_old("runbook", 92, version));
+    let runbook = match body.remove("runbook") {
+        None | Some(Value::Null) => None,
+        Some(_) if version < Microversion::new(RUNBOOKS_SINCE) => {
+            return Err(too_old("runbook", RUNBOOKS_SINCE, version));
         }
-        return Err(ApiError::bad_request(
-            "Runbooks are not supported by this server yet; pass the steps explicitly.",
-        ));
+        Some(Value::String(runbook)) => Some(runbook),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid runbook {other}: name a runbook by its name or UUID."
+            )));
+        }
+    };
+    if runbook.is_some() {
+        if !matches!(verb, Verb::Clean | Verb::Service) {
+            return Err(ApiError::bad_request(
+                "\"runbooks\" is only valid when setting target provision state to any of \
+                 ['clean', 'service']",
+            ));
+        }
+        let (field, given) = if verb == Verb::Clean {
+            ("clean_steps", args.clean_steps.is_some())
+        } else {
+            ("service_steps", args.service_steps.is_some())
+        };
+        if given {
+            return Err(ApiError::bad_request(format!(
+                "Please provide either \"{field}\" or a runbook, but not both."
+            )));
+        }
     }
     if let Some(password) = body.remove("rescue_password") {
         if verb != Verb::Rescue {
@@ -323,18 +347,68 @@ fn provision_request(
             "A non-empty rescue_password is required for the rescue target.",
         ));
     }
-    if verb == Verb::Clean && args.clean_steps.is_none() {
+    if verb == Verb::Clean && args.clean_steps.is_none() && runbook.is_none() {
         return Err(ApiError::bad_request(
             "\"clean_steps\" is required when setting target provision state to clean",
         ));
     }
-    if verb == Verb::Service && args.service_steps.is_none() {
+    if verb == Verb::Service && args.service_steps.is_none() && runbook.is_none() {
         return Err(ApiError::bad_request(
             "\"service_steps\" is required when setting target provision state to service",
         ));
     }
     refuse_leftovers(&body, &format!("a provision request for '{event}'"))?;
-    Ok((verb, args))
+    Ok((verb, args, runbook))
+}
+
+/// A `runbook` named in a clean or service request (1.92): it must exist and one of the
+/// node's traits must be its name (Ironic's approval rule); its steps, in `order`, become the
+/// request's steps and its `disable_ramdisk` the request's.
+async fn apply_runbook(
+    state: &ApiState,
+    node: &Node,
+    verb: Verb,
+    ident: &str,
+    args: &mut ProvisionArgs,
+) -> Result<(), ApiError> {
+    let runbook = state
+        .store
+        .runbook_get(&parse_ident(ident)?)
+        .await
+        .map_err(db_error)?;
+    if !node.traits.contains(&runbook.name) {
+        return Err(ApiError::bad_request(format!(
+            "This runbook has not been approved for use on this node {}. Please ask an \
+             administrator to add it to your node traits.",
+            node.uuid
+        )));
+    }
+    let steps = runbook
+        .ordered_steps()
+        .into_iter()
+        .map(|step| {
+            InterfaceKind::from_name(&step.interface)
+                .map(|interface| StepCall {
+                    interface,
+                    step: step.step,
+                    args: step.args,
+                    priority: 0,
+                })
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "Runbook {} names the unknown interface '{}'; fix the runbook.",
+                        runbook.name, step.interface
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if verb == Verb::Clean {
+        args.clean_steps = Some(steps);
+    } else {
+        args.service_steps = Some(steps);
+    }
+    args.disable_ramdisk = Some(runbook.disable_ramdisk);
+    Ok(())
 }
 
 /// `PUT /v1/nodes/{node}/states/provision`: 202 once the conductor has recorded the request.
@@ -345,7 +419,7 @@ pub async fn node_provision_set(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (verb, args) = provision_request(&body, version)?;
+    let (verb, mut args, runbook) = provision_request(&body, version)?;
     let node = node(&state, &ident).await?;
     // Ironic replays the request against the state machine before any RPC; a refused edge is
     // 409 while a conductor holds the node (it may be about to move), else 400.
@@ -371,6 +445,9 @@ pub async fn node_provision_set(
                 )),
             },
         });
+    }
+    if let Some(runbook) = runbook {
+        apply_runbook(&state, &node, verb, &runbook, &mut args).await?;
     }
     if matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) && node.maintenance {
         return Err(ApiError::bad_request(format!(

@@ -15,4 +15,5 @@ mod leases;
 mod nodes;
 mod ports;
 mod schema;
+mod templates;
 mod volumes;
