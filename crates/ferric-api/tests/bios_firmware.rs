@@ -452,3 +452,66 @@ async fn the_fake_driver_keeps_bios_and_firmware_per_node() {
         "{failed:#}"
     );
 }
+
+/// `disable_ramdisk`: an out-of-band step runs without booting the agent (no `clean wait`),
+/// and a step that needs the agent is refused before anything starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_band_steps_run_without_the_ramdisk_when_asked() {
+    let api = api().await;
+    let created = api
+        .send_latest(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"driver": "fake-hardware", "deploy_interface": "direct"})),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let uuid = created.body["uuid"].as_str().unwrap().to_owned();
+    api.provision(&uuid, "manage").await;
+    api.settle().await;
+
+    let in_band = api
+        .send_latest(
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(
+                json!({"target": "clean", "disable_ramdisk": true, "clean_steps": [
+                {"interface": "deploy", "step": "erase_devices_metadata"}]}),
+            ),
+        )
+        .await;
+    assert_eq!(in_band.status, StatusCode::BAD_REQUEST, "{}", in_band.body);
+    assert!(
+        faultstring(&in_band.body).contains("runs in the agent ramdisk"),
+        "{}",
+        in_band.body
+    );
+
+    let bios = json!([{"interface": "bios", "step": "apply_configuration", "args": {
+        "settings": [{"name": "ProcVirtualization", "value": "Disabled"}]}}]);
+    let started = api
+        .send_latest(
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(json!({"target": "clean", "disable_ramdisk": true, "clean_steps": bios})),
+        )
+        .await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", started.body);
+    api.settle().await;
+    let cleaned = node(&api, &uuid).await;
+    assert_eq!(cleaned["provision_state"], "manageable", "{cleaned:#}");
+    assert_eq!(
+        bios_setting(&api, &uuid, "ProcVirtualization").await["value"],
+        "Disabled"
+    );
+    assert!(
+        cleaned["driver_internal_info"]
+            .get("clean_disable_ramdisk")
+            .is_none(),
+        "{cleaned:#}"
+    );
+
+    // Without it, the same step waits for the agent ramdisk to boot first.
+    let waits = steps(&api, &uuid, "clean", "clean_steps", bios).await;
+    assert_eq!(waits["provision_state"], "clean wait", "{waits:#}");
+}

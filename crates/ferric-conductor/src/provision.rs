@@ -10,7 +10,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::steps::{
-    automated_plan, check_requested, clear_plan, current_step_is_abortable, store_plan,
+    automated_plan, check_requested, check_without_ramdisk, clear_plan, current_step_is_abortable,
+    disable_ramdisk, store_plan,
 };
 use crate::task::{Cause, Task};
 use crate::worker::{Job, spawn};
@@ -233,18 +234,22 @@ async fn start(
             }
             task.node.last_error = None;
         }
-        Event::Clean => {
+        Event::Clean | Event::Service => {
             let interfaces = task.interfaces()?;
-            let steps = args.clean_steps.unwrap_or_default();
-            check_requested(&interfaces, StepKind::Clean, &steps)?;
-            store_plan(&mut task.node, StepKind::Clean, &steps);
-            task.node.last_error = None;
-        }
-        Event::Service => {
-            let interfaces = task.interfaces()?;
-            let steps = args.service_steps.unwrap_or_default();
-            check_requested(&interfaces, StepKind::Service, &steps)?;
-            store_plan(&mut task.node, StepKind::Service, &steps);
+            let (kind, steps) = if event == Event::Clean {
+                (StepKind::Clean, args.clean_steps.unwrap_or_default())
+            } else {
+                (StepKind::Service, args.service_steps.unwrap_or_default())
+            };
+            check_requested(&interfaces, kind, &steps)?;
+            let no_ramdisk = args.disable_ramdisk == Some(true);
+            if no_ramdisk {
+                check_without_ramdisk(&interfaces, kind, &steps)?;
+            }
+            store_plan(&mut task.node, kind, &steps);
+            if no_ramdisk {
+                disable_ramdisk(&mut task.node, kind);
+            }
             task.node.last_error = None;
         }
         Event::Rescue => {

@@ -53,6 +53,50 @@ fn prepared_key(kind: StepKind) -> String {
     format!("{}_prepared", kind.as_str())
 }
 
+/// Set when a manual clean or service runs without the agent ramdisk (`disable_ramdisk`).
+fn no_ramdisk_key(kind: StepKind) -> String {
+    format!("{}_disable_ramdisk", kind.as_str())
+}
+
+/// Refuses, before anything starts, steps that need the agent ramdisk in a flow that
+/// `disable_ramdisk` keeps from booting it.
+pub(crate) fn check_without_ramdisk(
+    interfaces: &Interfaces,
+    kind: StepKind,
+    requested: &[StepCall],
+) -> Result<(), ConductorError> {
+    match requested
+        .iter()
+        .find(|step| interfaces.step_needs_agent(step))
+    {
+        Some(step) => Err(ConductorError::Invalid(format!(
+            "The {} step \"{}.{}\" runs in the agent ramdisk, which disable_ramdisk keeps from \
+             booting; remove the step or do not set disable_ramdisk.",
+            kind.as_str(),
+            step.interface,
+            step.step
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The flow of `kind` runs its steps without booting the agent ramdisk, and does not undo a
+/// boot it never did.
+pub(crate) fn disable_ramdisk(node: &mut Node, kind: StepKind) {
+    node.driver_internal_info
+        .insert(no_ramdisk_key(kind), true.into());
+    node.driver_internal_info
+        .insert(prepared_key(kind), true.into());
+}
+
+/// Whether the flow of `kind` runs without the agent ramdisk.
+pub(crate) fn ramdisk_disabled(node: &Node, kind: StepKind) -> bool {
+    node.driver_internal_info
+        .get(&no_ramdisk_key(kind))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
 fn current_step_field(node: &mut Node, kind: StepKind) -> &mut JsonObject {
     match kind {
         StepKind::Clean => &mut node.clean_step,
@@ -146,6 +190,7 @@ pub(crate) fn clear_plan(node: &mut Node, kind: StepKind) {
     node.driver_internal_info.remove(&index_key(kind));
     node.driver_internal_info.remove(&preparing_key(kind));
     node.driver_internal_info.remove(&prepared_key(kind));
+    node.driver_internal_info.remove(&no_ramdisk_key(kind));
     current_step_field(node, kind).clear();
 }
 
@@ -264,7 +309,7 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             StepOutcome::Hold => return Ok(Progress::Hold),
         }
     }
-    if !plan.is_empty() {
+    if !plan.is_empty() && !ramdisk_disabled(&task.node, kind) {
         interfaces
             .deploy
             .finish(&mut task.node, kind)

@@ -157,6 +157,9 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
                 Ok(interfaces) => {
                     let undone = if kind == StepKind::Deploy {
                         interfaces.deploy.clean_up(&mut task.node).await
+                    } else if steps::ramdisk_disabled(&task.node, kind) {
+                        // Nothing was booted for this flow: nothing to undo.
+                        Ok(())
                     } else {
                         interfaces.deploy.finish(&mut task.node, kind).await
                     };

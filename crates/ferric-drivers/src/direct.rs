@@ -498,6 +498,14 @@ impl DeployInterface for DirectDeploy {
         Ok(())
     }
 
+    fn step_needs_agent(&self, step: &StepCall) -> bool {
+        // Every step but the four the conductor carries out itself around the agent.
+        !matches!(
+            step.step.as_str(),
+            "deploy" | "prepare_instance_boot" | "tear_down_agent" | "boot_instance"
+        )
+    }
+
     async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError> {
         self.power_off(node).await?;
         self.boot.clean_up_ramdisk(node).await?;

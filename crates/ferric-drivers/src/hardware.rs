@@ -515,6 +515,15 @@ impl Interfaces {
         steps
     }
 
+    /// Whether `step` runs in the agent ramdisk.
+    pub fn step_needs_agent(&self, step: &StepCall) -> bool {
+        match step.interface {
+            InterfaceKind::Deploy => self.deploy.step_needs_agent(step),
+            InterfaceKind::Raid => self.raid.needs_agent(),
+            _ => false,
+        }
+    }
+
     /// Runs one (non-reserved) step on the interface that offers it.
     pub async fn execute_step(
         &self,

@@ -346,6 +346,11 @@ pub trait DeployInterface: Validate {
     async fn finish(&self, _node: &mut Node, _kind: StepKind) -> Result<(), DriverError> {
         Ok(())
     }
+    /// Whether `step` runs in the agent ramdisk (refused when a clean or service request says
+    /// `disable_ramdisk`).
+    fn step_needs_agent(&self, _step: &StepCall) -> bool {
+        false
+    }
     /// Removes the instance (undeploy), before automated cleaning.
     async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError>;
     /// Undoes what a failed or aborted deployment left behind.
@@ -708,6 +713,10 @@ pub trait RaidInterface: Validate {
     /// The steps this interface offers in flows of `kind` (none for `no-raid`).
     fn steps(&self, kind: StepKind) -> Vec<StepDef> {
         crate::raid::raid_steps(kind)
+    }
+    /// Whether this implementation's steps run in the agent ramdisk.
+    fn needs_agent(&self) -> bool {
+        false
     }
     /// Checks a target configuration before `PUT /v1/nodes/{node}/states/raid` stores it:
     /// the common schema, then what this implementation can build.

@@ -382,6 +382,10 @@ impl Validate for AgentRaid {
 
 #[async_trait]
 impl RaidInterface for AgentRaid {
+    fn needs_agent(&self) -> bool {
+        true
+    }
+
     fn validate_target(&self, _node: &Node, target: &JsonObject) -> Result<(), DriverError> {
         check_software_target(target)
     }
