@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use ferric_db::{NodeFilter, Page};
-use ferric_drivers::InspectionStatus;
+use ferric_drivers::{InspectionStatus, OutOfBand};
+use ferric_inspector::{AddPorts, ProcessingConfig};
 use ferric_model::{Event, ProvisionState};
 use serde_json::Value;
 use uuid::Uuid;
@@ -85,8 +86,9 @@ impl Conductor {
 pub(crate) async fn resume(task: &mut Task) -> Result<(), ConductorError> {
     let node = task.uuid();
     let payload = lock(&task.inner.inspection_data).remove(&node);
+    let config = task.inner.config.inspection.clone();
     let processed = match payload {
-        Some(payload) => apply(task, &payload).await,
+        Some(payload) => apply(task, &payload, &config, None).await,
         None => Ok(()),
     };
     if let Err(message) = &processed {
@@ -115,13 +117,53 @@ pub(crate) async fn resume(task: &mut Task) -> Result<(), ConductorError> {
     }
 }
 
+/// `inspecting` with an out-of-band interface (`redfish`): process what the BMC reported
+/// like a ramdisk's data, and rest in `manageable` or `inspect failed` at once.
+pub(crate) async fn out_of_band(task: &mut Task, data: OutOfBand) -> Result<(), ConductorError> {
+    let node = task.uuid();
+    let config = out_of_band_config(&task.inner.config.inspection);
+    match apply(task, &data.payload, &config, Some(&data.port_macs)).await {
+        Ok(()) => task.fire(Event::Done, Cause::Conductor).await,
+        Err(message) => {
+            task.fail(format!(
+                "Failed to inspect node {node} through {}: {message}",
+                data.bmc
+            ))
+            .await
+        }
+    }
+}
+
+/// Out-of-band processing follows Ironic's `redfish` inspection: every NIC the BMC reports
+/// enabled gets a port (a BMC knows no boot interface and rarely an address; only
+/// `add_ports = disabled` is honoured), and a BMC that lists no NIC is no error.
+fn out_of_band_config(site: &ProcessingConfig) -> ProcessingConfig {
+    ProcessingConfig {
+        add_ports: match site.add_ports {
+            AddPorts::Disabled => AddPorts::Disabled,
+            _ => AddPorts::All,
+        },
+        require_interfaces: false,
+        ..site.clone()
+    }
+}
+
 /// Processes `payload` and writes the result: properties on the node (saved with the next
-/// transition), new ports, the stored inventory.
-async fn apply(task: &mut Task, payload: &Value) -> Result<(), String> {
+/// transition), new ports (only for `port_macs`, when given), the stored inventory.
+async fn apply(
+    task: &mut Task,
+    payload: &Value,
+    config: &ProcessingConfig,
+    port_macs: Option<&[String]>,
+) -> Result<(), String> {
     let inner = task.inner.clone();
-    let processed =
-        ferric_inspector::process(&task.node, &task.ports, payload, &inner.config.inspection)
-            .map_err(|error| error.to_string())?;
+    let mut processed = ferric_inspector::process(&task.node, &task.ports, payload, config)
+        .map_err(|error| error.to_string())?;
+    if let Some(allowed) = port_macs {
+        processed
+            .new_ports
+            .retain(|(mac, _)| allowed.iter().any(|allowed| allowed == mac));
+    }
     tracing::info!(node = %task.uuid(), updated = ?processed.updated, new_ports = processed.new_ports.len(), "inspection data processed");
     task.node.properties = processed.properties;
     ferric_inspector::service::create_ports(&inner.store, task.uuid(), &processed.new_ports).await;

@@ -2,7 +2,7 @@
 //! the node's lease and a worker slot, until the node reaches a stable, waiting or failed
 //! state (`reference/ironic.md` §1.6).
 
-use ferric_drivers::{Outcome, PowerAction, StepKind};
+use ferric_drivers::{Inspection, Outcome, PowerAction, StepKind};
 use ferric_model::resources::InterfaceKind;
 use ferric_model::{Event, ProvisionState};
 use tokio::sync::OwnedSemaphorePermit;
@@ -221,8 +221,9 @@ async fn inspect(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
     }
     .await;
     match result {
-        Ok(Outcome::Done) => task.fire(Event::Done, Cause::Conductor).await,
-        Ok(Outcome::Wait | Outcome::Poll(_)) => task.fire(Event::Wait, Cause::Conductor).await,
+        Ok(Inspection::Done) => task.fire(Event::Done, Cause::Conductor).await,
+        Ok(Inspection::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
+        Ok(Inspection::Data(data)) => crate::inspection::out_of_band(task, data).await,
         Err(error) => {
             task.fail(format!("Failed to inspect node {}: {error}", task.uuid()))
                 .await

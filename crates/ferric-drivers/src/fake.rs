@@ -25,9 +25,9 @@ use serde_json::{Value, json};
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface, BootMode,
-    DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface,
-    Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface, StepCall, StepDef,
-    StepKind, Validate, check_bios_changes,
+    DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, Inspection,
+    ManagementInterface, Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface,
+    StepCall, StepDef, StepKind, Validate, check_bios_changes,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -255,8 +255,11 @@ impl BootInterface for FakeBoot {
 
 #[async_trait]
 impl InspectInterface for Fake {
-    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError> {
-        operate_async(node, "inspect").await
+    async fn inspect(&self, node: &mut Node) -> Result<Inspection, DriverError> {
+        Ok(match operate_async(node, "inspect").await? {
+            Outcome::Done => Inspection::Done,
+            Outcome::Wait | Outcome::Poll(_) => Inspection::Wait,
+        })
     }
 
     async fn abort(&self, _node: &mut Node) -> Result<(), DriverError> {
@@ -468,7 +471,7 @@ mod tests {
     async fn plain_fake_succeeds_at_once() {
         let mut node = node(json!({}));
         assert_eq!(Fake.get_power_state(&node).await, Ok(PowerState::Off));
-        assert_eq!(Fake.inspect(&mut node).await, Ok(Outcome::Done));
+        assert_eq!(Fake.inspect(&mut node).await, Ok(Inspection::Done));
         Fake.set_boot_device(&mut node, BootDevice::Disk, true)
             .await
             .unwrap();
@@ -483,7 +486,7 @@ mod tests {
         let error = Fake.get_power_state(&node).await.unwrap_err();
         assert!(error.to_string().contains("'power'"), "{error}");
         assert!(Validate::validate(&Fake, &node).await.is_err());
-        assert_eq!(Fake.inspect(&mut node).await, Ok(Outcome::Wait));
+        assert_eq!(Fake.inspect(&mut node).await, Ok(Inspection::Wait));
         assert_eq!(Fake.rescue(&mut node).await, Ok(Outcome::Done));
     }
 

@@ -24,7 +24,7 @@ use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
 use crate::raid::AgentRaid;
-use crate::redfish::{Redfish, RedfishBios, RedfishFirmware};
+use crate::redfish::{Redfish, RedfishBios, RedfishFirmware, RedfishInspect};
 use crate::settings::DriverSettings;
 
 /// A hardware type: a name and, per interface kind, the implementations it supports, the
@@ -118,8 +118,8 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
 
 // The BMC types network-boot the agent and deploy through it by default, as Ironic's do;
 // `fake` boot and deploy remain for demos on real BMCs without a boot server.
-// As Ironic's stock configuration: BIOS through Redfish by default, firmware updates only for
-// nodes that ask for the `redfish` firmware interface.
+// As Ironic's stock configuration: BIOS and inspection (out of band) through Redfish by
+// default, firmware updates only for nodes that ask for the `redfish` firmware interface.
 const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     supported: [
@@ -128,7 +128,7 @@ const REDFISH: HardwareType = HardwareType {
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware", "redfish"],
-        &["no-inspect", "agent", "inspector"],
+        &["redfish", "no-inspect", "agent", "inspector"],
         &["redfish", "noop"],
         &["noop", "flat"],
         &["redfish"],
@@ -402,6 +402,7 @@ impl Drivers {
                 settings: self.settings.inspector.clone(),
                 http: self.http.clone(),
             }),
+            "redfish" => Arc::new(RedfishInspect { redfish: redfish() }),
             _ => Arc::new(Noop {
                 kind: InterfaceKind::Inspect,
             }),

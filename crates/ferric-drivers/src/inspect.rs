@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::DriverError;
 use crate::fast_track::{self, FastTrackSettings};
 use crate::interfaces::{
-    BootDevice, BootInterface, InspectInterface, InspectionStatus, ManagementInterface, Outcome,
+    BootDevice, BootInterface, InspectInterface, Inspection, InspectionStatus, ManagementInterface,
     PowerAction, PowerInterface, Validate,
 };
 use crate::settings::InspectorSettings;
@@ -159,14 +159,14 @@ fn bmc_hosts(node: &Node) -> Vec<Value> {
 
 #[async_trait]
 impl InspectInterface for AgentInspect {
-    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+    async fn inspect(&self, node: &mut Node) -> Result<Inspection, DriverError> {
         let callback = self.callback_url()?;
         node.driver_internal_info.insert(
             LOOKUP_BMC_ADDRESSES_KEY.to_owned(),
             Value::Array(bmc_hosts(node)),
         );
         self.machine.boot(node, &callback).await?;
-        Ok(Outcome::Wait)
+        Ok(Inspection::Wait)
     }
 
     async fn abort(&self, node: &mut Node) -> Result<(), DriverError> {
@@ -274,7 +274,7 @@ impl Validate for InspectorInspect {
 
 #[async_trait]
 impl InspectInterface for InspectorInspect {
-    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+    async fn inspect(&self, node: &mut Node) -> Result<Inspection, DriverError> {
         let callback = self.callback_url()?;
         // Network boot first: the service allows the MACs in its PXE filter at start.
         self.machine
@@ -295,7 +295,7 @@ impl InspectInterface for InspectorInspect {
         }
         .await;
         self.machine.undo_on_error(node, started).await?;
-        Ok(Outcome::Wait)
+        Ok(Inspection::Wait)
     }
 
     async fn status(&self, node: &Node) -> Result<InspectionStatus, DriverError> {

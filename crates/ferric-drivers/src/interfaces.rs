@@ -383,9 +383,34 @@ pub enum InspectionStatus {
     Failed(String),
 }
 
+/// What starting an inspection did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inspection {
+    /// Finished, with nothing to process (`fake`).
+    Done,
+    /// The machine boots a ramdisk whose data comes later: the node waits in `inspect wait`.
+    Wait,
+    /// Read out of band (`redfish`): the machine as its BMC describes it. The conductor
+    /// processes it like a ramdisk's data and the inspection ends at once.
+    Data(OutOfBand),
+}
+
+/// An out-of-band inspection's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfBand {
+    /// Inspection data in the ramdisk's format (`reference/ironic.md` §4.4):
+    /// `{"inventory": {"cpu", "memory", "disks", "interfaces", "system_vendor", "boot", …}}`.
+    pub payload: Value,
+    /// The MACs (lower case) of the NICs that may get a port: those the BMC reports enabled
+    /// (Ironic creates ports for no others).
+    pub port_macs: Vec<String>,
+    /// What named the BMC in messages (`Redfish BMC http://…`).
+    pub bmc: String,
+}
+
 #[async_trait]
 pub trait InspectInterface: Validate {
-    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError>;
+    async fn inspect(&self, node: &mut Node) -> Result<Inspection, DriverError>;
     /// Stops an inspection that waits for the node. Interfaces that cannot answer
     /// [`DriverError::Unsupported`] and the node stays in `inspect wait` (seed 000).
     async fn abort(&self, node: &mut Node) -> Result<(), DriverError>;

@@ -37,7 +37,7 @@ pub use fast_track::FastTrackSettings;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
     BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate, ImageChecksum,
-    InspectionStatus, Outcome, PowerAction, StepCall, StepDef, StepKind,
+    Inspection, InspectionStatus, OutOfBand, Outcome, PowerAction, StepCall, StepDef, StepKind,
 };
 pub use settings::{
     AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, InspectorSettings,

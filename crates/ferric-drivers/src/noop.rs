@@ -8,7 +8,7 @@ use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, FirmwareInterface, FirmwareUpdate, InspectInterface,
-    Outcome, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+    Inspection, Outcome, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
 };
 
 /// A no-op interface of `kind`.
@@ -35,7 +35,7 @@ impl Validate for Noop {
 
 #[async_trait]
 impl InspectInterface for Noop {
-    async fn inspect(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+    async fn inspect(&self, node: &mut Node) -> Result<Inspection, DriverError> {
         Err(self.unsupported(node))
     }
 

@@ -58,6 +58,8 @@ pub struct ProcessingConfig {
     pub overwrite_existing: bool,
     /// `local_gb` is the root disk's size in GiB minus one, leaving room for partitioning.
     pub disk_partitioning_spacing: bool,
+    /// Data without a NIC is invalid (a ramdisk always has one; a BMC may list none).
+    pub require_interfaces: bool,
 }
 
 impl Default for ProcessingConfig {
@@ -66,6 +68,7 @@ impl Default for ProcessingConfig {
             add_ports: AddPorts::Pxe,
             overwrite_existing: false,
             disk_partitioning_spacing: true,
+            require_interfaces: true,
         }
     }
 }
@@ -196,7 +199,7 @@ pub fn process(
             ProcessingError::Invalid("the payload has no \"inventory\" object".to_owned())
         })?;
 
-    let interfaces = valid_interfaces(inventory)?;
+    let interfaces = valid_interfaces(inventory, config.require_interfaces)?;
     let root_disk = select_root_disk(node, inventory)?;
 
     let mut properties = node.properties.clone();
@@ -286,13 +289,19 @@ fn memory_mb(inventory: &JsonObject) -> Option<u64> {
 }
 
 /// `validate_interfaces`: the inventory's NICs with valid MACs, loopback dropped; at least one.
-fn valid_interfaces(inventory: &JsonObject) -> Result<Vec<Interface>, ProcessingError> {
-    let listed = inventory
-        .get("interfaces")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            ProcessingError::Invalid("the inventory has no \"interfaces\" list".to_owned())
-        })?;
+fn valid_interfaces(
+    inventory: &JsonObject,
+    required: bool,
+) -> Result<Vec<Interface>, ProcessingError> {
+    let listed = match inventory.get("interfaces").and_then(Value::as_array) {
+        Some(listed) => listed.as_slice(),
+        None if !required => &[],
+        None => {
+            return Err(ProcessingError::Invalid(
+                "the inventory has no \"interfaces\" list".to_owned(),
+            ));
+        }
+    };
     let mut interfaces = Vec::new();
     for interface in listed {
         let name = interface
@@ -328,7 +337,7 @@ fn valid_interfaces(inventory: &JsonObject) -> Result<Vec<Interface>, Processing
             has_ip,
         });
     }
-    if interfaces.is_empty() {
+    if interfaces.is_empty() && required {
         return Err(ProcessingError::Invalid(
             "no network interface with a valid MAC address was reported".to_owned(),
         ));

@@ -152,6 +152,19 @@ fn bad_data_and_ramdisk_errors_fail_with_their_message() {
                                                  {"name": "eth0", "mac_address": "not-a-mac"}]);
     let error = process(&node(), &[], &payload, &ProcessingConfig::default()).unwrap_err();
     assert!(matches!(error, ProcessingError::Invalid(_)), "{error}");
+    // Out-of-band data (a BMC listing no usable NIC) may go without: no ports, the rest done.
+    let optional = ProcessingConfig {
+        require_interfaces: false,
+        ..ProcessingConfig::default()
+    };
+    let processed = process(&node(), &[], &payload, &optional).unwrap();
+    assert!(processed.interfaces.is_empty() && processed.new_ports.is_empty());
+    assert_eq!(processed.properties["cpus"], 2);
+    payload["inventory"]
+        .as_object_mut()
+        .unwrap()
+        .remove("interfaces");
+    assert!(process(&node(), &[], &payload, &optional).is_ok());
 
     for payload in [json!([]), json!({"inventory": "x"}), json!({})] {
         assert!(process(&node(), &[], &payload, &ProcessingConfig::default()).is_err());

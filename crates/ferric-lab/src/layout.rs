@@ -30,6 +30,8 @@ pub const PASSWORD_BYTES: usize = 10;
 pub const DISK_SIZE: &str = "4G";
 /// Disks per machine: two, so software RAID-1 can be shown.
 pub const DISKS: usize = 2;
+/// [`DISK_SIZE`] in bytes, as the BMCs report each disk.
+pub const DISK_BYTES: u64 = 4 << 30;
 
 /// Everything `lab up` decided, written to `lab.json`; later commands only read it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -199,6 +201,11 @@ impl LabPaths {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_size_and_bytes_agree() {
+        assert_eq!(DISK_SIZE, format!("{}G", DISK_BYTES >> 30));
+    }
 
     #[test]
     fn identities_are_stable_and_distinct() {

@@ -93,6 +93,15 @@ pub(crate) struct Settings {
     pub(crate) sync_power_state_interval: u64,
     /// Failed power reads in a row before a node goes into maintenance.
     pub(crate) power_state_sync_max_retries: u32,
+    /// Power reads the power sync has in flight at once, across all BMCs (asynchronous
+    /// requests, not threads: hundreds cost little). At least 1.
+    pub(crate) power_sync_workers: usize,
+    /// Power reads the power sync sends one BMC at once (a chassis manager serving many nodes
+    /// is one BMC); the others wait their turn without holding a worker. At least 1.
+    pub(crate) power_sync_max_per_bmc: usize,
+    /// Seconds one power read may take before it counts as failed, so a hung BMC never holds
+    /// up the sync. At least 1.
+    pub(crate) power_sync_timeout: u64,
     /// Seconds between the callback-timeout and recovery checks.
     pub(crate) check_provision_state_interval: u64,
     /// Seconds a node may wait in `wait call-back` before it fails; 0: forever.
@@ -105,6 +114,9 @@ pub(crate) struct Settings {
     pub(crate) rescue_callback_timeout: u64,
     /// Seconds a node may wait in `service wait`; 0: forever.
     pub(crate) service_callback_timeout: u64,
+    /// Seconds a power action may take to show in the BMC's power state before it fails
+    /// (Ironic's `[conductor]power_state_change_timeout`). At least 1.
+    pub(crate) power_state_change_timeout: u64,
     /// Seconds a node lease lasts without renewal: how long a dead conductor's nodes stay
     /// locked before another conductor takes them over.
     pub(crate) node_lease_timeout: u64,
@@ -116,6 +128,21 @@ pub(crate) struct Settings {
     /// Seconds an API process waits for the owning conductor to answer a handed-over
     /// request before it answers 503.
     pub(crate) conductor_request_timeout: u64,
+
+    // --- BMCs (Redfish and IPMI) ---
+    /// Seconds opening a connection to a BMC may take (TCP and TLS; for IPMI, which has no
+    /// connection, unused). At least 1.
+    pub(crate) bmc_connect_timeout: u64,
+    /// Seconds a BMC may take to answer one request once connected (for IPMI, one datagram
+    /// exchange). At least 1.
+    pub(crate) bmc_read_timeout: u64,
+    /// Retries after a connection failure, a timeout or a 5xx answer (so `bmc_retries + 1`
+    /// attempts), waiting 0.5 s, 1 s, 2 s, 4 s … between them; 0: no retries.
+    pub(crate) bmc_retries: u32,
+    /// Requests one BMC may be serving from this process at once (power, boot, BIOS,
+    /// inspection, …); more wait their turn. At least 1.
+    pub(crate) bmc_max_requests: usize,
+    // --- end of BMC settings ---
 
     // --- API access: authentication and request limits ---
     /// `noauth` (the default) or `http_basic`.
@@ -224,16 +251,24 @@ impl Default for Settings {
             automated_clean: true,
             sync_power_state_interval: 120,
             power_state_sync_max_retries: 3,
+            power_sync_workers: 256,
+            power_sync_max_per_bmc: 2,
+            power_sync_timeout: 60,
             check_provision_state_interval: 60,
             deploy_callback_timeout: 1800,
             clean_callback_timeout: 1800,
             inspect_wait_timeout: 1800,
             rescue_callback_timeout: 1800,
             service_callback_timeout: 1800,
+            power_state_change_timeout: 60,
             node_lease_timeout: 30,
             conductor_heartbeat_interval: 10,
             conductor_heartbeat_timeout: 60,
             conductor_request_timeout: 30,
+            bmc_connect_timeout: 10,
+            bmc_read_timeout: 30,
+            bmc_retries: 3,
+            bmc_max_requests: 4,
             auth_strategy: AuthStrategySetting::Noauth,
             http_basic_auth_user_file: None,
             api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
@@ -346,7 +381,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 54] = [
+    pub(crate) const KEYS: [&'static str; 62] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -359,16 +394,25 @@ impl Settings {
         "automated_clean",
         "sync_power_state_interval",
         "power_state_sync_max_retries",
+        "power_sync_workers",
+        "power_sync_max_per_bmc",
+        "power_sync_timeout",
         "check_provision_state_interval",
         "deploy_callback_timeout",
         "clean_callback_timeout",
         "inspect_wait_timeout",
         "rescue_callback_timeout",
         "service_callback_timeout",
+        "power_state_change_timeout",
         "node_lease_timeout",
         "conductor_heartbeat_interval",
         "conductor_heartbeat_timeout",
         "conductor_request_timeout",
+        // BMCs
+        "bmc_connect_timeout",
+        "bmc_read_timeout",
+        "bmc_retries",
+        "bmc_max_requests",
         // API access
         "auth_strategy",
         "http_basic_auth_user_file",
@@ -434,6 +478,22 @@ impl Settings {
             self.conductor_request_timeout >= 1,
             "conductor_request_timeout must be at least 1 second"
         );
+        for (name, value) in [
+            ("power_sync_workers", self.power_sync_workers),
+            ("power_sync_max_per_bmc", self.power_sync_max_per_bmc),
+        ] {
+            anyhow::ensure!(
+                value >= 1,
+                "{name} must be at least 1 (it is {value}): the power sync could read no \
+                 power state; to turn the sync off set sync_power_state_interval = 0"
+            );
+        }
+        anyhow::ensure!(
+            self.power_sync_timeout >= 1,
+            "power_sync_timeout must be at least 1 second (it is 0): every power read would \
+             time out before the BMC could answer"
+        );
+        let bmc = self.bmc_settings()?;
         let config = ferric_conductor::ConductorConfig {
             hostname: self.conductor_hostname.clone(),
             conductor_group: self.conductor_group.clone(),
@@ -445,6 +505,9 @@ impl Settings {
             automated_clean: self.automated_clean,
             sync_power_state_interval: optional(self.sync_power_state_interval),
             power_state_sync_max_retries: self.power_state_sync_max_retries.max(1),
+            power_sync_workers: self.power_sync_workers,
+            power_sync_max_per_bmc: self.power_sync_max_per_bmc,
+            power_sync_timeout: seconds(self.power_sync_timeout),
             check_provision_state_interval: seconds(self.check_provision_state_interval.max(1)),
             deploy_callback_timeout: optional(self.deploy_callback_timeout),
             clean_callback_timeout: optional(self.clean_callback_timeout),
@@ -456,8 +519,41 @@ impl Settings {
             inspection: self.processing()?,
             ..ferric_conductor::ConductorConfig::default()
         };
-        let drivers = drivers.with_settings(self.driver_settings());
+        let drivers = drivers
+            .with_bmc_settings(bmc)
+            .with_settings(self.driver_settings());
         Ok((drivers, config))
+    }
+
+    /// How the drivers talk to BMCs, checked: a zero timeout or request limit would make
+    /// every BMC call fail (or never start).
+    pub(crate) fn bmc_settings(&self) -> anyhow::Result<ferric_drivers::BmcSettings> {
+        for (name, value) in [
+            ("bmc_connect_timeout", self.bmc_connect_timeout),
+            ("bmc_read_timeout", self.bmc_read_timeout),
+            (
+                "power_state_change_timeout",
+                self.power_state_change_timeout,
+            ),
+        ] {
+            anyhow::ensure!(
+                value >= 1,
+                "{name} must be at least 1 second (it is 0): no BMC could answer in time"
+            );
+        }
+        anyhow::ensure!(
+            self.bmc_max_requests >= 1,
+            "bmc_max_requests must be at least 1 (it is 0): no request could ever reach a BMC"
+        );
+        let seconds = std::time::Duration::from_secs;
+        Ok(ferric_drivers::BmcSettings {
+            connect_timeout: seconds(self.bmc_connect_timeout),
+            read_timeout: seconds(self.bmc_read_timeout),
+            retries: self.bmc_retries,
+            max_requests_per_bmc: self.bmc_max_requests,
+            power_state_change_timeout: seconds(self.power_state_change_timeout),
+            ..ferric_drivers::BmcSettings::default()
+        })
     }
 
     /// How inspection data is processed (both inspection paths).
@@ -724,6 +820,79 @@ mod tests {
             let error = Settings::load(None, &SettingsOverrides::default())
                 .expect_err("bad log format must fail");
             assert!(format!("{error:#}").contains("xml"), "{error:#}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn bmc_and_power_sync_settings_reach_the_drivers_and_conductor() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "ferric.toml",
+                "bmc_connect_timeout = 3\nbmc_read_timeout = 7\nbmc_retries = 0\n\
+                 bmc_max_requests = 9\npower_state_change_timeout = 45\n\
+                 power_sync_workers = 64\npower_sync_max_per_bmc = 5\n",
+            )?;
+            jail.set_env("FERRIC_POWER_SYNC_TIMEOUT", "12");
+            let settings = Settings::load(
+                Some(Path::new("ferric.toml")),
+                &SettingsOverrides::default(),
+            )
+            .map_err(|error| error.to_string())?;
+            let (drivers, config) = settings.conductor().map_err(|error| error.to_string())?;
+            let bmc = drivers.bmc_settings();
+            assert_eq!(bmc.connect_timeout, std::time::Duration::from_secs(3));
+            assert_eq!(bmc.read_timeout, std::time::Duration::from_secs(7));
+            assert_eq!(bmc.retries, 0);
+            assert_eq!(bmc.max_requests_per_bmc, 9);
+            assert_eq!(
+                bmc.power_state_change_timeout,
+                std::time::Duration::from_secs(45)
+            );
+            assert_eq!(config.power_sync_workers, 64);
+            assert_eq!(config.power_sync_max_per_bmc, 5);
+            assert_eq!(
+                config.power_sync_timeout,
+                std::time::Duration::from_secs(12)
+            );
+
+            for (key, needle) in [
+                (
+                    "FERRIC_BMC_READ_TIMEOUT",
+                    "bmc_read_timeout must be at least 1 second",
+                ),
+                (
+                    "FERRIC_BMC_CONNECT_TIMEOUT",
+                    "bmc_connect_timeout must be at least 1 second",
+                ),
+                (
+                    "FERRIC_BMC_MAX_REQUESTS",
+                    "bmc_max_requests must be at least 1",
+                ),
+                (
+                    "FERRIC_POWER_SYNC_WORKERS",
+                    "power_sync_workers must be at least 1",
+                ),
+                (
+                    "FERRIC_POWER_SYNC_MAX_PER_BMC",
+                    "power_sync_max_per_bmc must be at least 1",
+                ),
+                (
+                    "FERRIC_POWER_SYNC_TIMEOUT",
+                    "power_sync_timeout must be at least 1 second",
+                ),
+                (
+                    "FERRIC_POWER_STATE_CHANGE_TIMEOUT",
+                    "power_state_change_timeout must be at least 1 second",
+                ),
+            ] {
+                jail.clear_env();
+                jail.set_env(key, "0");
+                let settings = Settings::load(None, &SettingsOverrides::default())
+                    .map_err(|error| error.to_string())?;
+                let error = settings.conductor().expect_err(key).to_string();
+                assert!(error.contains(needle), "{key}: {error}");
+            }
             Ok(())
         });
     }

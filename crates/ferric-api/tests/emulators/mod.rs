@@ -70,6 +70,12 @@ pub(crate) const SUSHY_SYSTEM_UUID: &str = "4b4c2c7e-5f7b-4c57-9b0a-1b0c3f2d9e11
 
 impl Sushy {
     pub(crate) async fn start(username: &str, password: &str) -> Sushy {
+        Self::start_with(username, password, "").await
+    }
+
+    /// With `extra` lines appended to the emulator's configuration (Python), e.g. the
+    /// `SUSHY_EMULATOR_STORAGE` and `SUSHY_EMULATOR_DRIVES` its fake driver serves.
+    pub(crate) async fn start_with(username: &str, password: &str, extra: &str) -> Sushy {
         let binary = program(
             "FERRIC_SUSHY_EMULATOR",
             cache_dir().join("bmc-venv/bin/sushy-emulator"),
@@ -86,7 +92,7 @@ impl Sushy {
              \x20   'uuid': '{SUSHY_SYSTEM_UUID}', 'name': 'ferric-test', 'power_state': 'Off',\n\
              \x20   'external_notifier': False,\n\
              \x20   'nics': [{{'mac': '52:54:00:aa:bb:01', 'ip': '192.0.2.10'}}],\n\
-             }}]\n",
+             }}]\n{extra}\n",
             auth = dir.path().join("htpasswd").display().to_string(),
             state = dir.path().join("state").display().to_string(),
         );

@@ -10,6 +10,7 @@ mod bios;
 pub(crate) mod client;
 mod firmware;
 mod info;
+mod inspect;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ pub(crate) use bios::RedfishBios;
 pub(crate) use client::Clients;
 pub(crate) use firmware::RedfishFirmware;
 pub(crate) use info::PROPERTIES;
+pub(crate) use inspect::RedfishInspect;
 
 use crate::DriverError;
 use crate::bmc::BmcState;

@@ -56,6 +56,9 @@ pub struct RedfishBmc<M> {
     next_session: Mutex<u64>,
     /// BIOS settings, firmware versions and update tasks (`firmware.rs`).
     firmware: Mutex<FirmwareState>,
+    /// The size of each of the machine's disks (`layout::DISKS`) as `SimpleStorage` shows
+    /// them; 0: no disk.
+    disk_bytes: u64,
 }
 
 impl<M: MachineControl> RedfishBmc<M> {
@@ -72,7 +75,16 @@ impl<M: MachineControl> RedfishBmc<M> {
             next_session: Mutex::new(0),
             firmware: Mutex::new(FirmwareState::new(&machine.info().serial)),
             machine,
+            disk_bytes: crate::layout::DISK_BYTES,
         }
+    }
+
+    /// The disk size the BMC reports for each disk (the lab's are
+    /// [`crate::layout::DISK_BYTES`]); 0 for a machine without disks.
+    #[must_use]
+    pub fn with_disk_bytes(mut self, bytes: u64) -> Self {
+        self.disk_bytes = bytes;
+        self
     }
 
     /// Keeps firmware update tasks running (`true`) until released, so a test can look at a
@@ -144,6 +156,21 @@ pub fn router<M: MachineControl>(bmc: Arc<RedfishBmc<M>>) -> Router {
         .route(
             "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset",
             post(system_reset),
+        )
+        .route("/redfish/v1/Systems/{id}/Processors", get(processors))
+        .route(
+            "/redfish/v1/Systems/{id}/Processors/{cpu}",
+            get(processor_get),
+        )
+        .route("/redfish/v1/Systems/{id}/Memory", get(memory))
+        .route("/redfish/v1/Systems/{id}/Memory/{dimm}", get(memory_get))
+        .route(
+            "/redfish/v1/Systems/{id}/SimpleStorage",
+            get(simple_storage),
+        )
+        .route(
+            "/redfish/v1/Systems/{id}/SimpleStorage/{controller}",
+            get(simple_storage_get),
         )
         .route("/redfish/v1/Systems/{id}/EthernetInterfaces", get(nics))
         .route(
@@ -459,6 +486,9 @@ async fn system_get<M: MachineControl>(
                 "TotalSystemMemoryGiB": f64::from(info.memory_mib) / 1024.0,
                 "Status": {"State": "Enabled", "Health": "OK"},
             },
+            "Processors": {"@odata.id": format!("{uri}/Processors")},
+            "Memory": {"@odata.id": format!("{uri}/Memory")},
+            "SimpleStorage": {"@odata.id": format!("{uri}/SimpleStorage")},
             "EthernetInterfaces": {"@odata.id": format!("{uri}/EthernetInterfaces")},
             "Links": {"ManagedBy": [{"@odata.id": format!("/redfish/v1/Managers/{MANAGER_ID}")}]},
             "Actions": {
@@ -584,6 +614,142 @@ async fn system_reset<M: MachineControl>(
     }
     tracing::info!(system = %id, reset = action.redfish_name(), "reset done");
     Ok(StatusCode::NO_CONTENT)
+}
+
+const CPU_ID: &str = "CPU.1";
+const DIMM_ID: &str = "DIMM.1";
+const STORAGE_ID: &str = "SATA.1";
+
+/// One processor package with all the machine's vCPUs (QEMU's default topology).
+async fn processors<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/Processors");
+    bmc.check_system(&id, &uri)?;
+    Ok(collection(
+        &uri,
+        "#ProcessorCollection.ProcessorCollection",
+        "Processors Collection",
+        &[format!("{uri}/{CPU_ID}")],
+    ))
+}
+
+async fn processor_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path((id, cpu)): Path<(String, String)>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/Processors/{cpu}");
+    bmc.check_system(&id, &uri)?;
+    if cpu != CPU_ID {
+        return Err(RedfishError::NotFound { uri });
+    }
+    let cpus = bmc.machine.info().cpus;
+    Ok(with(
+        odata(&uri, "#Processor.v1_7_0.Processor"),
+        json!({
+            "Id": CPU_ID,
+            "Name": "Processor 1",
+            "Socket": "CPU 1",
+            "ProcessorType": "CPU",
+            "ProcessorArchitecture": "x86",
+            "InstructionSet": "x86-64",
+            "Manufacturer": "QEMU",
+            "Model": "QEMU TCG x86-64",
+            "MaxSpeedMHz": 2000,
+            "TotalCores": cpus,
+            "TotalThreads": cpus,
+            "Status": {"State": "Enabled", "Health": "OK"},
+        }),
+    ))
+}
+
+/// One DIMM with all the machine's memory.
+async fn memory<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/Memory");
+    bmc.check_system(&id, &uri)?;
+    Ok(collection(
+        &uri,
+        "#MemoryCollection.MemoryCollection",
+        "Memory Module Collection",
+        &[format!("{uri}/{DIMM_ID}")],
+    ))
+}
+
+async fn memory_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path((id, dimm)): Path<(String, String)>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/Memory/{dimm}");
+    bmc.check_system(&id, &uri)?;
+    if dimm != DIMM_ID {
+        return Err(RedfishError::NotFound { uri });
+    }
+    Ok(with(
+        odata(&uri, "#Memory.v1_7_0.Memory"),
+        json!({
+            "Id": DIMM_ID,
+            "Name": "DIMM 1",
+            "MemoryType": "DRAM",
+            "MemoryDeviceType": "DDR4",
+            "CapacityMiB": bmc.machine.info().memory_mib,
+            "Status": {"State": "Enabled", "Health": "OK"},
+        }),
+    ))
+}
+
+/// The machine's disks (virtio, `qemu-img` images of the lab's size).
+async fn simple_storage<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/SimpleStorage");
+    bmc.check_system(&id, &uri)?;
+    Ok(collection(
+        &uri,
+        "#SimpleStorageCollection.SimpleStorageCollection",
+        "Simple Storage Collection",
+        &[format!("{uri}/{STORAGE_ID}")],
+    ))
+}
+
+async fn simple_storage_get<M: MachineControl>(
+    State(bmc): State<Arc<RedfishBmc<M>>>,
+    Path((id, controller)): Path<(String, String)>,
+) -> Result<Json<Value>, RedfishError> {
+    let uri = format!("/redfish/v1/Systems/{id}/SimpleStorage/{controller}");
+    bmc.check_system(&id, &uri)?;
+    if controller != STORAGE_ID {
+        return Err(RedfishError::NotFound { uri });
+    }
+    let disks = if bmc.disk_bytes == 0 {
+        0
+    } else {
+        crate::layout::DISKS
+    };
+    let devices: Vec<Value> = (1..=disks)
+        .map(|index| {
+            json!({
+                "Name": format!("Disk {index}"),
+                "Manufacturer": "QEMU",
+                "Model": "QEMU HARDDISK",
+                "CapacityBytes": bmc.disk_bytes,
+                "Status": {"State": "Enabled", "Health": "OK"},
+            })
+        })
+        .collect();
+    Ok(with(
+        odata(&uri, "#SimpleStorage.v1_2_0.SimpleStorage"),
+        json!({
+            "Id": STORAGE_ID,
+            "Name": "Simple Storage Controller",
+            "Devices": devices,
+            "Status": {"State": "Enabled", "Health": "OK"},
+        }),
+    ))
 }
 
 const NIC_ID: &str = "NIC.1";

@@ -13,17 +13,25 @@ use crate::machine::fake::FakeMachine;
 
 const SYSTEM: &str = "/redfish/v1/Systems/node-0";
 
-fn setup() -> (Router, Arc<FakeMachine>) {
-    let machine = Arc::new(FakeMachine::new(MachineInfo {
+fn setup_machine() -> Arc<FakeMachine> {
+    Arc::new(FakeMachine::new(MachineInfo {
         name: "node-0".into(),
         uuid: "c0ffee00-0000-4000-8000-000000000000".into(),
         serial: "FERRIC-LAB-0".into(),
         mac: "52:54:00:fe:00:00".into(),
         memory_mib: 512,
         cpus: 1,
-    }));
-    let bmc = Arc::new(RedfishBmc::new(machine.clone(), "admin", "secret"));
-    (router(bmc), machine)
+    }))
+}
+
+fn router_for(bmc: RedfishBmc<FakeMachine>) -> Router {
+    router(Arc::new(bmc))
+}
+
+fn setup() -> (Router, Arc<FakeMachine>) {
+    let machine = setup_machine();
+    let bmc = RedfishBmc::new(machine.clone(), "admin", "secret");
+    (router_for(bmc), machine)
 }
 
 fn basic() -> String {
@@ -136,6 +144,49 @@ async fn system_has_the_dmtf_shape() {
         manager["Links"]["ManagerForServers"][0]["@odata.id"],
         SYSTEM
     );
+}
+
+/// What out-of-band inspection reads: processors, memory, the disk, following the system's
+/// links.
+#[tokio::test]
+async fn hardware_inventory_follows_the_machine() {
+    let (router, _) = setup();
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    let link = |name: &str| system[name]["@odata.id"].as_str().unwrap().to_owned();
+
+    let (status, cpus) = call(&router, "GET", &link("Processors"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let cpu_uri = cpus["Members"][0]["@odata.id"].as_str().unwrap();
+    let (_, cpu) = call(&router, "GET", cpu_uri, None).await;
+    assert_eq!(cpu["TotalThreads"], 1);
+    assert_eq!(cpu["InstructionSet"], "x86-64");
+
+    let (_, dimms) = call(&router, "GET", &link("Memory"), None).await;
+    let dimm_uri = dimms["Members"][0]["@odata.id"].as_str().unwrap();
+    let (_, dimm) = call(&router, "GET", dimm_uri, None).await;
+    assert_eq!(dimm["CapacityMiB"], 512);
+
+    let (_, storage) = call(&router, "GET", &link("SimpleStorage"), None).await;
+    let controller_uri = storage["Members"][0]["@odata.id"].as_str().unwrap();
+    let (_, controller) = call(&router, "GET", controller_uri, None).await;
+    let devices = controller["Devices"].as_array().unwrap();
+    assert_eq!(devices.len(), crate::layout::DISKS);
+    assert!(
+        devices
+            .iter()
+            .all(|disk| disk["CapacityBytes"] == crate::layout::DISK_BYTES)
+    );
+
+    let (status, _) = call(&router, "GET", &format!("{SYSTEM}/Processors/CPU.9"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&router, "GET", "/redfish/v1/Systems/other/Memory", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A machine without a disk lists no device.
+    let diskless =
+        router_for(RedfishBmc::new(setup_machine(), "admin", "secret").with_disk_bytes(0));
+    let (_, controller) = call(&diskless, "GET", controller_uri, None).await;
+    assert_eq!(controller["Devices"], json!([]));
 }
 
 #[tokio::test]
