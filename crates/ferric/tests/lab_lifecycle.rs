@@ -527,11 +527,9 @@ fn lifecycle(
     )?;
     client.provision(uuid, json!({"target": "manage"}))?;
     let node = client.wait_for(uuid, "manageable")?;
-    // Verifying reads the power state but, as Ironic's does, leaves recording it to the
-    // power sync and the power actions.
     ensure!(
-        node["power_state"].is_null(),
-        "verifying left power_state unset: {node}"
+        node["power_state"] == "power off",
+        "verifying read the power state: {node}"
     );
     phase("enroll + manage (verifying)", started);
 
