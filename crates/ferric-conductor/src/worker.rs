@@ -84,20 +84,24 @@ async fn drive(task: &mut Task, mut resume: bool) -> Result<(), ConductorError> 
 }
 
 /// `verifying` (seed 003): the power and management credentials work and the power state
-/// can be read; otherwise back to `enroll` with `last_error`. As in Ironic, the state read
-/// here is not recorded: `power_state` stays unset until a power action or the power sync.
+/// can be read; otherwise back to `enroll` with `last_error`. The state read is recorded, as
+/// Ironic does — except from the fake interface, which only echoes what the node has (so a
+/// fake-hardware node's `power_state` stays unset, as on Ironic).
 async fn verify(task: &mut Task) -> Result<(), ConductorError> {
     let checked = async {
         let interfaces = task.interfaces()?;
         for kind in [InterfaceKind::Power, InterfaceKind::Management] {
             interfaces.validate(&task.node, kind).await?;
         }
-        interfaces.power.get_power_state(&task.node).await?;
-        Ok::<_, ConductorError>(interfaces)
+        let power = interfaces.power.get_power_state(&task.node).await?;
+        Ok::<_, ConductorError>((interfaces, power))
     }
     .await;
     match checked {
-        Ok(interfaces) => {
+        Ok((interfaces, power)) => {
+            if !interfaces.power.echoes_recorded_state() {
+                task.node.power_state = Some(power);
+            }
             crate::hardware_data::refresh_at_manage(task, &interfaces).await;
             task.fire(Event::Done, Cause::Conductor).await
         }

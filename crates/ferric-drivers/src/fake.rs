@@ -109,6 +109,10 @@ impl PowerInterface for Fake {
         Ok(node.power_state.unwrap_or(PowerState::Off))
     }
 
+    fn echoes_recorded_state(&self) -> bool {
+        true
+    }
+
     async fn set_power(
         &self,
         node: &Node,

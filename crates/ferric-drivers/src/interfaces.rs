@@ -273,6 +273,11 @@ pub trait PowerInterface: Validate {
         timeout: Option<Duration>,
     ) -> Result<(), DriverError>;
     fn supported_power_actions(&self) -> &'static [PowerAction];
+    /// Whether [`PowerInterface::get_power_state`] only echoes the state recorded on the node
+    /// (the fake interface, as Ironic's): verifying then records nothing.
+    fn echoes_recorded_state(&self) -> bool {
+        false
+    }
 
     /// The BMC this node's power is read through, when it has one (its address): the power
     /// sync limits how many requests one BMC gets at once by it.

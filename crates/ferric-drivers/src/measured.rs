@@ -71,6 +71,10 @@ impl<T: PowerInterface> PowerInterface for Measured<T> {
         self.inner.supported_power_actions()
     }
 
+    fn echoes_recorded_state(&self) -> bool {
+        self.inner.echoes_recorded_state()
+    }
+
     fn bmc_address(&self, node: &Node) -> Option<String> {
         self.inner.bmc_address(node)
     }
