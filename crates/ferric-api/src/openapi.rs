@@ -397,7 +397,10 @@ fn schemas() -> Value {
                     "type": "array",
                     "items": {
                         "type": "object",
-                        "properties": { "name": { "type": "string" }, "count": { "type": "integer" } },
+                        "properties": {
+                            "name": { "type": "string", "description": "The shard; \"None\" counts the nodes in no shard." },
+                            "count": { "type": "integer", "minimum": 1 },
+                        },
                         "required": ["name", "count"],
                     },
                 },
@@ -409,16 +412,20 @@ fn schemas() -> Value {
             "properties": {
                 "events": {
                     "type": "array",
+                    "minItems": 1,
                     "items": {
                         "type": "object",
                         "properties": {
                             "event": { "type": "string", "enum": ["network.bind_port", "network.unbind_port", "network.delete_port"] },
-                            "port_id": { "type": "string" },
-                            "mac_address": { "type": "string" },
+                            "port_id": { "type": "string", "format": "uuid" },
+                            "mac_address": { "type": "string", "pattern": "^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$" },
                             "status": { "type": "string" },
-                            "device_id": { "type": "string" },
+                            "device_id": { "type": "string", "format": "uuid", "nullable": true },
+                            "binding:host_id": { "type": "string", "format": "uuid", "nullable": true },
+                            "binding:vnic_type": { "type": "string", "nullable": true },
                         },
-                        "required": ["event"],
+                        "required": ["event", "port_id", "mac_address", "status"],
+                        "additionalProperties": false,
                     },
                 },
             },
@@ -1619,11 +1626,7 @@ pub(crate) fn operations() -> Vec<Operation> {
 
 /// A vendor passthru call on `path` with each HTTP method a vendor method may take; `ids`
 /// in the order GET, POST, PUT, PATCH, DELETE.
-fn vendor_calls(
-    path: &'static str,
-    params: &[&str],
-    ids: [&'static str; 5],
-) -> Vec<Operation> {
+fn vendor_calls(path: &'static str, params: &[&str], ids: [&'static str; 5]) -> Vec<Operation> {
     ["get", "post", "put", "patch", "delete"]
         .into_iter()
         .zip(ids)
