@@ -455,6 +455,117 @@ impl FirmwareInterface for Fake {
     }
 }
 
+/// The fake vendor passthru methods: the names, HTTP methods and modes of Ironic's `fake`
+/// vendor interface, so clients written against it find the same ones.
+const FAKE_VENDOR_METHODS: &[VendorMethod] = &[
+    VendorMethod {
+        name: "second_method",
+        http_methods: &["POST"],
+        is_async: true,
+        description: "Checks whether 'bar' is \"kazoo\" (asynchronous: the answer is logged).",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+    VendorMethod {
+        name: "third_method_sync",
+        http_methods: &["POST"],
+        is_async: false,
+        description: "Answers whether 'bar' is \"meow\".",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+    VendorMethod {
+        name: "fourth_method_shared_lock",
+        http_methods: &["POST"],
+        is_async: true,
+        description: "Checks whether 'bar' is \"woof\" without taking the node's lease \
+                      (asynchronous: the answer is logged).",
+        attach: false,
+        require_exclusive_lock: false,
+    },
+    VendorMethod {
+        name: "log_passthrough",
+        http_methods: &["POST"],
+        is_async: true,
+        description: "Logs the arguments it is given.",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+];
+
+/// What each fake method compares `bar` with.
+fn fake_vendor_expected(method: &str) -> Option<&'static str> {
+    match method {
+        "second_method" => Some("kazoo"),
+        "third_method_sync" => Some("meow"),
+        "fourth_method_shared_lock" => Some("woof"),
+        _ => None,
+    }
+}
+
+/// Whether a parameter counts as given: present and not empty, false, zero or null (Python's
+/// truthiness, which Ironic's check uses).
+fn given(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(text)) => !text.is_empty(),
+        Some(Value::Number(number)) => number.as_f64() != Some(0.0),
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Value::Object(object)) => !object.is_empty(),
+        Some(Value::Bool(true)) => true,
+    }
+}
+
+#[async_trait]
+impl VendorInterface for Fake {
+    fn methods(&self) -> &'static [VendorMethod] {
+        FAKE_VENDOR_METHODS
+    }
+
+    async fn check_call(
+        &self,
+        _node: &Node,
+        method: &VendorMethod,
+        args: &JsonObject,
+    ) -> Result<(), DriverError> {
+        if fake_vendor_expected(method.name).is_some() && !given(args.get("bar")) {
+            return Err(DriverError::MissingParameter(format!(
+                "Parameter 'bar' not passed to method '{}'.",
+                method.name
+            )));
+        }
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        node: &mut Node,
+        method: &VendorMethod,
+        http_method: &str,
+        args: &JsonObject,
+    ) -> Result<Value, DriverError> {
+        operate(node, "vendor").await?;
+        match fake_vendor_expected(method.name) {
+            Some(expected) => {
+                let matched = args.get("bar").and_then(Value::as_str) == Some(expected);
+                tracing::debug!(node = %node.uuid, method = method.name, matched, "fake vendor method");
+                Ok(Value::Bool(matched))
+            }
+            None => {
+                let args = Value::Object(args.clone());
+                tracing::info!(
+                    node = %node.uuid,
+                    method = method.name,
+                    http_method,
+                    %args,
+                    "fake vendor passthru called"
+                );
+                Ok(Value::Null)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,116 +689,5 @@ mod tests {
         assert_eq!(delay(&node(json!({"fake_delay": 1e9}))), Some(MAX_DELAY));
         assert_eq!(delay(&node(json!({"fake_delay": "soon"}))), None);
         assert_eq!(delay(&node(json!({"fake_delay": -1}))), None);
-    }
-}
-
-/// The fake vendor passthru methods: the names, HTTP methods and modes of Ironic's `fake`
-/// vendor interface, so clients written against it find the same ones.
-const FAKE_VENDOR_METHODS: &[VendorMethod] = &[
-    VendorMethod {
-        name: "second_method",
-        http_methods: &["POST"],
-        is_async: true,
-        description: "Checks whether 'bar' is \"kazoo\" (asynchronous: the answer is logged).",
-        attach: false,
-        require_exclusive_lock: true,
-    },
-    VendorMethod {
-        name: "third_method_sync",
-        http_methods: &["POST"],
-        is_async: false,
-        description: "Answers whether 'bar' is \"meow\".",
-        attach: false,
-        require_exclusive_lock: true,
-    },
-    VendorMethod {
-        name: "fourth_method_shared_lock",
-        http_methods: &["POST"],
-        is_async: true,
-        description: "Checks whether 'bar' is \"woof\" without taking the node's lease \
-                      (asynchronous: the answer is logged).",
-        attach: false,
-        require_exclusive_lock: false,
-    },
-    VendorMethod {
-        name: "log_passthrough",
-        http_methods: &["POST"],
-        is_async: true,
-        description: "Logs the arguments it is given.",
-        attach: false,
-        require_exclusive_lock: true,
-    },
-];
-
-/// What each fake method compares `bar` with.
-fn fake_vendor_expected(method: &str) -> Option<&'static str> {
-    match method {
-        "second_method" => Some("kazoo"),
-        "third_method_sync" => Some("meow"),
-        "fourth_method_shared_lock" => Some("woof"),
-        _ => None,
-    }
-}
-
-/// Whether a parameter counts as given: present and not empty, false, zero or null (Python's
-/// truthiness, which Ironic's check uses).
-fn given(value: Option<&Value>) -> bool {
-    match value {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
-        Some(Value::String(text)) => !text.is_empty(),
-        Some(Value::Number(number)) => number.as_f64() != Some(0.0),
-        Some(Value::Array(items)) => !items.is_empty(),
-        Some(Value::Object(object)) => !object.is_empty(),
-        Some(Value::Bool(true)) => true,
-    }
-}
-
-#[async_trait]
-impl VendorInterface for Fake {
-    fn methods(&self) -> &'static [VendorMethod] {
-        FAKE_VENDOR_METHODS
-    }
-
-    async fn check_call(
-        &self,
-        _node: &Node,
-        method: &VendorMethod,
-        args: &JsonObject,
-    ) -> Result<(), DriverError> {
-        if fake_vendor_expected(method.name).is_some() && !given(args.get("bar")) {
-            return Err(DriverError::MissingParameter(format!(
-                "Parameter 'bar' not passed to method '{}'.",
-                method.name
-            )));
-        }
-        Ok(())
-    }
-
-    async fn call(
-        &self,
-        node: &mut Node,
-        method: &VendorMethod,
-        http_method: &str,
-        args: &JsonObject,
-    ) -> Result<Value, DriverError> {
-        operate(node, "vendor").await?;
-        match fake_vendor_expected(method.name) {
-            Some(expected) => {
-                let matched = args.get("bar").and_then(Value::as_str) == Some(expected);
-                tracing::debug!(node = %node.uuid, method = method.name, matched, "fake vendor method");
-                Ok(Value::Bool(matched))
-            }
-            None => {
-                let args = Value::Object(args.clone());
-                tracing::info!(
-                    node = %node.uuid,
-                    method = method.name,
-                    http_method,
-                    %args,
-                    "fake vendor passthru called"
-                );
-                Ok(Value::Null)
-            }
-        }
     }
 }

@@ -913,6 +913,49 @@ mod tests {
     }
 
     #[test]
+    fn vendor_methods_are_found_or_refused_in_ironics_words() {
+        const METHODS: &[VendorMethod] = &[VendorMethod {
+            name: "send_raw",
+            http_methods: &["POST", "PUT"],
+            is_async: true,
+            description: "",
+            attach: false,
+            require_exclusive_lock: true,
+        }];
+        let found = VendorMethod::find(METHODS, "ipmi", "send_raw", "put").unwrap();
+        assert_eq!(found.name, "send_raw");
+        let unknown = VendorMethod::find(METHODS, "ipmi", "reset", "POST").unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "No handler for method reset; the methods are: send_raw."
+        );
+        let wrong = VendorMethod::find(METHODS, "ipmi", "send_raw", "GET").unwrap_err();
+        assert!(
+            wrong
+                .to_string()
+                .starts_with("The method send_raw does not support HTTP GET"),
+            "{wrong}"
+        );
+        let none = VendorMethod::find(&[], "ipmi", "send_raw", "POST").unwrap_err();
+        assert!(matches!(none, DriverError::Unsupported { .. }), "{none}");
+        assert!(
+            [unknown, wrong, none]
+                .iter()
+                .all(DriverError::is_caller_error)
+        );
+        let listing = VendorMethod::listing(METHODS, false);
+        assert_eq!(
+            listing,
+            json!({"send_raw": {"async": true, "attach": false, "description": "",
+                "http_methods": ["POST", "PUT"]}})
+        );
+        assert_eq!(
+            VendorMethod::listing(METHODS, true)["send_raw"]["require_exclusive_lock"],
+            true
+        );
+    }
+
+    #[test]
     fn step_arguments_are_read_or_refused_with_what_to_send() {
         let changes = BiosChange::from_args(&args(json!({"settings": [
             {"name": "BootMode", "value": "Uefi"}, {"name": "Cores", "value": 4}]})))
