@@ -181,6 +181,9 @@ fn classify(method: &Method, path: &str) -> Check {
             },
             Subject::Nothing,
         ),
+        ["v1", "drivers", _, "vendor_passthru", ..] => {
+            Rule("baremetal:driver:vendor_passthru", Subject::Nothing)
+        }
         ["v1", "drivers", ..] if get => Rule("baremetal:driver:get", Subject::Nothing),
         ["v1", "conductors", ..] if get => Rule("baremetal:conductor:get", Subject::Nothing),
         ["v1", "shards"] if get => Rule("baremetal:shards:get", Subject::Nothing),
@@ -245,6 +248,7 @@ fn node_rule(method: &Method, rest: &[&str]) -> &'static str {
         ["states", "boot_mode"] => "baremetal:node:set_boot_mode",
         ["states", "secure_boot"] => "baremetal:node:set_secure_boot",
         ["management", "inject_nmi"] => "baremetal:node:inject_nmi",
+        ["vendor_passthru", ..] => "baremetal:node:vendor_passthru",
         ["volume", ..] if get => "baremetal:volume:get",
         ["traits", ..] if !get => "baremetal:node:traits:set",
         ["vifs"] if !get => "baremetal:node:vif:attach",
@@ -665,6 +669,26 @@ mod tests {
                 Method::PUT,
                 "/v1/nodes/n1/management/inject_nmi",
                 Check::Rule("baremetal:node:inject_nmi", node()),
+            ),
+            (
+                Method::GET,
+                "/v1/nodes/n1/vendor_passthru/methods",
+                Check::Rule("baremetal:node:vendor_passthru", node()),
+            ),
+            (
+                Method::POST,
+                "/v1/nodes/n1/vendor_passthru",
+                Check::Rule("baremetal:node:vendor_passthru", node()),
+            ),
+            (
+                Method::GET,
+                "/v1/drivers/fake-hardware/vendor_passthru/methods",
+                Check::Rule("baremetal:driver:vendor_passthru", Subject::Nothing),
+            ),
+            (
+                Method::DELETE,
+                "/v1/drivers/fake-hardware/vendor_passthru/some_method",
+                Check::Rule("baremetal:driver:vendor_passthru", Subject::Nothing),
             ),
             (
                 Method::GET,

@@ -397,7 +397,10 @@ fn schemas() -> Value {
                     "type": "array",
                     "items": {
                         "type": "object",
-                        "properties": { "name": { "type": "string" }, "count": { "type": "integer" } },
+                        "properties": {
+                            "name": { "type": "string", "description": "The shard; \"None\" counts the nodes in no shard." },
+                            "count": { "type": "integer", "minimum": 1 },
+                        },
                         "required": ["name", "count"],
                     },
                 },
@@ -409,16 +412,20 @@ fn schemas() -> Value {
             "properties": {
                 "events": {
                     "type": "array",
+                    "minItems": 1,
                     "items": {
                         "type": "object",
                         "properties": {
                             "event": { "type": "string", "enum": ["network.bind_port", "network.unbind_port", "network.delete_port"] },
-                            "port_id": { "type": "string" },
-                            "mac_address": { "type": "string" },
+                            "port_id": { "type": "string", "format": "uuid" },
+                            "mac_address": { "type": "string", "pattern": "^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$" },
                             "status": { "type": "string" },
-                            "device_id": { "type": "string" },
+                            "device_id": { "type": "string", "format": "uuid", "nullable": true },
+                            "binding:host_id": { "type": "string", "format": "uuid", "nullable": true },
+                            "binding:vnic_type": { "type": "string", "nullable": true },
                         },
-                        "required": ["event"],
+                        "required": ["event", "port_id", "mac_address", "status"],
+                        "additionalProperties": false,
                     },
                 },
             },
@@ -569,6 +576,28 @@ fn schemas() -> Value {
             "target": { "type": "boolean" },
         }), &["target"]),
         "InjectNmiRequest": object(json!({}), &[]),
+        "VendorMethods": {
+            "type": "object",
+            "description": "Each vendor method by name.",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "async": { "type": "boolean" },
+                    "attach": { "type": "boolean" },
+                    "description": { "type": "string" },
+                    "http_methods": { "type": "array", "items": { "type": "string" } },
+                    "require_exclusive_lock": { "type": "boolean", "description": "Node methods only." },
+                },
+                "required": ["async", "attach", "description", "http_methods"],
+            },
+        },
+        "VendorArguments": {
+            "type": "object",
+            "description": "The method's arguments; an empty body is {}.",
+        },
+        "VendorReturn": {
+            "description": "What a synchronous method returned (any JSON value).",
+        },
         "Volume": {
             "type": "object",
             "properties": {
@@ -622,6 +651,12 @@ fn parameters() -> Value {
         "chassis_uuid": path_param("chassis_uuid", "A chassis's UUID."),
         "hostname": path_param("hostname", "A conductor's hostname."),
         "driver_name": path_param("driver_name", "A hardware type's name."),
+        "vendor_method": path_param("vendor_method", "A vendor method's name."),
+        "method": {
+            "name": "method", "in": "query", "required": true,
+            "description": "The vendor method's name.",
+            "schema": { "type": "string" },
+        },
         "trait_name": path_param("trait_name", "A trait: CUSTOM_* or a standard trait."),
         "vif_id": path_param("vif_id", "The VIF's identifier."),
         "event_uuid": path_param("event_uuid", "A history event's UUID."),
@@ -701,6 +736,10 @@ pub(crate) struct Operation {
     success: (u16, Option<&'static str>),
     /// Error statuses this operation can answer besides the ones every operation can.
     errors: &'static [u16],
+    /// Also answers 202 with no body (asynchronous vendor methods).
+    accepted_too: bool,
+    /// The body may be left out.
+    body_optional: bool,
 }
 
 fn op(method: &'static str, path: &'static str, id: &'static str) -> Operation {
@@ -714,6 +753,8 @@ fn op(method: &'static str, path: &'static str, id: &'static str) -> Operation {
         body: None,
         success: (200, None),
         errors: &[],
+        accepted_too: false,
+        body_optional: false,
     }
 }
 
@@ -757,6 +798,19 @@ impl Operation {
         self
     }
 
+    /// A vendor passthru call: an optional body of arguments, 200 with the return value or
+    /// 202 for an asynchronous method.
+    fn vendor_call(mut self) -> Self {
+        if matches!(self.method, "post" | "put" | "patch") {
+            self.body = Some("VendorArguments");
+            self.body_optional = true;
+        }
+        self.accepted_too = true;
+        self.success = (200, Some("VendorReturn"));
+        self.errors = &[400, 409, 503];
+        self
+    }
+
     /// A listing: paging parameters, `fields` (not on detail paths), and its filters.
     fn listing(mut self, filters: &[(&str, u16)], detail_path: bool) -> Self {
         self = self.refs(&["limit", "marker", "sort_key", "sort_dir"]);
@@ -782,6 +836,12 @@ impl Operation {
         };
         let mut responses = Map::new();
         responses.insert(status.to_string(), success);
+        if self.accepted_too {
+            responses.insert(
+                "202".to_owned(),
+                json!({ "description": "Started (an asynchronous method), no body." }),
+            );
+        }
         let mut errors: Vec<u16> = vec![401, 404, 406, 500];
         if self.body.is_some() {
             errors.extend([400, 413, 415]);
@@ -820,7 +880,7 @@ impl Operation {
         }
         if let Some(body) = self.body {
             operation["requestBody"] = json!({
-                "required": true,
+                "required": !self.body_optional,
                 "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{body}") } } },
             });
         }
@@ -1383,6 +1443,68 @@ pub(crate) fn operations() -> Vec<Operation> {
             .body("InjectNmiRequest")
             .ok(204, None)
             .errors(&[409, 503]),
+        // Vendor passthru.
+        op("get", "/v1/nodes/{node_ident}/vendor_passthru/methods", "node_vendor_methods")
+            .summary("The node's vendor passthru methods")
+            .refs(NODE)
+            .ok(200, Some("VendorMethods"))
+            .errors(&[400]),
+    ]
+    .into_iter()
+    .chain(vendor_calls(
+        "/v1/nodes/{node_ident}/vendor_passthru",
+        &["node_ident", "method"],
+        [
+            "node_vendor_call_get",
+            "node_vendor_call_post",
+            "node_vendor_call_put",
+            "node_vendor_call_patch",
+            "node_vendor_call_delete",
+        ],
+    ))
+    .chain(vendor_calls(
+        "/v1/nodes/{node_ident}/vendor_passthru/{vendor_method}",
+        &["node_ident", "vendor_method"],
+        [
+            "node_vendor_call_named_get",
+            "node_vendor_call_named_post",
+            "node_vendor_call_named_put",
+            "node_vendor_call_named_patch",
+            "node_vendor_call_named_delete",
+        ],
+    ))
+    .chain([op(
+        "get",
+        "/v1/drivers/{driver_name}/vendor_passthru/methods",
+        "driver_vendor_methods",
+    )
+    .summary("The hardware type's driver-level vendor passthru methods")
+    .refs(&["driver_name"])
+    .ok(200, Some("VendorMethods"))
+    .errors(&[400])])
+    .chain(vendor_calls(
+        "/v1/drivers/{driver_name}/vendor_passthru",
+        &["driver_name", "method"],
+        [
+            "driver_vendor_call_get",
+            "driver_vendor_call_post",
+            "driver_vendor_call_put",
+            "driver_vendor_call_patch",
+            "driver_vendor_call_delete",
+        ],
+    ))
+    .chain(vendor_calls(
+        "/v1/drivers/{driver_name}/vendor_passthru/{vendor_method}",
+        &["driver_name", "vendor_method"],
+        [
+            "driver_vendor_call_named_get",
+            "driver_vendor_call_named_post",
+            "driver_vendor_call_named_put",
+            "driver_vendor_call_named_patch",
+            "driver_vendor_call_named_delete",
+        ],
+    ))
+    .chain([
         // Volume connectors and targets.
         op("get", "/v1/volume", "volume_get")
             .summary("Links to the volume connectors and targets")
@@ -1498,7 +1620,23 @@ pub(crate) fn operations() -> Vec<Operation> {
             .refs(&["hostname", "fields"])
             .ok(200, Some("Conductor"))
             .errors(&[400]),
-    ]
+    ])
+    .collect()
+}
+
+/// A vendor passthru call on `path` with each HTTP method a vendor method may take; `ids`
+/// in the order GET, POST, PUT, PATCH, DELETE.
+fn vendor_calls(path: &'static str, params: &[&str], ids: [&'static str; 5]) -> Vec<Operation> {
+    ["get", "post", "put", "patch", "delete"]
+        .into_iter()
+        .zip(ids)
+        .map(|(method, id)| {
+            op(method, path, id)
+                .summary("Call a vendor passthru method")
+                .refs(params)
+                .vendor_call()
+        })
+        .collect()
 }
 
 #[cfg(test)]

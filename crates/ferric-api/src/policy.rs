@@ -277,6 +277,11 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "PUT …/management/inject_nmi",
     ),
     (
+        "baremetal:node:vendor_passthru",
+        &[Admin],
+        "GET …/vendor_passthru/methods, any method on …/vendor_passthru (vendor methods)",
+    ),
+    (
         "baremetal:node:traits:set",
         NODE_MEMBERS,
         "PUT and DELETE …/traits",
@@ -468,6 +473,11 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "baremetal:driver:get",
         &[Authenticated],
         "GET /v1/drivers(…)",
+    ),
+    (
+        "baremetal:driver:vendor_passthru",
+        &[Admin],
+        "GET /v1/drivers/{driver}/vendor_passthru/methods, any method on …/vendor_passthru",
     ),
     (
         "baremetal:conductor:get",

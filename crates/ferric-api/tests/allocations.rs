@@ -300,7 +300,12 @@ async fn bios_inventory_shards_and_events() {
         json!({"shards": [{"name": "east", "count": 1}]})
     );
 
-    let event = json!({"events": [{"event": "network.bind_port", "port_id": "p1"}]});
+    let event = json!({"events": [{
+        "event": "network.bind_port",
+        "port_id": "11111111-aaaa-bbbb-cccc-555555555555",
+        "mac_address": "de:ad:ca:fe:ba:be",
+        "status": "ACTIVE",
+    }]});
     let accepted = api
         .send_at(V, Method::POST, "/v1/events", Some(event))
         .await;

@@ -274,3 +274,59 @@ async fn an_agent_may_call_back_through_an_api_process_without_a_conductor() {
         .await;
     assert_eq!(node.body["provision_state"], "active", "{}", node.body);
 }
+
+#[tokio::test]
+async fn vendor_passthru_travels_to_the_owning_conductor() {
+    let api = Api::split(Duration::from_secs(20)).await;
+    let uuid = api.enroll(json!({"driver": "fake-hardware"})).await;
+    let base = format!("/v1/nodes/{uuid}/vendor_passthru");
+    // The listing needs no conductor: the API process knows the drivers.
+    let methods = api
+        .send_latest(Method::GET, &format!("{base}/methods"), None)
+        .await;
+    assert_eq!(methods.body["third_method_sync"]["async"], false);
+
+    // A synchronous method's return value comes back over the wire.
+    let sync = api
+        .send_latest(
+            Method::POST,
+            &format!("{base}?method=third_method_sync"),
+            Some(json!({"bar": "meow"})),
+        )
+        .await;
+    assert_eq!(sync.status, StatusCode::OK, "{}", sync.body);
+    assert_eq!(sync.body, json!(true));
+    // An asynchronous one is accepted once the conductor has started it.
+    let started = api
+        .send_latest(
+            Method::POST,
+            &format!("{base}/second_method"),
+            Some(json!({"bar": "kazoo"})),
+        )
+        .await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", started.body);
+    api.settle().await;
+    // Refusals keep their status and words.
+    let missing = api
+        .send_latest(
+            Method::POST,
+            &format!("{base}?method=second_method"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{}", missing.body);
+    assert_eq!(
+        faultstring(&missing.body),
+        "Parameter 'bar' not passed to method 'second_method'."
+    );
+    let wrong = api
+        .send_latest(Method::PUT, &format!("{base}?method=second_method"), None)
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST, "{}", wrong.body);
+    assert!(
+        faultstring(&wrong.body).starts_with("The method second_method does not support HTTP PUT"),
+        "{}",
+        wrong.body
+    );
+    assert_eq!(pending_requests(&api).await, 0);
+}

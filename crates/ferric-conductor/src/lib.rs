@@ -31,6 +31,7 @@ pub mod ring;
 mod steps;
 mod task;
 mod templates;
+mod vendor;
 mod worker;
 
 use std::collections::{HashMap, HashSet};
@@ -51,6 +52,7 @@ pub use provision::ProvisionArgs;
 pub use reconcilers::ReconcilerStatus;
 pub use requests::Handoff;
 pub use ring::{HashRing, Membership, Rings};
+pub use vendor::VendorReply;
 
 /// The conductor's settings (`reference/ironic.md` §6.4 for the defaults mirrored here).
 #[derive(Debug, Clone)]

@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use crate::{
     AgentToken, Conductor, ConductorConfig, ConductorError, Heartbeat, Inner, Membership,
-    NodeValidation, ProvisionArgs, ReconcilerStatus, ValidationResult, lock,
+    NodeValidation, ProvisionArgs, ReconcilerStatus, ValidationResult, VendorReply, lock,
 };
 
 /// How often each side looks at the table even without a notification (a listener that
@@ -66,6 +66,11 @@ enum Action {
         enabled: bool,
     },
     InjectNmi,
+    VendorPassthru {
+        method: String,
+        http_method: String,
+        args: JsonObject,
+    },
     Validate,
     ContinueNode,
     Heartbeat {
@@ -259,6 +264,17 @@ async fn execute(
         Action::InjectNmi => {
             conductor.inject_nmi(node).await?;
             Ok(Value::Null)
+        }
+        Action::VendorPassthru {
+            method,
+            http_method,
+            args,
+        } => {
+            let reply = conductor
+                .vendor_passthru(node, &method, &http_method, args)
+                .await?;
+            serde_json::to_value(reply)
+                .map_err(|error| malformed(format!("vendor passthru reply: {error}")))
         }
         Action::GetBootDevice => {
             let setting = conductor.get_boot_device(node).await?;
@@ -812,6 +828,51 @@ impl Handoff {
             || Action::InjectNmi,
             |conductor| async move { conductor.inject_nmi(node).await },
             unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::vendor_passthru`] on the node's owner.
+    pub async fn vendor_passthru(
+        &self,
+        node: Uuid,
+        method: &str,
+        http_method: &str,
+        args: JsonObject,
+    ) -> Result<VendorReply, ConductorError> {
+        let wire = args.clone();
+        self.dispatch(
+            node,
+            || Action::VendorPassthru {
+                method: method.to_owned(),
+                http_method: http_method.to_owned(),
+                args: wire,
+            },
+            |conductor| async move {
+                conductor
+                    .vendor_passthru(node, method, http_method, args)
+                    .await
+            },
+            |value| serde_json::from_value(value).map_err(|error| error.to_string()),
+        )
+        .await
+    }
+
+    /// A driver-level vendor passthru call (`/v1/drivers/{driver}/vendor_passthru`): it
+    /// concerns no node, so it runs in this process with the enabled hardware types.
+    pub async fn driver_vendor_passthru(
+        &self,
+        driver: &str,
+        method: &str,
+        http_method: &str,
+        args: JsonObject,
+    ) -> Result<VendorReply, ConductorError> {
+        crate::vendor::driver_vendor_passthru(
+            &self.inner.drivers,
+            driver,
+            method,
+            http_method,
+            args,
         )
         .await
     }

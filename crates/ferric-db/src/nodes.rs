@@ -373,13 +373,19 @@ impl Store {
             .collect())
     }
 
-    /// Every shard that nodes name, with how many nodes are in it, by name.
-    pub async fn node_shard_counts(&self) -> Result<Vec<(String, i64)>, Error> {
-        let sql = "SELECT shard, COUNT(*) AS nodes FROM nodes WHERE shard IS NOT NULL \
-                   GROUP BY shard ORDER BY shard";
-        self.fetch_all(sql, &[], |row| Ok((row.text("shard")?, row.int("nodes")?)))
+    /// Every shard with how many nodes are in it, the nodes in no shard as `None`, largest
+    /// first (ties by name, no shard first), as Ironic's `GET /v1/shards` lists them.
+    pub async fn node_shard_counts(&self) -> Result<Vec<(Option<String>, i64)>, Error> {
+        let sql = "SELECT shard, COUNT(*) AS nodes FROM nodes GROUP BY shard";
+        let mut counts = self
+            .fetch_all(sql, &[], |row| {
+                Ok((row.opt_text("shard")?, row.int("nodes")?))
+            })
             .await
-            .map_err(backend("node_shard_counts"))
+            .map_err(backend("node_shard_counts"))?;
+        // Sorted here: the backends order NULL differently.
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(counts)
     }
 
     /// How many nodes are in each (provision state, power state) pair, in no order: one

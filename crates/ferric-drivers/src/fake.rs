@@ -7,7 +7,7 @@
 //! - `fake_delay`: seconds (fractional allowed, at most 60) every operation takes;
 //! - `fake_fail`: comma-separated operations that fail with a clear message — `validate`,
 //!   `power`, `management`, `deploy`, `clean`, `service`, `inspect`, `rescue`, `unrescue`,
-//!   `tear_down`, `bios`, `firmware`;
+//!   `tear_down`, `bios`, `firmware`, `vendor` (vendor passthru methods);
 //! - `fake_wait`: comma-separated operations that do not finish by themselves but leave the
 //!   node waiting for a callback — `deploy`, `clean`, `service`, `inspect`, `rescue`,
 //!   `firmware` (the `firmware.update` step).
@@ -27,7 +27,7 @@ use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface, BootMode,
     DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, Inspection,
     ManagementInterface, Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface,
-    StepCall, StepDef, StepKind, Validate, check_bios_changes,
+    StepCall, StepDef, StepKind, Validate, VendorInterface, VendorMethod, check_bios_changes,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -456,6 +456,117 @@ impl FirmwareInterface for Fake {
             return Ok(Outcome::Wait);
         }
         Ok(Outcome::Done)
+    }
+}
+
+/// The fake vendor passthru methods: the names, HTTP methods and modes of Ironic's `fake`
+/// vendor interface, so clients written against it find the same ones.
+const FAKE_VENDOR_METHODS: &[VendorMethod] = &[
+    VendorMethod {
+        name: "second_method",
+        http_methods: &["POST"],
+        is_async: true,
+        description: "Checks whether 'bar' is \"kazoo\" (asynchronous: the answer is logged).",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+    VendorMethod {
+        name: "third_method_sync",
+        http_methods: &["POST"],
+        is_async: false,
+        description: "Answers whether 'bar' is \"meow\".",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+    VendorMethod {
+        name: "fourth_method_shared_lock",
+        http_methods: &["POST"],
+        is_async: true,
+        description: "Checks whether 'bar' is \"woof\" without taking the node's lease \
+                      (asynchronous: the answer is logged).",
+        attach: false,
+        require_exclusive_lock: false,
+    },
+    VendorMethod {
+        name: "log_passthrough",
+        http_methods: &["POST"],
+        is_async: true,
+        description: "Logs the arguments it is given.",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+];
+
+/// What each fake method compares `bar` with.
+fn fake_vendor_expected(method: &str) -> Option<&'static str> {
+    match method {
+        "second_method" => Some("kazoo"),
+        "third_method_sync" => Some("meow"),
+        "fourth_method_shared_lock" => Some("woof"),
+        _ => None,
+    }
+}
+
+/// Whether a parameter counts as given: present and not empty, false, zero or null (Python's
+/// truthiness, which Ironic's check uses).
+fn given(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(text)) => !text.is_empty(),
+        Some(Value::Number(number)) => number.as_f64() != Some(0.0),
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Value::Object(object)) => !object.is_empty(),
+        Some(Value::Bool(true)) => true,
+    }
+}
+
+#[async_trait]
+impl VendorInterface for Fake {
+    fn methods(&self) -> &'static [VendorMethod] {
+        FAKE_VENDOR_METHODS
+    }
+
+    async fn check_call(
+        &self,
+        _node: &Node,
+        method: &VendorMethod,
+        args: &JsonObject,
+    ) -> Result<(), DriverError> {
+        if fake_vendor_expected(method.name).is_some() && !given(args.get("bar")) {
+            return Err(DriverError::MissingParameter(format!(
+                "Parameter 'bar' not passed to method '{}'.",
+                method.name
+            )));
+        }
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        node: &mut Node,
+        method: &VendorMethod,
+        http_method: &str,
+        args: &JsonObject,
+    ) -> Result<Value, DriverError> {
+        operate(node, "vendor").await?;
+        match fake_vendor_expected(method.name) {
+            Some(expected) => {
+                let matched = args.get("bar").and_then(Value::as_str) == Some(expected);
+                tracing::debug!(node = %node.uuid, method = method.name, matched, "fake vendor method");
+                Ok(Value::Bool(matched))
+            }
+            None => {
+                let args = Value::Object(args.clone());
+                tracing::info!(
+                    node = %node.uuid,
+                    method = method.name,
+                    http_method,
+                    %args,
+                    "fake vendor passthru called"
+                );
+                Ok(Value::Null)
+            }
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use crate::interfaces::{
     BiosChange, BiosInterface, BootDevice, BootDeviceSetting, BootInterface, DeployInterface,
     FirmwareInterface, FirmwareUpdate, InspectInterface, ManagementInterface, Outcome,
     PowerInterface, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+    VendorInterface,
 };
 use crate::ipmi::Ipmi;
 use crate::ipxe::IpxeBoot;
@@ -84,7 +85,8 @@ const FAKE_PROPERTIES: &[(&str, &str)] = &[
     (
         "fake_fail",
         "Comma-separated operations that fail: validate, power, management, deploy, clean, \
-         service, inspect, rescue, unrescue, tear_down, bios, firmware, raid. Optional.",
+         service, inspect, rescue, unrescue, tear_down, bios, firmware, raid, vendor. \
+         Optional.",
     ),
     (
         "fake_wait",
@@ -441,6 +443,7 @@ impl Drivers {
                 kind: InterfaceKind::Raid,
             }),
         };
+        let vendor = vendor_interface(&name(InterfaceKind::Vendor));
         let mut validators: BTreeMap<InterfaceKind, Arc<dyn Validate>> = BTreeMap::new();
         for kind in InterfaceKind::ALL {
             let validator: Arc<dyn Validate> = match kind {
@@ -453,6 +456,7 @@ impl Drivers {
                 InterfaceKind::Bios => bios.clone(),
                 InterfaceKind::Firmware => firmware.clone(),
                 InterfaceKind::Raid => raid.clone(),
+                InterfaceKind::Vendor => vendor.clone(),
                 _ => match name(kind).as_str() {
                     "fake" => Arc::new(Fake),
                     "flat" | "noop" => Arc::new(Passive),
@@ -471,8 +475,28 @@ impl Drivers {
             bios,
             firmware,
             raid,
+            vendor,
             validators,
         })
+    }
+
+    /// The vendor interface of driver-level passthru calls: the hardware type's default, as
+    /// Ironic picks it.
+    pub fn driver_vendor(&self, driver: &str) -> Result<Arc<dyn VendorInterface>, DriverError> {
+        let hardware_type = self.get(driver).ok_or_else(|| self.unknown(driver))?;
+        Ok(vendor_interface(
+            hardware_type.default_interface(InterfaceKind::Vendor),
+        ))
+    }
+}
+
+/// The vendor interface named `name` (`no-vendor` for any other name).
+fn vendor_interface(name: &str) -> Arc<dyn VendorInterface> {
+    match name {
+        "fake" => Arc::new(Fake),
+        _ => Arc::new(Noop {
+            kind: InterfaceKind::Vendor,
+        }),
     }
 }
 
@@ -488,6 +512,7 @@ pub struct Interfaces {
     pub bios: Arc<dyn BiosInterface>,
     pub firmware: Arc<dyn FirmwareInterface>,
     pub raid: Arc<dyn RaidInterface>,
+    pub vendor: Arc<dyn VendorInterface>,
     validators: BTreeMap<InterfaceKind, Arc<dyn Validate>>,
 }
 

@@ -761,6 +761,153 @@ pub trait RaidInterface: Validate {
     ) -> Result<Outcome, DriverError>;
 }
 
+/// One vendor passthru method (`GET /v1/nodes/{node}/vendor_passthru/methods`), as Ironic
+/// describes its `@passthru` methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VendorMethod {
+    pub name: &'static str,
+    /// The HTTP methods it answers, upper case.
+    pub http_methods: &'static [&'static str],
+    /// Runs in the background (the API answers 202 with no body) rather than while the
+    /// caller waits (200 with its return value).
+    pub is_async: bool,
+    pub description: &'static str,
+    /// The return value is the response body itself, not JSON.
+    pub attach: bool,
+    /// Node methods only: whether it runs under the node's lease. Methods that do not must
+    /// not change the node (nothing they write is saved).
+    pub require_exclusive_lock: bool,
+}
+
+impl VendorMethod {
+    /// The method's entry in a methods listing; `require_exclusive_lock` only for node
+    /// methods, as Ironic lists them.
+    pub fn metadata(&self, node_level: bool) -> Value {
+        let mut object = JsonObject::new();
+        object.insert("async".into(), self.is_async.into());
+        object.insert("attach".into(), self.attach.into());
+        object.insert("description".into(), self.description.into());
+        object.insert(
+            "http_methods".into(),
+            Value::Array(
+                self.http_methods
+                    .iter()
+                    .map(|method| Value::from(*method))
+                    .collect(),
+            ),
+        );
+        if node_level {
+            object.insert(
+                "require_exclusive_lock".into(),
+                self.require_exclusive_lock.into(),
+            );
+        }
+        Value::Object(object)
+    }
+
+    /// A methods listing: `{"<name>": {metadata}}`.
+    pub fn listing(methods: &[VendorMethod], node_level: bool) -> Value {
+        Value::Object(
+            methods
+                .iter()
+                .map(|method| (method.name.to_owned(), method.metadata(node_level)))
+                .collect(),
+        )
+    }
+
+    /// Finds the method a call names among `methods` (those of `driver`'s vendor interface)
+    /// and checks it answers `http_method`, with Ironic's words: an interface with no methods
+    /// at all (`no-vendor`) is UnsupportedDriverExtension, an unknown name "No handler for
+    /// method", a wrong HTTP method "does not support HTTP"; all are the caller's error (400).
+    pub fn find<'a>(
+        methods: &'a [VendorMethod],
+        driver: &str,
+        name: &str,
+        http_method: &str,
+    ) -> Result<&'a VendorMethod, DriverError> {
+        if methods.is_empty() {
+            return Err(DriverError::Unsupported {
+                driver: driver.to_owned(),
+                kind: InterfaceKind::Vendor,
+            });
+        }
+        let method = methods
+            .iter()
+            .find(|method| method.name == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = methods.iter().map(|method| method.name).collect();
+                DriverError::InvalidParameter(format!(
+                    "No handler for method {name}; the methods are: {}.",
+                    known.join(", ")
+                ))
+            })?;
+        let http_method = http_method.to_ascii_uppercase();
+        if !method.http_methods.contains(&http_method.as_str()) {
+            return Err(DriverError::InvalidParameter(format!(
+                "The method {name} does not support HTTP {http_method}; use {}.",
+                method.http_methods.join(" or ")
+            )));
+        }
+        Ok(method)
+    }
+}
+
+/// Vendor passthru (`/v1/nodes/{node}/vendor_passthru?method=…` and the driver-level
+/// `/v1/drivers/{driver}/vendor_passthru?method=…`): methods a driver offers beyond the
+/// standard interfaces, called by name with a JSON object of arguments.
+#[async_trait]
+pub trait VendorInterface: Validate {
+    /// The methods called on a node.
+    fn methods(&self) -> &'static [VendorMethod];
+
+    /// The methods called on the hardware type, without a node.
+    fn driver_methods(&self) -> &'static [VendorMethod] {
+        &[]
+    }
+
+    /// Checks a node call's arguments before anything runs (a missing parameter is the
+    /// caller's error, answered 400 before an asynchronous method is started).
+    async fn check_call(
+        &self,
+        node: &Node,
+        method: &VendorMethod,
+        args: &JsonObject,
+    ) -> Result<(), DriverError>;
+
+    /// Runs a node method; its return value is what a synchronous call answers.
+    async fn call(
+        &self,
+        node: &mut Node,
+        method: &VendorMethod,
+        http_method: &str,
+        args: &JsonObject,
+    ) -> Result<Value, DriverError>;
+
+    /// Checks a driver-level call's arguments before anything runs.
+    async fn check_driver_call(
+        &self,
+        _driver: &str,
+        _method: &VendorMethod,
+        _args: &JsonObject,
+    ) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    /// Runs a driver-level method.
+    async fn driver_call(
+        &self,
+        driver: &str,
+        method: &VendorMethod,
+        _http_method: &str,
+        _args: &JsonObject,
+    ) -> Result<Value, DriverError> {
+        Err(DriverError::InvalidParameter(format!(
+            "No handler for method {} in driver {driver}.",
+            method.name
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -768,6 +915,49 @@ mod tests {
 
     fn args(value: Value) -> JsonObject {
         value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn vendor_methods_are_found_or_refused_in_ironics_words() {
+        const METHODS: &[VendorMethod] = &[VendorMethod {
+            name: "send_raw",
+            http_methods: &["POST", "PUT"],
+            is_async: true,
+            description: "",
+            attach: false,
+            require_exclusive_lock: true,
+        }];
+        let found = VendorMethod::find(METHODS, "ipmi", "send_raw", "put").unwrap();
+        assert_eq!(found.name, "send_raw");
+        let unknown = VendorMethod::find(METHODS, "ipmi", "reset", "POST").unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "No handler for method reset; the methods are: send_raw."
+        );
+        let wrong = VendorMethod::find(METHODS, "ipmi", "send_raw", "GET").unwrap_err();
+        assert!(
+            wrong
+                .to_string()
+                .starts_with("The method send_raw does not support HTTP GET"),
+            "{wrong}"
+        );
+        let none = VendorMethod::find(&[], "ipmi", "send_raw", "POST").unwrap_err();
+        assert!(matches!(none, DriverError::Unsupported { .. }), "{none}");
+        assert!(
+            [unknown, wrong, none]
+                .iter()
+                .all(DriverError::is_caller_error)
+        );
+        let listing = VendorMethod::listing(METHODS, false);
+        assert_eq!(
+            listing,
+            json!({"send_raw": {"async": true, "attach": false, "description": "",
+                "http_methods": ["POST", "PUT"]}})
+        );
+        assert_eq!(
+            VendorMethod::listing(METHODS, true)["send_raw"]["require_exclusive_lock"],
+            true
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
 pub use interfaces::{
     BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate, ImageChecksum,
     Inspection, InspectionStatus, OutOfBand, Outcome, PowerAction, StepCall, StepDef, StepKind,
+    VendorInterface, VendorMethod,
 };
 pub use settings::{
     AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, InspectorSettings,

@@ -1,6 +1,6 @@
-//! The no-op interfaces (`no-inspect`, `no-rescue`, `no-bios`, `no-firmware`, `noop`, …): they accept nothing, so a
-//! request that needs them fails with Ironic's UnsupportedDriverExtension, and `/validate`
-//! reports them as unsupported.
+//! The no-op interfaces (`no-inspect`, `no-rescue`, `no-bios`, `no-firmware`, `no-vendor`,
+//! `noop`, …): they accept nothing, so a request that needs them fails with Ironic's
+//! UnsupportedDriverExtension, and `/validate` reports them as unsupported.
 
 use async_trait::async_trait;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node};
@@ -9,6 +9,7 @@ use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, FirmwareInterface, FirmwareUpdate, InspectInterface,
     Inspection, Outcome, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
+    VendorInterface, VendorMethod,
 };
 
 /// A no-op interface of `kind`.
@@ -133,6 +134,33 @@ impl RaidInterface for Noop {
         _kind: StepKind,
         _step: &StepCall,
     ) -> Result<Outcome, DriverError> {
+        Err(self.unsupported(node))
+    }
+}
+
+/// `no-vendor`: no methods, so every call is UnsupportedDriverExtension (400).
+#[async_trait]
+impl VendorInterface for Noop {
+    fn methods(&self) -> &'static [VendorMethod] {
+        &[]
+    }
+
+    async fn check_call(
+        &self,
+        node: &Node,
+        _method: &VendorMethod,
+        _args: &JsonObject,
+    ) -> Result<(), DriverError> {
+        Err(self.unsupported(node))
+    }
+
+    async fn call(
+        &self,
+        node: &mut Node,
+        _method: &VendorMethod,
+        _http_method: &str,
+        _args: &JsonObject,
+    ) -> Result<serde_json::Value, DriverError> {
         Err(self.unsupported(node))
     }
 }

@@ -136,7 +136,10 @@ pub async fn driver_list(
     Ok(Json(json!({ "drivers": drivers })))
 }
 
-fn hardware_type(state: &ApiState, name: &str) -> Result<&'static HardwareType, ApiError> {
+pub(crate) fn hardware_type(
+    state: &ApiState,
+    name: &str,
+) -> Result<&'static HardwareType, ApiError> {
     state
         .conductor
         .drivers()

@@ -38,6 +38,7 @@ pub mod runbooks;
 pub mod states;
 pub(crate) mod step_lists;
 pub mod traits;
+pub mod vendor;
 pub mod vifs;
 pub mod volumes;
 

@@ -17,7 +17,9 @@ use axum::{Json, Router};
 use ferric_model::Microversion;
 use ferric_model::resources::{BiosSetting, Ident};
 use serde_json::{Map, Value, json};
+use uuid::Uuid;
 
+use super::port_fields::normalize_mac;
 use super::resource::require_endpoint;
 use super::{base_url, db_error, json_object_body, opt_timestamp, parse_bool_param, timestamp};
 use crate::version::ApiVersion;
@@ -221,7 +223,8 @@ pub async fn inventory_get(
     }
 }
 
-/// `GET /v1/shards`: `{"shards": [{"name", "count"}]}` for every shard nodes name.
+/// `GET /v1/shards`: `{"shards": [{"name", "count"}]}`, largest first. As Ironic does,
+/// nodes in no shard are counted under the name `"None"`, and query parameters are ignored.
 pub async fn shard_list(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
@@ -230,46 +233,110 @@ pub async fn shard_list(
     let counts = state.store.node_shard_counts().await.map_err(db_error)?;
     let shards: Vec<Value> = counts
         .into_iter()
-        .map(|(name, count)| json!({ "name": name, "count": count }))
+        .map(|(name, count)| {
+            json!({ "name": name.unwrap_or_else(|| "None".to_owned()), "count": count })
+        })
         .collect();
     Ok(Json(json!({ "shards": shards })))
 }
 
-/// `POST /v1/events` (`{"events": [{"event": "network.bind_port", …}]}`): 204.
+/// `POST /v1/events` (`{"events": [{"event": "network.bind_port", …}]}`): 204. Each event
+/// is checked as Ironic's schema checks it: `event`, `port_id` (a UUID), `mac_address` and
+/// `status` required; `device_id` and `binding:host_id` UUIDs or null; `binding:vnic_type`
+/// text or null; nothing else.
 pub async fn event_post(
     ApiVersion(version): ApiVersion,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     require_endpoint(version, EVENTS_SINCE, "/v1/events")?;
     let mut body = json_object_body(&body)?;
-    let Some(Value::Array(events)) = body.remove("events") else {
-        return Err(ApiError::bad_request(
-            "Mandatory field missing: 'events' (a list of event objects).",
-        ));
+    let events = match body.remove("events") {
+        Some(Value::Array(events)) if !events.is_empty() => events,
+        Some(Value::Array(_)) => {
+            return Err(ApiError::bad_request(
+                "'events' is empty: send at least one event.",
+            ));
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "'events' must be a list of event objects.",
+            ));
+        }
+        None => {
+            return Err(ApiError::bad_request(
+                "Mandatory field missing: 'events' (a list of event objects).",
+            ));
+        }
     };
     if let Some(unknown) = body.keys().next() {
         return Err(ApiError::bad_request(format!(
-            "Unknown field '{unknown}' in an events request."
+            "Unknown field '{unknown}' in an events request; only 'events' is allowed."
         )));
     }
-    for event in &events {
-        let kind = event.get("event").and_then(Value::as_str).unwrap_or("");
-        if !EVENT_TYPES.contains(&kind) {
-            return Err(ApiError::bad_request(format!(
-                "Invalid event '{kind}': use one of {}.",
-                EVENT_TYPES.join(", ")
-            )));
-        }
-        for key in ["port_id", "mac_address", "status", "device_id"] {
-            if !event.get(key).is_none_or(Value::is_string) {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid {key} in event '{kind}': expected a string."
-                )));
-            }
-        }
+    for (index, event) in events.iter().enumerate() {
+        check_event(index, event)?;
     }
     for event in &events {
         tracing::info!(%event, "network event received");
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// One network event against Ironic's schema; the message names the event by its position.
+fn check_event(index: usize, event: &Value) -> Result<(), ApiError> {
+    let invalid = |what: String| ApiError::bad_request(format!("Invalid event #{index}: {what}"));
+    let Some(event) = event.as_object() else {
+        return Err(invalid("expected an object.".to_owned()));
+    };
+    let kind = match event.get("event") {
+        Some(Value::String(kind)) if EVENT_TYPES.contains(&kind.as_str()) => kind,
+        Some(other) => {
+            return Err(invalid(format!(
+                "'event' is {other}; use one of {}.",
+                EVENT_TYPES.join(", ")
+            )));
+        }
+        None => return Err(invalid("'event' is missing.".to_owned())),
+    };
+    for key in ["port_id", "mac_address", "status"] {
+        if !event.contains_key(key) {
+            return Err(invalid(format!(
+                "'{key}' is missing (a {kind} event needs event, port_id, mac_address and \
+                 status)."
+            )));
+        }
+    }
+    for (key, value) in event {
+        let text = value.as_str();
+        let nullable = matches!(
+            key.as_str(),
+            "device_id" | "binding:host_id" | "binding:vnic_type"
+        );
+        let valid = match key.as_str() {
+            "event" => true,
+            "status" | "binding:vnic_type" => text.is_some() || (nullable && value.is_null()),
+            "mac_address" => text.is_some_and(|text| normalize_mac(text).is_ok()),
+            "port_id" | "device_id" | "binding:host_id" => {
+                text.is_some_and(|text| Uuid::parse_str(text).is_ok())
+                    || (nullable && value.is_null())
+            }
+            other => {
+                return Err(invalid(format!(
+                    "unknown field '{other}'; an event has event, port_id, mac_address, \
+                     status, device_id, binding:host_id and binding:vnic_type."
+                )));
+            }
+        };
+        if !valid {
+            let expected = match key.as_str() {
+                "mac_address" => "a MAC address",
+                "status" => "a string",
+                "binding:vnic_type" => "a string or null",
+                "port_id" => "a UUID",
+                _ => "a UUID or null",
+            };
+            return Err(invalid(format!("'{key}' is {value}; expected {expected}.")));
+        }
+    }
+    Ok(())
 }
