@@ -9,13 +9,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, put};
 use ferric_conductor::ConductorError;
-use ferric_model::resources::Ident;
 use serde_json::{Value, json};
 
-use super::nodes::lease_holder;
+use super::json_object_body;
 use super::resource::require_endpoint;
-use super::states::conductor_error;
-use super::{db_error, json_object_body};
+use super::states::{conductor_error, update_unleased_node};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -46,39 +44,21 @@ pub async fn node_raid_set(
         &format!("/v1/nodes/{ident}/states/raid"),
     )?;
     let target = json_object_body(&body)?;
-    for _ in 0..3 {
-        let mut node = state
-            .store
-            .node_get(&Ident::parse(&ident))
-            .await
-            .map_err(db_error)?;
+    update_unleased_node(&state, &ident, "its target RAID configuration", |node| {
         let interfaces = state
             .conductor
             .drivers()
-            .load(&node)
+            .load(node)
             .map_err(|error| conductor_error(ConductorError::Driver(error)))?;
         interfaces
             .raid
-            .validate_target(&node, &target)
+            .validate_target(node, &target)
             .map_err(|error| ApiError::bad_request(error.to_string()))?;
-        if let Some(holder) = lease_holder(&state.store, node.uuid).await? {
-            return Err(conductor_error(ConductorError::NodeLocked {
-                node: node.uuid,
-                holder,
-            }));
-        }
-        let expected = node.version;
         node.target_raid_config = target.clone();
-        match state.store.node_update(&node, expected).await {
-            Ok(_) => return Ok(StatusCode::NO_CONTENT),
-            // The conductor wrote the node between our read and write: read again.
-            Err(ferric_db::Error::StaleRevision { .. }) => {}
-            Err(error) => return Err(db_error(error)),
-        }
-    }
-    Err(ApiError::conflict(format!(
-        "Node {ident} kept changing while its target RAID configuration was set; retry."
-    )))
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// What each property of a logical disk means (Ferric's words; the keys are Ironic's).

@@ -600,25 +600,24 @@ pub async fn node_validate(
     Ok(Json(Value::Object(body)))
 }
 
-async fn set_maintenance(
+/// Changes fields of a node no conductor holds (409 while one does), reading it again when the
+/// conductor wrote it between the read and the write; `what` names the change for the 409
+/// after three such races. `change` may refuse the request.
+pub(crate) async fn update_unleased_node(
     state: &ApiState,
     ident: &str,
-    on: bool,
-    reason: Option<String>,
+    what: &str,
+    mut change: impl FnMut(&mut Node) -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
     for _ in 0..3 {
         let mut node = node(state, ident).await?;
+        let expected = node.version;
+        change(&mut node)?;
         if let Some(holder) = lease_holder(&state.store, node.uuid).await? {
             return Err(conductor_error(ConductorError::NodeLocked {
                 node: node.uuid,
                 holder,
             }));
-        }
-        let expected = node.version;
-        node.maintenance = on;
-        node.maintenance_reason = if on { reason.clone() } else { None };
-        if !on {
-            node.fault = None;
         }
         match state.store.node_update(&node, expected).await {
             Ok(_) => return Ok(()),
@@ -628,8 +627,25 @@ async fn set_maintenance(
         }
     }
     Err(ApiError::conflict(format!(
-        "Node {ident} kept changing while its maintenance flag was set; retry."
+        "Node {ident} kept changing while {what} was set; retry."
     )))
+}
+
+async fn set_maintenance(
+    state: &ApiState,
+    ident: &str,
+    on: bool,
+    reason: Option<String>,
+) -> Result<(), ApiError> {
+    update_unleased_node(state, ident, "its maintenance flag", |node| {
+        node.maintenance = on;
+        node.maintenance_reason = if on { reason.clone() } else { None };
+        if !on {
+            node.fault = None;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// `PUT /v1/nodes/{node}/maintenance`: `{"reason": …}` optional; 202.
