@@ -127,6 +127,18 @@ pub(crate) enum NodeCommand {
     /// Example: `ferric node maintenance set n1 --reason "replacing a DIMM"`.
     #[command(subcommand)]
     Maintenance(MaintenanceCommand),
+    /// Set a node's target RAID configuration (PUT /v1/nodes/{node}/states/raid); build it
+    /// with `ferric node clean NODE --clean-steps` naming `raid.create_configuration`.
+    ///
+    /// Example: `ferric node raid-target n1 '{"logical_disks": [{"size_gb": "MAX",
+    /// "raid_level": "1", "is_root_volume": true, "controller": "software"}]}'` (`{}` clears
+    /// it).
+    RaidTarget {
+        /// Name or UUID of the node.
+        node: String,
+        /// The configuration as JSON, a file holding it, or - for stdin.
+        config: String,
+    },
     /// Check each of a node's interfaces (GET /v1/nodes/{node}/validate).
     ///
     /// Example: `ferric node validate n1`.
@@ -629,6 +641,11 @@ pub(crate) fn run(context: &Context, command: NodeCommand) -> Result<(), CliErro
         }
         NodeCommand::Maintenance(MaintenanceCommand::Unset { node }) => {
             client.delete(&format!("{}/maintenance", node_path(&node)))?;
+            Ok(())
+        }
+        NodeCommand::RaidTarget { node, config } => {
+            let body = crate::json_argument("config", &config)?;
+            client.put(&format!("{}/states/raid", node_path(&node)), &body)?;
             Ok(())
         }
         NodeCommand::Validate { node } => {
