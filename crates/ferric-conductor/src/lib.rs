@@ -19,6 +19,7 @@
 //! Tests step this machine instead of sleeping: [`Conductor::wait_idle`] waits for running
 //! workers, and every reconciler has a `run_once`.
 
+mod abort;
 pub mod agent;
 mod error;
 mod hardware_data;
@@ -34,7 +35,7 @@ mod templates;
 mod vendor;
 mod worker;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -168,8 +169,9 @@ pub(crate) struct Inner {
     workers: Arc<Semaphore>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
-    /// Nodes a task of this process works on right now.
-    busy: Mutex<HashSet<Uuid>>,
+    /// Nodes a task of this process works on right now, each with the token that tells that
+    /// task an abort was accepted (`abort.rs`).
+    busy: Mutex<HashMap<Uuid, CancellationToken>>,
     /// Inspection data posted to `/v1/continue_inspection`, handed to the worker that
     /// processes it (in this process: the API calls the conductor directly).
     pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
@@ -190,8 +192,15 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Inner {
-    pub(crate) fn mark_busy(&self, node: Uuid) -> bool {
-        lock(&self.busy).insert(node)
+    /// Marks `node` busy; its abort token, or `None` when a task here already works on it.
+    pub(crate) fn mark_busy(&self, node: Uuid) -> Option<CancellationToken> {
+        let mut busy = lock(&self.busy);
+        if busy.contains_key(&node) {
+            return None;
+        }
+        let token = CancellationToken::new();
+        busy.insert(node, token.clone());
+        Some(token)
     }
 
     pub(crate) fn unmark_busy(&self, node: Uuid) {
@@ -199,7 +208,14 @@ impl Inner {
     }
 
     pub(crate) fn is_busy(&self, node: Uuid) -> bool {
-        lock(&self.busy).contains(&node)
+        lock(&self.busy).contains_key(&node)
+    }
+
+    /// Tells the task working on `node` in this process, if any, that an abort was accepted.
+    pub(crate) fn signal_abort(&self, node: Uuid) {
+        if let Some(token) = lock(&self.busy).get(&node) {
+            token.cancel();
+        }
     }
 
     /// Whether `node` is this conductor's by the hash ring, so its reconcilers look after
@@ -284,7 +300,7 @@ impl Conductor {
                 workers,
                 tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
-                busy: Mutex::new(HashSet::new()),
+                busy: Mutex::new(HashMap::new()),
                 inspection_data: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),

@@ -84,62 +84,6 @@ impl Conductor {
     }
 }
 
-impl Conductor {
-    /// Seed 001's `DELETE /v1/nodes/{node}/provision`: stops the deployment running on
-    /// `node`. A node waiting for its agent is aborted at once, as the `abort` verb does; a
-    /// step running right now is interrupted at its next look at the agent (the node ends in
-    /// `deploy failed`, powered off). [`ConductorError::Forbidden`] when the running step may
-    /// not be interrupted, [`ConductorError::NothingRunning`] when no deployment runs.
-    pub async fn abort_deployment(&self, node: Uuid) -> Result<(), ConductorError> {
-        let inner = &self.inner;
-        let current = inner
-            .store
-            .node_get(&ferric_model::resources::Ident::Uuid(node))
-            .await?;
-        match current.provision_state {
-            ProvisionState::WaitCallBack | ProvisionState::DeployHold => {
-                self.provision(node, Verb::Abort, ProvisionArgs::default())
-                    .await
-            }
-            ProvisionState::Deploying => {
-                let ports = inner
-                    .store
-                    .port_list(
-                        &ferric_db::PortFilter {
-                            node_uuid: Some(node),
-                            ..ferric_db::PortFilter::default()
-                        },
-                        &ferric_db::Page::all(),
-                    )
-                    .await?;
-                let interfaces = inner.drivers.load_with_ports(&current, &ports)?;
-                current_step_is_abortable(&interfaces, &current, StepKind::Deploy)
-                    .map_err(ConductorError::Forbidden)?;
-                // The worker may run on any conductor: the request is a database row it
-                // reads between two looks at the agent.
-                let held = inner
-                    .store
-                    .node_lease_get(node)
-                    .await?
-                    .is_some_and(|lease| !lease.is_expired_at(chrono::Utc::now()));
-                if !held {
-                    return Err(ConductorError::Conflict(format!(
-                        "Node {node} is in state \"deploying\" but no conductor works on it \
-                         right now; it will be failed by recovery shortly. Retry then."
-                    )));
-                }
-                inner.store.node_abort_request_set(node).await?;
-                tracing::info!(node = %node, "abort of the running deployment requested");
-                Ok(())
-            }
-            state => Err(ConductorError::NothingRunning(format!(
-                "No deployment is running on node {node} (it is in state \"{state}\"); there \
-                 is nothing to abort."
-            ))),
-        }
-    }
-}
-
 fn invalid(error: DriverError) -> ConductorError {
     match error {
         DriverError::Failed(message) => ConductorError::Invalid(message),
@@ -160,10 +104,11 @@ async fn start(
     check_verb(verb, state, Microversion::new(u16::MAX))
         .map_err(|error| ConductorError::Invalid(error.message_for_node(&node_uuid.to_string())))?;
     let event = verb.event();
+    // No worker runs while this task holds the lease: an abort mark left now is stale and
+    // must not stop the flow that starts here.
+    task.clear_abort_request().await;
     match event {
         Event::Deploy | Event::Rebuild => {
-            // An abort that arrived after the previous deployment ended must not stop this one.
-            task.clear_abort_request().await;
             if task.node.maintenance {
                 return Err(ConductorError::Invalid(format!(
                     "Cannot deploy node {node_uuid}: it is in maintenance mode. Clear \

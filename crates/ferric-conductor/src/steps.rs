@@ -19,6 +19,7 @@ use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 use serde_json::Value;
 
 use crate::ConductorError;
+use crate::abort::{Aborted, interruptible};
 use crate::task::Task;
 
 /// How far a step list got.
@@ -30,6 +31,9 @@ pub(crate) enum Progress {
     Wait,
     /// A `hold` step: the node waits for an operator's `unhold`.
     Hold,
+    /// The flow is marked for abort (`abort.rs`): what ran was stopped, nothing more runs,
+    /// and the node is as the last step left it, not yet moved on.
+    Aborted,
 }
 
 fn plan_key(kind: StepKind) -> String {
@@ -264,34 +268,49 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             .node
             .driver_internal_info
             .contains_key(&prepared_key(kind));
+    let signal = task.abort_signal();
     if needs_preparing {
-        let prepared = interfaces
-            .deploy
-            .prepare(&mut task.node, kind)
+        let Ok(prepared) = signal
+            .unless_aborted(interfaces.deploy.prepare(&mut task.node, kind))
             .await
-            .map_err(|error| {
-                format!(
-                    "Preparing node {} for {} failed: {error}",
-                    task.uuid(),
-                    step_noun(kind)
-                )
-            })?;
+        else {
+            return Ok(Progress::Aborted);
+        };
+        let prepared = prepared.map_err(|error| {
+            format!(
+                "Preparing node {} for {} failed: {error}",
+                task.uuid(),
+                step_noun(kind)
+            )
+        })?;
         let key = match prepared {
             Outcome::Wait => preparing_key(kind),
             Outcome::Done | Outcome::Poll(_) => prepared_key(kind),
         };
         task.node.driver_internal_info.insert(key, true.into());
         if prepared == Outcome::Wait {
-            task.save().await.map_err(|error| error.to_string())?;
-            return Ok(Progress::Wait);
+            return saved_unless_aborted(task, Progress::Wait).await;
         }
     }
     while let Some(step) = plan.get(index) {
-        *current_step_field(&mut task.node, kind) = step.to_json();
-        task.node
+        // A step boundary: the abort mark is looked at in the write that starts the step.
+        let previous = std::mem::replace(current_step_field(&mut task.node, kind), step.to_json());
+        let previous_index = task
+            .node
             .driver_internal_info
             .insert(index_key(kind), index.into());
-        task.save().await.map_err(|error| error.to_string())?;
+        if saved_unless_aborted(task, Progress::Done).await? == Progress::Aborted {
+            // The step never started: the abort names the one before it.
+            *current_step_field(&mut task.node, kind) = previous;
+            match previous_index {
+                Some(previous_index) => task
+                    .node
+                    .driver_internal_info
+                    .insert(index_key(kind), previous_index),
+                None => task.node.driver_internal_info.remove(&index_key(kind)),
+            };
+            return Ok(Progress::Aborted);
+        }
         let outcome = execute(task, &interfaces, kind, step)
             .await
             .map_err(|error| {
@@ -307,23 +326,35 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             StepOutcome::Done => index += 1,
             StepOutcome::Wait => return Ok(Progress::Wait),
             StepOutcome::Hold => return Ok(Progress::Hold),
+            StepOutcome::Aborted => return Ok(Progress::Aborted),
         }
     }
     if !plan.is_empty() && !ramdisk_disabled(&task.node, kind) {
-        interfaces
-            .deploy
-            .finish(&mut task.node, kind)
+        let Ok(finished) = signal
+            .unless_aborted(interfaces.deploy.finish(&mut task.node, kind))
             .await
-            .map_err(|error| {
-                format!(
-                    "Finishing {} on node {} failed: {error}",
-                    step_noun(kind),
-                    task.uuid()
-                )
-            })?;
+        else {
+            return Ok(Progress::Aborted);
+        };
+        finished.map_err(|error| {
+            format!(
+                "Finishing {} on node {} failed: {error}",
+                step_noun(kind),
+                task.uuid()
+            )
+        })?;
     }
     clear_plan(&mut task.node, kind);
     Ok(Progress::Done)
+}
+
+/// Saves the node unless its flow is marked for abort: `progress`, or [`Progress::Aborted`].
+async fn saved_unless_aborted(task: &mut Task, progress: Progress) -> Result<Progress, String> {
+    match task.save_unless_aborted().await {
+        Ok(true) => Ok(progress),
+        Ok(false) => Ok(Progress::Aborted),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 fn step_noun(kind: StepKind) -> &'static str {
@@ -338,14 +369,23 @@ enum StepOutcome {
     Done,
     Wait,
     Hold,
+    /// Stopped at an await point, or not polled again, because the flow is marked for abort.
+    Aborted,
 }
 
+/// Runs one step. An interruptible step (every step but those the driver marks otherwise)
+/// is dropped at its next await point when the flow is marked for abort; one that may not be
+/// interrupted runs to its end and the abort waits for the next step boundary.
 async fn execute(
     task: &mut Task,
     interfaces: &Interfaces,
     kind: StepKind,
     step: &StepCall,
 ) -> Result<StepOutcome, DriverError> {
+    let signal = current_step_is_abortable(interfaces, &task.node, kind)
+        .is_ok()
+        .then(|| task.abort_signal());
+    let signal = signal.as_ref();
     if is_reserved(step) {
         let action = match step.step.as_str() {
             "power_on" => PowerAction::On,
@@ -358,16 +398,27 @@ async fn execute(
                     .get("seconds")
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
-                tokio::time::sleep(Duration::from_secs(seconds.min(3600))).await;
-                return Ok(StepOutcome::Done);
+                let pause = tokio::time::sleep(Duration::from_secs(seconds.min(3600)));
+                return Ok(match interruptible(signal, pause).await {
+                    Ok(()) => StepOutcome::Done,
+                    Err(Aborted) => StepOutcome::Aborted,
+                });
             }
         };
-        interfaces.power.set_power(&task.node, action, None).await?;
+        let powered = interfaces.power.set_power(&task.node, action, None);
+        let Ok(powered) = interruptible(signal, powered).await else {
+            return Ok(StepOutcome::Aborted);
+        };
+        powered?;
         task.node.power_state = Some(action.resulting_state());
         return Ok(StepOutcome::Done);
     }
     loop {
-        match interfaces.execute_step(&mut task.node, kind, step).await? {
+        let run = interfaces.execute_step(&mut task.node, kind, step);
+        let Ok(outcome) = interruptible(signal, run).await else {
+            return Ok(StepOutcome::Aborted);
+        };
+        match outcome? {
             Outcome::Done => {
                 // What a BIOS or firmware step changed shows in `/bios` and `/firmware`.
                 crate::hardware_data::after_step(task, interfaces, step).await?;
@@ -375,16 +426,22 @@ async fn execute(
             }
             Outcome::Wait => return Ok(StepOutcome::Wait),
             Outcome::Poll(after) => {
-                // Progress the step recorded becomes visible; the lease stays ours.
-                task.save()
-                    .await
-                    .map_err(|error| DriverError::Failed(error.to_string()))?;
-                if task.abort_requested().await {
-                    return Err(DriverError::Failed(
-                        "aborted by request while it ran".to_owned(),
-                    ));
+                // Progress the step recorded becomes visible; the lease stays ours. A step
+                // that may not be interrupted is polled to its end whatever the mark says.
+                let saved = if signal.is_some() {
+                    task.save_unless_aborted().await
+                } else {
+                    task.save().await.map(|()| true)
+                };
+                if !saved.map_err(|error| DriverError::Failed(error.to_string()))? {
+                    return Ok(StepOutcome::Aborted);
                 }
-                tokio::time::sleep(after).await;
+                if interruptible(signal, tokio::time::sleep(after))
+                    .await
+                    .is_err()
+                {
+                    return Ok(StepOutcome::Aborted);
+                }
             }
         }
     }

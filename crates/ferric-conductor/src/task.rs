@@ -20,8 +20,10 @@ use ferric_model::resources::{Ident, Node, NodeHistoryEntry, Port};
 use ferric_model::{Event, ProvisionState};
 use serde_json::Value;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::abort::AbortSignal;
 use crate::{ConductorError, Inner};
 
 /// How a transition came about, for the history entry it leaves.
@@ -41,6 +43,8 @@ pub(crate) struct Task {
     /// The node as last read or saved: what [`Task::save`] compares against to know which
     /// fields this task changed.
     original: Node,
+    /// Cancelled when an abort of this task's flow is accepted in this process.
+    abort: CancellationToken,
     lost: Arc<AtomicBool>,
     renewal: Option<JoinHandle<()>>,
     released: bool,
@@ -50,12 +54,12 @@ impl Task {
     /// Takes `node` for this conductor: fails with [`ConductorError::NodeLocked`] if another
     /// task (here or in another conductor) holds it.
     pub(crate) async fn acquire(inner: &Arc<Inner>, node: Uuid) -> Result<Task, ConductorError> {
-        if !inner.mark_busy(node) {
+        let Some(abort) = inner.mark_busy(node) else {
             return Err(ConductorError::NodeLocked {
                 node,
                 holder: inner.config.hostname.clone(),
             });
-        }
+        };
         let leased = inner
             .store
             .node_lease_acquire(node, &inner.config.hostname, inner.config.lease_ttl)
@@ -103,6 +107,7 @@ impl Task {
             original: record.clone(),
             node: record,
             ports,
+            abort,
             lost,
             renewal: Some(renewal),
             released: false,
@@ -151,8 +156,24 @@ impl Task {
         }
     }
 
+    /// What tells this task that an abort of its flow was accepted (`abort.rs`).
+    pub(crate) fn abort_signal(&self) -> AbortSignal {
+        AbortSignal::new(self.inner.clone(), self.uuid(), self.abort.clone())
+    }
+
     /// Writes the node back (see the module comment for how concurrent API edits survive).
     pub(crate) async fn save(&mut self) -> Result<(), ConductorError> {
+        self.save_guarded(false).await.map(drop)
+    }
+
+    /// Writes the node back unless its flow is marked for abort: `false` then, and nothing
+    /// was written. The check and the write are one statement, so an abort accepted before
+    /// it is never overtaken, and one accepted after it finds the node moved on.
+    pub(crate) async fn save_unless_aborted(&mut self) -> Result<bool, ConductorError> {
+        self.save_guarded(true).await
+    }
+
+    async fn save_guarded(&mut self, unless_aborted: bool) -> Result<bool, ConductorError> {
         if self.lost.load(Ordering::SeqCst) {
             return Err(ConductorError::Conflict(format!(
                 "The conductor lost its lease on node {} while working on it; another \
@@ -161,17 +182,24 @@ impl Task {
             )));
         }
         for _ in 0..5 {
-            match self
-                .inner
-                .store
-                .node_update(&self.node, self.node.version)
-                .await
-            {
-                Ok(saved) => {
+            let store = &self.inner.store;
+            let saved = if unless_aborted {
+                store
+                    .node_update_unless_aborted(&self.node, self.node.version)
+                    .await
+            } else {
+                store
+                    .node_update(&self.node, self.node.version)
+                    .await
+                    .map(Some)
+            };
+            match saved {
+                Ok(Some(saved)) => {
                     self.original = saved.clone();
                     self.node = saved;
-                    return Ok(());
+                    return Ok(true);
                 }
+                Ok(None) => return Ok(false),
                 Err(ferric_db::Error::StaleRevision { .. }) => {
                     let fresh = self.inner.store.node_get(&Ident::Uuid(self.uuid())).await?;
                     self.node = merge_changes(&self.original, &self.node, fresh.clone());
@@ -188,6 +216,26 @@ impl Task {
 
     /// Takes the FSM edge `event` from the node's state, saves, and records it in the history.
     pub(crate) async fn fire(&mut self, event: Event, cause: Cause) -> Result<(), ConductorError> {
+        self.fire_guarded(event, cause, false).await.map(drop)
+    }
+
+    /// [`Task::fire`] unless the node's flow is marked for abort: `false` then, and the node
+    /// is as it was (nothing saved). How a running flow moves on — to `active`, a waiting
+    /// state, a hold — so that an accepted abort always wins over it.
+    pub(crate) async fn fire_unless_aborted(
+        &mut self,
+        event: Event,
+        cause: Cause,
+    ) -> Result<bool, ConductorError> {
+        self.fire_guarded(event, cause, true).await
+    }
+
+    async fn fire_guarded(
+        &mut self,
+        event: Event,
+        cause: Cause,
+        unless_aborted: bool,
+    ) -> Result<bool, ConductorError> {
         let from = self.node.provision_state;
         let edge = transition(from, event).ok_or_else(|| {
             ConductorError::Invalid(format!(
@@ -196,6 +244,12 @@ impl Task {
                 self.node.uuid
             ))
         })?;
+        let before = (
+            self.node.target_provision_state,
+            self.node.provision_updated_at,
+            self.node.inspection_started_at,
+            self.node.inspection_finished_at,
+        );
         let now = Utc::now();
         let time_in_from = self
             .node
@@ -215,7 +269,14 @@ impl Task {
         {
             self.node.inspection_finished_at = Some(now);
         }
-        self.save().await?;
+        if !self.save_guarded(unless_aborted).await? {
+            // Undo the edge in memory: the abort is carried out from where the node was.
+            let node = &mut self.node;
+            (node.provision_state, node.target_provision_state) = (from, before.0);
+            (node.provision_updated_at, node.inspection_started_at) = (before.1, before.2);
+            node.inspection_finished_at = before.3;
+            return Ok(false);
+        }
         self.inner
             .metrics
             .transition(from, event, edge.to, time_in_from);
@@ -233,7 +294,7 @@ impl Task {
             "INFO"
         };
         self.history(severity, "provisioning", text).await;
-        Ok(())
+        Ok(true)
     }
 
     /// Sets `last_error` and fires `fail`.

@@ -8,6 +8,7 @@ use ferric_model::{Event, ProvisionState};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::ConductorError;
+use crate::abort::{self, Aborted, Flow};
 use crate::steps::{self, Progress, clear_plan};
 use crate::task::{Cause, Task};
 
@@ -19,9 +20,9 @@ pub(crate) enum Job {
     Drive { resume: bool },
     /// Power the node off and undo the deployment after `abort` (seed 001).
     AfterDeployAbort,
-    /// Undo cleaning after `abort`.
+    /// Undo cleaning after `abort`; the machine goes off.
     AfterCleanAbort,
-    /// Undo the rescue environment after `abort`.
+    /// Undo the rescue environment after `abort`; the machine goes off.
     AfterRescueAbort,
 }
 
@@ -38,9 +39,9 @@ async fn run(mut task: Task, job: Job) {
     let node = task.uuid();
     let result = match job {
         Job::Drive { resume } => drive(&mut task, resume).await,
-        Job::AfterDeployAbort => after_deploy_abort(&mut task).await,
-        Job::AfterCleanAbort => after_clean_abort(&mut task).await,
-        Job::AfterRescueAbort => after_rescue_abort(&mut task).await,
+        Job::AfterDeployAbort => after_abort(&mut task, Flow::Deploy).await,
+        Job::AfterCleanAbort => after_abort(&mut task, Flow::Clean).await,
+        Job::AfterRescueAbort => after_abort(&mut task, Flow::Rescue).await,
     };
     // An abort that came too late to matter is forgotten with the work it meant.
     task.clear_abort_request().await;
@@ -121,67 +122,111 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
         let disabled =
             !task.inner.config.automated_clean || task.node.automated_clean == Some(false);
         if disabled {
-            return task.fire(Event::Done, Cause::Conductor).await;
+            return move_on(task, kind, Event::Done).await;
         }
         let interfaces = task.interfaces()?;
         let plan = steps::automated_plan(&interfaces, kind, &[]);
         steps::store_plan(&mut task.node, kind, &plan);
     }
-    match steps::run(task, kind, resume).await {
+    let progress = steps::run(task, kind, resume).await;
+    let flow = Flow::of_steps(kind);
+    let event = match progress {
         Ok(Progress::Done) => {
             // Manual cleaning returns to manageable through its own edge.
             let manual_clean = kind == StepKind::Clean
                 && task.node.target_provision_state == Some(ProvisionState::Manageable);
-            let event = if manual_clean {
+            if manual_clean {
                 Event::Manage
             } else {
                 Event::Done
+            }
+        }
+        Ok(Progress::Wait) => Event::Wait,
+        Ok(Progress::Hold) => Event::Hold,
+        Ok(Progress::Aborted) => match flow {
+            Some(flow) => return abort::carry_out(task, flow).await,
+            None => {
+                // Servicing is never marked; a stale mark stopped it all the same.
+                task.node.last_error = Some("Servicing was stopped by an abort request.".into());
+                Event::Fail
+            }
+        },
+        Err(message) => return step_failed(task, kind, message).await,
+    };
+    move_on(task, kind, event).await
+}
+
+/// Fires `event` out of the running flow of `kind`, unless an abort was accepted first: then
+/// the abort is carried out. The two are decided in one write (`abort.rs`).
+async fn move_on(task: &mut Task, kind: StepKind, event: Event) -> Result<(), ConductorError> {
+    match Flow::of_steps(kind) {
+        Some(flow) if !task.fire_unless_aborted(event, Cause::Conductor).await? => {
+            abort::carry_out(task, flow).await
+        }
+        Some(_) => Ok(()),
+        None => task.fire(event, Cause::Conductor).await,
+    }
+}
+
+/// A step, the preparation or the finish of a flow failed with `message`.
+async fn step_failed(
+    task: &mut Task,
+    kind: StepKind,
+    mut message: String,
+) -> Result<(), ConductorError> {
+    let flow = Flow::of_steps(kind);
+    if let Some(flow) = flow
+        && task.abort_requested().await
+    {
+        // The abort was accepted before the failure: it is what the operator reads.
+        return abort::carry_out(task, flow).await;
+    }
+    // Undo what the flow set up (network boot, a running agent, power). The error is
+    // recorded first: a failed phase is never fast-tracked, so the machine goes off.
+    task.node.last_error = Some(message.clone());
+    match task.interfaces() {
+        Ok(interfaces) => {
+            let undone = if kind == StepKind::Deploy {
+                interfaces.deploy.clean_up(&mut task.node).await
+            } else if steps::ramdisk_disabled(&task.node, kind) {
+                // Nothing was booted for this flow: nothing to undo.
+                Ok(())
+            } else {
+                interfaces.deploy.finish(&mut task.node, kind).await
             };
-            task.fire(event, Cause::Conductor).await
+            if let Err(error) = undone {
+                message = format!("{message} Then cleaning up failed: {error}");
+            }
         }
-        Ok(Progress::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
-        Ok(Progress::Hold) => task.fire(Event::Hold, Cause::Conductor).await,
-        Err(mut message) => {
-            let aborted = task.clear_abort_request().await;
-            if aborted {
-                message = format!(
-                    "By request, the {} was aborted: {message}. The node is powered off; \
-                     deploy again or undeploy it.",
-                    if kind == StepKind::Deploy {
-                        "deployment"
-                    } else {
-                        kind.as_str()
-                    }
-                );
-            }
-            // Undo what the flow set up (network boot, a running agent, power). The error is
-            // recorded first: a failed phase is never fast-tracked, so the machine goes off.
-            task.node.last_error = Some(message.clone());
-            match task.interfaces() {
-                Ok(interfaces) => {
-                    let undone = if kind == StepKind::Deploy {
-                        interfaces.deploy.clean_up(&mut task.node).await
-                    } else if steps::ramdisk_disabled(&task.node, kind) {
-                        // Nothing was booted for this flow: nothing to undo.
-                        Ok(())
-                    } else {
-                        interfaces.deploy.finish(&mut task.node, kind).await
-                    };
-                    if let Err(error) = undone {
-                        message = format!("{message} Then cleaning up failed: {error}");
-                    }
-                }
-                Err(error) => message = format!("{message} Then cleaning up failed: {error}"),
-            }
-            clear_plan(&mut task.node, kind);
-            if kind == StepKind::Clean {
-                // Ironic puts a node whose cleaning failed into maintenance (§1.6).
-                task.node.maintenance = true;
-                task.node.fault = Some("clean failure".to_owned());
-                task.node.maintenance_reason = Some(message.clone());
-            }
-            task.fail(message).await
+        Err(error) => message = format!("{message} Then cleaning up failed: {error}"),
+    }
+    clear_plan(&mut task.node, kind);
+    let maintenance = (
+        task.node.maintenance,
+        task.node.fault.clone(),
+        task.node.maintenance_reason.clone(),
+    );
+    if kind == StepKind::Clean {
+        // Ironic puts a node whose cleaning failed into maintenance (§1.6).
+        task.node.maintenance = true;
+        task.node.fault = Some("clean failure".to_owned());
+        task.node.maintenance_reason = Some(message.clone());
+    }
+    tracing::warn!(node = %task.uuid(), error = %message, "node failed");
+    task.node.last_error = Some(message);
+    match flow {
+        Some(flow)
+            if !task
+                .fire_unless_aborted(Event::Fail, Cause::Conductor)
+                .await? =>
+        {
+            // Marked while the failure was being undone: the abort is what happened.
+            (task.node.maintenance, task.node.fault) = (maintenance.0, maintenance.1);
+            task.node.maintenance_reason = maintenance.2;
+            abort::carry_out(task, flow).await
         }
+        Some(_) => Ok(()),
+        None => task.fire(Event::Fail, Cause::Conductor).await,
     }
 }
 
@@ -259,23 +304,47 @@ async fn adopt(task: &mut Task) -> Result<(), ConductorError> {
     }
 }
 
+/// `rescuing`: boot the rescue environment. Interrupted by an accepted abort like a step.
 async fn rescue(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
-    if resume {
-        return task.fire(Event::Done, Cause::Conductor).await;
-    }
-    let result = async {
-        let interfaces = task.interfaces()?;
-        Ok::<_, ConductorError>(interfaces.rescue.rescue(&mut task.node).await?)
-    }
-    .await;
-    match result {
-        Ok(Outcome::Done) => task.fire(Event::Done, Cause::Conductor).await,
-        Ok(Outcome::Wait | Outcome::Poll(_)) => task.fire(Event::Wait, Cause::Conductor).await,
-        Err(error) => {
-            crate::provision::forget_rescue_password(&mut task.node);
-            task.fail(format!("Failed to rescue node {}: {error}", task.uuid()))
-                .await
+    let event = if resume {
+        Event::Done
+    } else {
+        let signal = task.abort_signal();
+        let result = signal
+            .unless_aborted(async {
+                let interfaces = task.interfaces()?;
+                Ok::<_, ConductorError>(interfaces.rescue.rescue(&mut task.node).await?)
+            })
+            .await;
+        match result {
+            Err(Aborted) => return abort::carry_out(task, Flow::Rescue).await,
+            Ok(Ok(Outcome::Done)) => Event::Done,
+            Ok(Ok(Outcome::Wait | Outcome::Poll(_))) => Event::Wait,
+            Ok(Err(error)) => return rescue_failed(task, error).await,
         }
+    };
+    if task.fire_unless_aborted(event, Cause::Conductor).await? {
+        Ok(())
+    } else {
+        abort::carry_out(task, Flow::Rescue).await
+    }
+}
+
+async fn rescue_failed(task: &mut Task, error: ConductorError) -> Result<(), ConductorError> {
+    if task.abort_requested().await {
+        return abort::carry_out(task, Flow::Rescue).await;
+    }
+    crate::provision::forget_rescue_password(&mut task.node);
+    let message = format!("Failed to rescue node {}: {error}", task.uuid());
+    tracing::warn!(node = %task.uuid(), error = %message, "node failed");
+    task.node.last_error = Some(message);
+    if task
+        .fire_unless_aborted(Event::Fail, Cause::Conductor)
+        .await?
+    {
+        Ok(())
+    } else {
+        abort::carry_out(task, Flow::Rescue).await
     }
 }
 
@@ -298,44 +367,11 @@ async fn unrescue(task: &mut Task) -> Result<(), ConductorError> {
     }
 }
 
-/// After a deploy abort: undo the deployment and power the machine off. Failures are
-/// recorded in `last_error`; the node stays in `deploy failed` either way.
-async fn after_deploy_abort(task: &mut Task) -> Result<(), ConductorError> {
-    let interfaces = task.interfaces()?;
-    let mut problems = Vec::new();
-    if let Err(error) = interfaces.deploy.clean_up(&mut task.node).await {
-        problems.push(format!("cleaning up the deployment failed: {error}"));
-    }
-    if !task.node.disable_power_off {
-        match interfaces
-            .power
-            .set_power(&task.node, PowerAction::Off, None)
-            .await
-        {
-            Ok(()) => task.node.power_state = Some(PowerAction::Off.resulting_state()),
-            Err(error) => problems.push(format!("powering the node off failed: {error}")),
-        }
-    }
-    record_problems(task, problems).await
-}
-
-async fn after_clean_abort(task: &mut Task) -> Result<(), ConductorError> {
-    let interfaces = task.interfaces()?;
-    let mut problems = Vec::new();
-    if let Err(error) = interfaces.deploy.clean_up(&mut task.node).await {
-        problems.push(format!("cleaning up after cleaning failed: {error}"));
-    }
-    record_problems(task, problems).await
-}
-
-async fn after_rescue_abort(task: &mut Task) -> Result<(), ConductorError> {
-    let interfaces = task.interfaces()?;
-    let mut problems = Vec::new();
-    if let Err(error) = interfaces.rescue.clean_up(&mut task.node).await {
-        problems.push(format!(
-            "cleaning up the rescue environment failed: {error}"
-        ));
-    }
+/// After the `abort` verb (a node that waited for its agent): tell the agent to stop, remove
+/// the network boot and power the machine off (`abort.rs`). Failures are recorded in
+/// `last_error`; the node stays in its failed state either way.
+async fn after_abort(task: &mut Task, flow: Flow) -> Result<(), ConductorError> {
+    let problems = abort::stop_and_power_off(task, flow).await;
     record_problems(task, problems).await
 }
 

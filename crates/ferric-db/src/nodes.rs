@@ -79,7 +79,7 @@ define_sort_key! {
 }
 
 /// Every column the caller writes, in one list so that INSERT and UPDATE cannot drift apart.
-fn node_values(node: &Node) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn node_values(node: &Node) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("name", (&node.name).into()),
         ("description", (&node.description).into()),
@@ -152,7 +152,7 @@ fn node_values(node: &Node) -> Vec<(&'static str, Arg<'_>)> {
     ]
 }
 
-fn node_from_row(row: &dyn DbRow) -> Result<Node, sqlx::Error> {
+pub(crate) fn node_from_row(row: &dyn DbRow) -> Result<Node, sqlx::Error> {
     Ok(Node {
         id: row.int("id")?,
         version: row.int("version")?,
@@ -588,7 +588,7 @@ fn push_node_filter<'a>(
 }
 
 /// Turns a failed node write into the error a caller can act on.
-fn write_error(error: sqlx::Error, node: &Node, operation: &'static str) -> Error {
+pub(crate) fn write_error(error: sqlx::Error, node: &Node, operation: &'static str) -> Error {
     let unique_fields = [
         ("uuid", node.uuid.to_string()),
         ("name", node.name.clone().unwrap_or_default()),

@@ -11,14 +11,21 @@
 //! ([`Store::conductor_request_withdraw`]), so a late conductor never runs a request whose
 //! caller already heard 503. Every statement is a single autocommit statement.
 //!
-//! Abort requests (`node_abort_requests`) are flags any process may set on a node; the worker
-//! that holds the node, on whichever conductor, reads them between two looks at the agent.
+//! Abort requests (`node_abort_requests`) are flags any process may set on a node while a
+//! conductor runs a flow on it; the worker that holds the node, on whichever conductor, sees
+//! them at its next step boundary, while it waits, and in the write that would move the node
+//! on ([`Store::node_update_unless_aborted`]). The one multi-statement transaction of the
+//! store is here: setting a flag bumps the node's revision with it (nothing but SQL inside).
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::error::{Error, backend};
-use crate::sql::{Arg, DbRow};
+use ferric_model::ProvisionState;
+use ferric_model::resources::Node;
+
+use crate::error::{Error, Kind, backend};
+use crate::nodes::{node_from_row, node_values, write_error};
+use crate::sql::{Arg, DbRow, SqlBuilder, update_returning_if};
 use crate::store::Store;
 
 /// The channel conductors listen on; the payload is the addressed conductor's hostname.
@@ -199,28 +206,75 @@ impl Store {
         .map_err(backend("conductor_request_purge"))
     }
 
-    /// Asks the worker holding `node` to stop its deployment (seed 001's abort).
-    pub async fn node_abort_request_set(&self, node: Uuid) -> Result<(), Error> {
-        self.execute(
-            "INSERT INTO node_abort_requests (node_uuid, requested_at) VALUES ($1, $2) \
-             ON CONFLICT (node_uuid) DO NOTHING",
-            &[Arg::Uuid(node), Arg::Time(self.now())],
+    /// Marks the flow running on `node` for abort (seed 001), but only while the node is still
+    /// at revision `version` and in one of `states`: what the caller checked the abort
+    /// against. `false` (nothing marked) when the node moved on meanwhile.
+    ///
+    /// One transaction bumps the node's revision and records the flag, so the mark and a
+    /// conductor's move of the node out of the running state cannot both win: the
+    /// conductor's write ([`Store::node_update_unless_aborted`]) is guarded by the revision and
+    /// by the flag's absence, and whichever of the two statements takes the node's row first
+    /// makes the other match nothing.
+    pub async fn node_abort_request_set(
+        &self,
+        node: Uuid,
+        version: i64,
+        states: &[ProvisionState],
+    ) -> Result<bool, Error> {
+        // No `states`: nothing can match (and `IN ()` is not SQL).
+        if states.is_empty() {
+            return Ok(false);
+        }
+        let mut bump = SqlBuilder::new("UPDATE nodes SET version = version + 1");
+        bump.and_eq("uuid", node).and_eq("version", version);
+        bump.and().push("provision_state IN (");
+        for (n, state) in states.iter().enumerate() {
+            if n > 0 {
+                bump.push(", ");
+            }
+            bump.arg(state.as_str());
+        }
+        bump.push(")");
+        let flag = "INSERT INTO node_abort_requests (node_uuid, requested_at) VALUES ($1, $2) \
+                    ON CONFLICT (node_uuid) DO NOTHING";
+        self.execute_then(
+            (bump.sql(), bump.args()),
+            (flag, &[Arg::Uuid(node), Arg::Time(self.now())]),
         )
         .await
-        .map(drop)
-        .map_err(|error| {
-            if crate::error::is_foreign_key_violation(&error) {
-                Error::NotFound {
-                    kind: crate::Kind::Node,
-                    ident: node.to_string(),
-                }
-            } else {
-                Error::Backend {
-                    operation: "node_abort_request_set",
-                    source: error,
-                }
-            }
-        })
+        .map_err(backend("node_abort_request_set"))
+    }
+
+    /// [`Store::node_update`], unless the node is marked for abort: then nothing is written
+    /// and the answer is `Ok(None)`. The conductor moves a node out of a running flow (to
+    /// its next step, to `active`, to a waiting state) with this, so an accepted abort is
+    /// never overtaken (see [`Store::node_abort_request_set`]).
+    pub async fn node_update_unless_aborted(
+        &self,
+        node: &Node,
+        expected_version: i64,
+    ) -> Result<Option<Node>, Error> {
+        let values = node_values(node);
+        let query = update_returning_if(
+            "nodes",
+            node.uuid,
+            self.now(),
+            expected_version,
+            &values,
+            " AND NOT EXISTS (SELECT 1 FROM node_abort_requests \
+             WHERE node_abort_requests.node_uuid = nodes.uuid)",
+        );
+        let updated = self
+            .fetch_optional(query.sql(), query.args(), node_from_row)
+            .await
+            .map_err(|error| write_error(error, node, "node_update_unless_aborted"))?;
+        match updated {
+            Some(node) => Ok(Some(node)),
+            None if self.node_abort_request_exists(node.uuid).await? => Ok(None),
+            None => Err(self
+                .stale_or_missing("nodes", Kind::Node, node.uuid, expected_version)
+                .await),
+        }
     }
 
     /// Whether someone asked to stop the deployment on `node`.

@@ -416,6 +416,18 @@ pub(crate) fn update_returning<'a>(
     expected_version: i64,
     values: &[(&str, Arg<'a>)],
 ) -> SqlBuilder<'a> {
+    update_returning_if(table, uuid, now, expected_version, values, "")
+}
+
+/// [`update_returning`] with `condition` (literal SQL, `" AND …"`) added to its guard.
+pub(crate) fn update_returning_if<'a>(
+    table: &str,
+    uuid: Uuid,
+    now: DateTime<Utc>,
+    expected_version: i64,
+    values: &[(&str, Arg<'a>)],
+    condition: &str,
+) -> SqlBuilder<'a> {
     let mut query = SqlBuilder::new("UPDATE ");
     query
         .push(table)
@@ -428,6 +440,7 @@ pub(crate) fn update_returning<'a>(
     query
         .push(" AND version = ")
         .arg(expected_version)
+        .push(condition)
         .push(" RETURNING *");
     query
 }

@@ -8,8 +8,9 @@
 //! per backend. So there is one copy of every query, and a backend difference lives here or in
 //! the migrations, not scattered through the resource code.
 //!
-//! Every operation is a single statement in autocommit mode: nothing holds a transaction open
-//! across anything, let alone across a BMC or network call. Races between writers are settled by
+//! Every operation is a single statement in autocommit mode (one exception, a pair of statements
+//! in one transaction: [`Store::execute_then`], for abort requests): nothing holds a transaction
+//! open across anything but SQL, let alone across a BMC or network call. Races between writers are settled by
 //! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
 
 use std::str::FromStr;
@@ -251,6 +252,30 @@ impl Store {
     pub(crate) async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
         on_pool!(self, pool => {
             Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
+        })
+    }
+
+    /// Runs `first` and, only if it changed a row, `then`, in one transaction (SQL only inside,
+    /// nothing else awaited). Returns whether `first` changed a row (and so both ran).
+    pub(crate) async fn execute_then(
+        &self,
+        first: (&str, &[Arg<'_>]),
+        then: (&str, &[Arg<'_>]),
+    ) -> Result<bool, sqlx::Error> {
+        on_pool!(self, pool => {
+            let mut transaction = pool.begin().await?;
+            let changed = sqlx::query(first.0)
+                .bind_args(first.1)
+                .execute(&mut *transaction)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                transaction.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(then.0).bind_args(then.1).execute(&mut *transaction).await?;
+            transaction.commit().await?;
+            Ok(true)
         })
     }
 }

@@ -4,13 +4,19 @@
 //!
 //! Tests and the crash-safety workload steer it through `driver_info` (values may be JSON or
 //! the strings the `baremetal` CLI sends):
-//! - `fake_delay`: seconds (fractional allowed, at most 60) every operation takes;
+//! - `fake_delay`: seconds (fractional allowed, at most 60) every operation takes, or an object
+//!   of seconds per operation (`{"deploy": 30}`: only the deploy step is slow). The delay is an
+//!   await point: a conductor that drops the operation (an accepted abort) stops it there;
 //! - `fake_fail`: comma-separated operations that fail with a clear message — `validate`,
 //!   `power`, `management`, `deploy`, `clean`, `service`, `inspect`, `rescue`, `unrescue`,
 //!   `tear_down`, `bios`, `firmware`, `vendor` (vendor passthru methods);
 //! - `fake_wait`: comma-separated operations that do not finish by themselves but leave the
 //!   node waiting for a callback — `deploy`, `clean`, `service`, `inspect`, `rescue`,
-//!   `firmware` (the `firmware.update` step).
+//!   `firmware` (the `firmware.update` step);
+//! - `fake_poll`: comma-separated step kinds (`deploy`, `clean`, `service`) whose fake step
+//!   runs asynchronously without waiting for a callback: it answers [`Outcome::Poll`] (every
+//!   0.1 s) `fake_polls` times (default 10; at most 6,000), counting in
+//!   `driver_internal_info.fake_polled`, then finishes.
 //!
 //! The fake BIOS (`BootMode`, `ProcVirtualization`, `SecureBoot`, read-only `SystemSerial`)
 //! and firmware (`bios`, `bmc`, at 1.0.0 until updated) keep what they were told in the
@@ -43,18 +49,26 @@ fn listed(node: &Node, key: &str, operation: &str) -> bool {
         .is_some_and(|list| list.split(',').any(|item| item.trim() == operation))
 }
 
-fn delay(node: &Node) -> Option<Duration> {
+/// How long the fake `operation` takes on `node` (`fake_delay`).
+fn delay(node: &Node, operation: &str) -> Option<Duration> {
     let seconds = match node.driver_info.get("fake_delay")? {
-        Value::Number(number) => number.as_f64()?,
-        Value::String(text) => text.trim().parse().ok()?,
-        _ => return None,
+        Value::Object(per_operation) => seconds(per_operation.get(operation)?)?,
+        value => seconds(value)?,
     };
     (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds).min(MAX_DELAY))
 }
 
+fn seconds(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(number) => number.as_f64(),
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
 /// Runs the fake `operation`: waits `fake_delay`, then fails if `fake_fail` names it.
 async fn operate(node: &Node, operation: &str) -> Result<(), DriverError> {
-    if let Some(delay) = delay(node) {
+    if let Some(delay) = delay(node, operation) {
         tokio::time::sleep(delay).await;
     }
     if listed(node, "fake_fail", operation) {
@@ -84,6 +98,32 @@ async fn operate_async(node: &Node, operation: &str) -> Result<Outcome, DriverEr
     } else {
         Outcome::Done
     })
+}
+
+/// Where a polled fake step counts its polls.
+const POLLED_KEY: &str = "fake_polled";
+
+/// One look at a fake step that runs asynchronously (`fake_poll`): [`Outcome::Poll`] until
+/// it has been looked at `fake_polls` times.
+async fn poll(node: &mut Node, operation: &str) -> Result<Outcome, DriverError> {
+    operate(node, operation).await?;
+    let polls = node
+        .driver_info
+        .get("fake_polls")
+        .and_then(seconds)
+        .map_or(10, |polls| polls.clamp(0.0, 6000.0) as u64);
+    let polled = node
+        .driver_internal_info
+        .get(POLLED_KEY)
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if polled >= polls {
+        node.driver_internal_info.remove(POLLED_KEY);
+        return Ok(Outcome::Done);
+    }
+    node.driver_internal_info
+        .insert(POLLED_KEY.to_owned(), (polled + 1).into());
+    Ok(Outcome::Poll(Duration::from_millis(100)))
 }
 
 /// The fake interface; one value serves every kind.
@@ -223,6 +263,9 @@ impl DeployInterface for Fake {
         kind: StepKind,
         _step: &StepCall,
     ) -> Result<Outcome, DriverError> {
+        if listed(node, "fake_poll", kind.as_str()) {
+            return poll(node, kind.as_str()).await;
+        }
         operate_async(node, kind.as_str()).await
     }
 
@@ -683,15 +726,57 @@ mod tests {
     #[test]
     fn delay_accepts_numbers_and_strings_and_is_capped() {
         assert_eq!(
-            delay(&node(json!({"fake_delay": 0.5}))),
+            delay(&node(json!({"fake_delay": 0.5})), "power"),
             Some(Duration::from_millis(500))
         );
         assert_eq!(
-            delay(&node(json!({"fake_delay": "2"}))),
+            delay(&node(json!({"fake_delay": "2"})), "deploy"),
             Some(Duration::from_secs(2))
         );
-        assert_eq!(delay(&node(json!({"fake_delay": 1e9}))), Some(MAX_DELAY));
-        assert_eq!(delay(&node(json!({"fake_delay": "soon"}))), None);
-        assert_eq!(delay(&node(json!({"fake_delay": -1}))), None);
+        assert_eq!(
+            delay(&node(json!({"fake_delay": 1e9})), "power"),
+            Some(MAX_DELAY)
+        );
+        assert_eq!(delay(&node(json!({"fake_delay": "soon"})), "power"), None);
+        assert_eq!(delay(&node(json!({"fake_delay": -1})), "power"), None);
+    }
+
+    #[test]
+    fn delay_per_operation_slows_only_what_it_names() {
+        let slow_deploy = node(json!({"fake_delay": {"deploy": 30, "bios": "0.5"}}));
+        assert_eq!(delay(&slow_deploy, "deploy"), Some(Duration::from_secs(30)));
+        assert_eq!(
+            delay(&slow_deploy, "bios"),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(delay(&slow_deploy, "power"), None);
+    }
+
+    #[tokio::test]
+    async fn a_polled_step_polls_fake_polls_times_then_finishes() {
+        let mut node = node(json!({"fake_poll": "deploy", "fake_polls": 2}));
+        let step = StepCall {
+            interface: InterfaceKind::Deploy,
+            step: "deploy".to_owned(),
+            args: JsonObject::new(),
+            priority: 100,
+        };
+        for polled in 1..=2 {
+            assert_eq!(
+                DeployInterface::execute_step(&Fake, &mut node, StepKind::Deploy, &step).await,
+                Ok(Outcome::Poll(Duration::from_millis(100)))
+            );
+            assert_eq!(node.driver_internal_info[POLLED_KEY], polled);
+        }
+        assert_eq!(
+            DeployInterface::execute_step(&Fake, &mut node, StepKind::Deploy, &step).await,
+            Ok(Outcome::Done)
+        );
+        assert!(!node.driver_internal_info.contains_key(POLLED_KEY));
+        // Other kinds are not polled.
+        assert_eq!(
+            DeployInterface::execute_step(&Fake, &mut node, StepKind::Clean, &step).await,
+            Ok(Outcome::Done)
+        );
     }
 }

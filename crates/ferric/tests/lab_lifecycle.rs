@@ -761,6 +761,44 @@ fn lifecycle(
         "the BMC says {name} is {bmc} after the DELETE"
     );
     phase("deploy aborted by DELETE during write_image", started);
+
+    // Issue 21: a DELETE in the reserved `wait` step (after the agent booted, before the
+    // image) is carried out at once, not when the pause ends.
+    let started = Instant::now();
+    let wait = json!({"interface": "deploy", "step": "wait", "priority": 90,
+                      "args": {"seconds": 3600}});
+    client.provision(uuid, json!({"target": "active", "deploy_steps": [wait]}))?;
+    loop {
+        let node = client.node(uuid)?;
+        let state = node["provision_state"].as_str().unwrap_or("?");
+        if state == "deploying" && node["deploy_step"]["step"] == "wait" {
+            break;
+        }
+        ensure!(
+            matches!(state, "deploying" | "wait call-back" | "deploy failed")
+                && started.elapsed() < PHASE_TIMEOUT,
+            "{name} never showed the wait step (now {state}): {}",
+            node["last_error"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    client.expect(reqwest::Method::DELETE, &abort_path, None, 202)?;
+    let node = client.wait_for(uuid, "deploy failed")?;
+    let bmc = bmc_power(machine)?;
+    ensure!(
+        node["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("during step \"deploy.wait\"")
+            && bmc == "Off"
+            && node["power_state"] == "power off",
+        "the DELETE in the wait step was not carried out (BMC {bmc}): {}",
+        node["last_error"]
+    );
+    phase(
+        "deploy aborted by DELETE in the reserved wait step",
+        started,
+    );
     Ok(())
 }
 

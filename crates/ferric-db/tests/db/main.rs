@@ -8,6 +8,7 @@
 
 mod harness;
 
+mod aborts;
 mod allocations;
 mod conductors;
 mod history;

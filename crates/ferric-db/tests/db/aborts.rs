@@ -1,0 +1,137 @@
+//! Abort requests (issue 21): a mark is set only on the node as the caller checked it, and a
+//! conductor's guarded write never goes over a mark — so of a mark and a move on, exactly
+//! one wins, also when they race.
+
+use ferric_db::{Error, Store};
+use ferric_model::ProvisionState;
+use ferric_model::resources::{Ident, Node};
+
+use crate::harness::backend_tests;
+use crate::nodes::enrolled;
+
+backend_tests!(
+    a_mark_needs_the_checked_revision_and_state,
+    a_guarded_write_never_goes_over_a_mark,
+    a_mark_and_a_move_on_racing_never_both_win,
+);
+
+const RUNNING: [ProvisionState; 1] = [ProvisionState::Deploying];
+
+async fn deploying(store: &Store, name: &str) -> Node {
+    let mut node = enrolled(name);
+    node.provision_state = ProvisionState::Deploying;
+    store.node_create(&node).await.unwrap()
+}
+
+async fn a_mark_needs_the_checked_revision_and_state(store: Store) {
+    let node = deploying(&store, "n").await;
+    // An older revision: the node moved on since it was checked.
+    assert!(
+        !store
+            .node_abort_request_set(node.uuid, node.version - 1, &RUNNING)
+            .await
+            .unwrap()
+    );
+    // Another state.
+    assert!(
+        !store
+            .node_abort_request_set(node.uuid, node.version, &[ProvisionState::Cleaning])
+            .await
+            .unwrap()
+    );
+    assert!(!store.node_abort_request_exists(node.uuid).await.unwrap());
+
+    assert!(
+        store
+            .node_abort_request_set(node.uuid, node.version, &RUNNING)
+            .await
+            .unwrap()
+    );
+    assert!(store.node_abort_request_exists(node.uuid).await.unwrap());
+    // The mark bumped the node's revision, nothing else.
+    let marked = store.node_get(&Ident::Uuid(node.uuid)).await.unwrap();
+    assert_eq!(marked.version, node.version + 1);
+    assert_eq!(marked.provision_state, ProvisionState::Deploying);
+
+    assert!(store.node_abort_request_clear(node.uuid).await.unwrap());
+    assert!(!store.node_abort_request_clear(node.uuid).await.unwrap());
+}
+
+async fn a_guarded_write_never_goes_over_a_mark(store: Store) {
+    let node = deploying(&store, "n").await;
+    // Unmarked: the guarded write is an ordinary revision-guarded write.
+    let mut moved = node.clone();
+    moved.provision_state = ProvisionState::Active;
+    let stale = store
+        .node_update_unless_aborted(&moved, node.version - 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, Error::StaleRevision { .. }), "{stale:?}");
+    let mut step = node.clone();
+    step.extra.insert("step".into(), "next".into());
+    let node = store
+        .node_update_unless_aborted(&step, node.version)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Marked: nothing is written, at the new revision (after a re-read) as at the old one.
+    assert!(
+        store
+            .node_abort_request_set(node.uuid, node.version, &RUNNING)
+            .await
+            .unwrap()
+    );
+    for version in [node.version, node.version + 1] {
+        assert_eq!(
+            store
+                .node_update_unless_aborted(&moved, version)
+                .await
+                .unwrap(),
+            None
+        );
+    }
+    let stored = store.node_get(&Ident::Uuid(node.uuid)).await.unwrap();
+    assert_eq!(stored.provision_state, ProvisionState::Deploying);
+    // An unguarded write (the failure that carries the abort out) still goes through.
+    let mut failed = stored.clone();
+    failed.provision_state = ProvisionState::DeployFailed;
+    store.node_update(&failed, stored.version).await.unwrap();
+}
+
+async fn a_mark_and_a_move_on_racing_never_both_win(store: Store) {
+    for n in 0..20 {
+        let node = deploying(&store, &format!("n{n}")).await;
+        let mut active = node.clone();
+        active.provision_state = ProvisionState::Active;
+        let (marker, mover) = (store.clone(), store.clone());
+        let uuid = node.uuid;
+        let version = node.version;
+        let mark = tokio::spawn(async move {
+            marker
+                .node_abort_request_set(uuid, version, &RUNNING)
+                .await
+                .unwrap()
+        });
+        let moved = tokio::spawn(async move {
+            mover
+                .node_update_unless_aborted(&active, version)
+                .await
+                .map(|moved| moved.is_some())
+        });
+        let marked = mark.await.unwrap();
+        let moved = matches!(moved.await.unwrap(), Ok(true));
+        assert!(
+            marked != moved,
+            "mark {marked}, move {moved}: exactly one wins"
+        );
+        let stored = store.node_get(&Ident::Uuid(uuid)).await.unwrap();
+        let expected = if moved {
+            ProvisionState::Active
+        } else {
+            ProvisionState::Deploying
+        };
+        assert_eq!(stored.provision_state, expected);
+        assert_eq!(store.node_abort_request_exists(uuid).await.unwrap(), marked);
+    }
+}
