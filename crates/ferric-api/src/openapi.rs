@@ -891,7 +891,9 @@ impl Operation {
 /// A list filter, typed by what the handler parses.
 fn filter_param(name: &str, since: u16) -> Value {
     let schema = match name {
-        "associated" | "maintenance" | "retired" | "sharded" => json!({ "type": "boolean" }),
+        "associated" | "maintenance" | "retired" | "sharded" | "include_children" => {
+            json!({ "type": "boolean" })
+        }
         "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
             json!({ "type": "string", "format": "uuid" })
         }
@@ -902,6 +904,10 @@ fn filter_param(name: &str, since: u16) -> Value {
         "fault" => json!({
             "type": "string",
             "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
+        }),
+        "shard" | "conductor_groups" => json!({
+            "type": "string",
+            "description": "A comma-separated list: records of nodes in any of them.",
         }),
         _ => json!({ "type": "string" }),
     };
