@@ -53,8 +53,9 @@ fi
 
 # --- BMC emulators for the redfish and ipmi driver tests ----------------------------------
 # OpenIPMI's ipmi_sim (an IPMI 2.0 BMC simulator) and ipmitool (an independent IPMI client the
-# tests read the simulator back with), from Debian; sushy-tools' Redfish emulator from PyPI in
-# a venv of its own, its dependencies pinned in tests/bmc-emulators/requirements.txt.
+# tests read the simulator back with), from Debian; sushy-tools' Redfish emulator and pyghmi's
+# fakebmc (cipher suite 3 only) from PyPI in a venv of their own, their dependencies pinned in
+# tests/bmc-emulators/requirements.txt.
 bmc_missing=()
 command -v ipmi_sim >/dev/null 2>&1 || bmc_missing+=(openipmi)
 command -v ipmitool >/dev/null 2>&1 || bmc_missing+=(ipmitool)
@@ -66,12 +67,13 @@ bmc_venv="${HOME}/.cache/ferric/bmc-venv"
 bmc_stamp="$(sha256sum "$bmc_requirements" | cut -d' ' -f1) $(python3 --version 2>&1)"
 if [ ! -x "$bmc_venv/bin/sushy-emulator" ] || [ "$(cat "$bmc_venv/.ferric-stamp" 2>/dev/null)" != "$bmc_stamp" ]; then
   python3 -m venv --help >/dev/null 2>&1 || apt_install python3-venv
-  log "creating $bmc_venv (sushy-tools)"
+  log "creating $bmc_venv (sushy-tools, pyghmi)"
   rm -rf "$bmc_venv"
   mkdir -p "$(dirname "$bmc_venv")"
   python3 -m venv "$bmc_venv"
   "$bmc_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$bmc_requirements"
   "$bmc_venv/bin/sushy-emulator" --help >/dev/null
+  "$bmc_venv/bin/python" -c "import pyghmi.cmd.fakebmc"
   echo "$bmc_stamp" >"$bmc_venv/.ferric-stamp"
 fi
 

@@ -159,6 +159,16 @@ fn classify(method: &Method, path: &str) -> Check {
         ),
         ["v1", "runbooks"] | ["v1", "runbooks", "detail"] if get => List("runbook"),
         ["v1", "runbooks"] => Rule("baremetal:runbook:create", Subject::Nothing),
+        // The runbook's traits (1.112): reading them is reading the runbook, changing them
+        // is updating it.
+        ["v1", "runbooks", ident, "traits", ..] => Rule(
+            if get {
+                "baremetal:runbook:get"
+            } else {
+                "baremetal:runbook:update"
+            },
+            Subject::Runbook((*ident).to_owned()),
+        ),
         ["v1", "runbooks", ident] if *method == Method::PATCH => {
             Check::RunbookUpdate((*ident).to_owned())
         }

@@ -891,7 +891,9 @@ impl Operation {
 /// A list filter, typed by what the handler parses.
 fn filter_param(name: &str, since: u16) -> Value {
     let schema = match name {
-        "associated" | "maintenance" | "retired" | "sharded" => json!({ "type": "boolean" }),
+        "associated" | "maintenance" | "retired" | "sharded" | "include_children" => {
+            json!({ "type": "boolean" })
+        }
         "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
             json!({ "type": "string", "format": "uuid" })
         }
@@ -902,6 +904,10 @@ fn filter_param(name: &str, since: u16) -> Value {
         "fault" => json!({
             "type": "string",
             "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
+        }),
+        "shard" | "conductor_groups" => json!({
+            "type": "string",
+            "description": "A comma-separated list: records of nodes in any of them.",
         }),
         _ => json!({ "type": "string" }),
     };
@@ -1388,6 +1394,37 @@ pub(crate) fn operations() -> Vec<Operation> {
             .refs(&["runbook_ident"])
             .ok(204, None)
             .errors(&[400, 405]),
+        op("get", "/v1/runbooks/{runbook_ident}/traits", "runbook_trait_list")
+            .summary("The runbook's traits")
+            .since(112)
+            .refs(&["runbook_ident"])
+            .ok(200, Some("Traits"))
+            .errors(&[400]),
+        op("put", "/v1/runbooks/{runbook_ident}/traits", "runbook_trait_replace_all")
+            .summary("Replace all of the runbook's traits")
+            .since(112)
+            .refs(&["runbook_ident"])
+            .body("Traits")
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("delete", "/v1/runbooks/{runbook_ident}/traits", "runbook_trait_delete_all")
+            .summary("Remove all of the runbook's traits")
+            .since(112)
+            .refs(&["runbook_ident"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("put", "/v1/runbooks/{runbook_ident}/traits/{trait_name}", "runbook_trait_add")
+            .summary("Add one trait to the runbook")
+            .since(112)
+            .refs(&["runbook_ident", "trait_name"])
+            .ok(204, None)
+            .errors(&[400, 409]),
+        op("delete", "/v1/runbooks/{runbook_ident}/traits/{trait_name}", "runbook_trait_delete")
+            .summary("Remove one trait from the runbook")
+            .since(112)
+            .refs(&["runbook_ident", "trait_name"])
+            .ok(204, None)
+            .errors(&[400, 409]),
         // Node data, shards, events.
         op("get", "/v1/nodes/{node_ident}/bios", "bios_list")
             .summary("The node's BIOS settings")

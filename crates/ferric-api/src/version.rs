@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ferric_model::microversion::{
-    IRONIC_API_VERSION_HEADER, Microversion, OPENSTACK_API_VERSION_HEADER, negotiate,
+    IRONIC_API_VERSION_HEADER, Microversion, OPENSTACK_API_VERSION_HEADER, gate, negotiate,
 };
 
 use crate::ApiError;
@@ -18,7 +18,7 @@ pub const MIN_VERSION: Microversion = Microversion::MIN;
 
 /// The newest version whose features Ferric really implements. It only moves up when every
 /// feature up to it works; fields and verbs newer than a request's version stay hidden.
-pub const MAX_VERSION: Microversion = Microversion::new(110);
+pub const MAX_VERSION: Microversion = gate::NODE_HISTORY_FIELDS;
 
 const MINIMUM_VERSION_HEADER: &str = "x-openstack-ironic-api-minimum-version";
 const MAXIMUM_VERSION_HEADER: &str = "x-openstack-ironic-api-maximum-version";

@@ -440,6 +440,22 @@ async fn the_fake_driver_keeps_bios_and_firmware_per_node() {
     let components = firmware(&api, &uuid).await;
     assert_eq!(component(&components, "bmc")["current_version"], "1.1.0");
     assert_eq!(component(&components, "bios")["current_version"], "1.0.0");
+    // 1.114 adds vendor, model and serial_number (not read from any BMC yet: null).
+    for (minor, shown) in [(113, false), (114, true)] {
+        let answer = api
+            .send_at(
+                minor,
+                Method::GET,
+                &format!("/v1/nodes/{uuid}/firmware"),
+                None,
+            )
+            .await;
+        let bmc = component(answer.body["firmware"].as_array().unwrap(), "bmc");
+        for field in ["vendor", "model", "serial_number"] {
+            assert_eq!(bmc.get(field).is_some(), shown, "1.{minor} {field}: {bmc}");
+            assert!(bmc.get(field).is_none_or(Value::is_null), "{bmc}");
+        }
+    }
 
     let read_only = json!([{"interface": "bios", "step": "apply_configuration", "args": {
         "settings": [{"name": "SystemSerial", "value": "X"}]}}]);

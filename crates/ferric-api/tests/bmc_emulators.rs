@@ -1,6 +1,6 @@
 //! The `redfish` and `ipmi` hardware types through the HTTP API and the real conductor,
-//! against BMC emulators other people wrote: sushy-tools' Redfish emulator and OpenIPMI's
-//! `ipmi_sim`, each started on 127.0.0.1 for the test. Every change the API makes is read
+//! against BMC emulators other people wrote: sushy-tools' Redfish emulator, OpenIPMI's
+//! `ipmi_sim` and pyghmi's `fakebmc`, each started on 127.0.0.1 for the test. Every change the API makes is read
 //! back from the emulator's side (sushy's own Redfish resource, ipmi_sim's chassis state and
 //! `ipmitool` as an independent client). Tests step the conductor (`settle`); the only waits
 //! are the drivers' own polls for a power state to show.
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use common::Api;
-use emulators::{IpmiSim, Sushy, closed_tcp_port, closed_udp_port};
+use emulators::{FakeBmc, IpmiSim, NoCommonSuiteBmc, Sushy, closed_tcp_port, closed_udp_port};
 use ferric_conductor::ConductorConfig;
 use ferric_db::testing::TestDb;
 use ferric_drivers::{BmcSettings, Drivers};
@@ -245,7 +245,7 @@ async fn ipmi_against_openipmi_ipmi_sim() {
     let shown = node(&api, &uuid).await;
     assert_eq!(shown["power_interface"], "ipmitool");
 
-    // No ipmi_cipher_suite: 17 is refused by ipmi_sim (SHA1 only), so 3 is used.
+    // No ipmi_cipher_suite: ipmi_sim lists suites 0-14 (SHA1 only, no 17), so 3 is picked.
     let managed = manage(&api, &uuid).await;
     assert_eq!(managed["provision_state"], "manageable", "{managed:#}");
     assert_eq!(managed["power_state"], "power off");
@@ -281,6 +281,67 @@ async fn ipmi_against_openipmi_ipmi_sim() {
     let rebooted = power(&api, &uuid, "rebooting").await;
     assert_eq!(rebooted["power_state"], "power on");
     assert_eq!(sim.power(), "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipmi_picks_suite_3_on_pyghmi_fakebmc_without_ipmi_cipher_suite() {
+    let bmc = FakeBmc::start("admin", "password").await;
+    let api = api().await;
+    let endpoint = format!("127.0.0.1:{}", bmc.port);
+    // fakebmc accepts an Open Session proposing 17 and answers in suite 3's algorithms, so
+    // only asking which suites it lists finds the one that works.
+    let uuid = enroll(
+        &api,
+        "ipmi",
+        json!({"ipmi_address": "127.0.0.1", "ipmi_port": bmc.port,
+               "ipmi_username": "admin", "ipmi_password": "password"}),
+    )
+    .await;
+    let managed = manage(&api, &uuid).await;
+    assert_eq!(managed["provision_state"], "manageable", "{managed:#}");
+    assert_eq!(managed["power_state"], "power off");
+
+    let on = power(&api, &uuid, "power on").await;
+    assert_eq!(on["power_state"], "power on");
+    assert!(bmc.log().contains("powered on"), "{}", bmc.log());
+    let status = bmc
+        .ipmitool_as("admin", "password", &["chassis", "power", "status"])
+        .unwrap();
+    assert!(status.contains("Chassis Power is on"), "{status}");
+    let off = power(&api, &uuid, "power off").await;
+    assert_eq!(off["power_state"], "power off");
+
+    // Suite 17 named explicitly: the BMC's answer in other algorithms is said plainly.
+    let suite17 = enroll(
+        &api,
+        "ipmi",
+        json!({"ipmi_address": "127.0.0.1", "ipmi_port": bmc.port,
+               "ipmi_username": "admin", "ipmi_password": "password", "ipmi_cipher_suite": 17}),
+    )
+    .await;
+    expect_verification_failure(
+        &api,
+        &suite17,
+        &endpoint,
+        "cipher suite 17: the BMC answered with other algorithms (authentication 1, integrity 1",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipmi_bmc_listing_no_usable_cipher_suite_names_them_and_the_setting() {
+    let bmc = NoCommonSuiteBmc::start().await;
+    let api = api().await;
+    let uuid = enroll(
+        &api,
+        "ipmi",
+        json!({"ipmi_address": "127.0.0.1", "ipmi_port": bmc.port,
+               "ipmi_username": "admin", "ipmi_password": "password"}),
+    )
+    .await;
+    let endpoint = format!("127.0.0.1:{}", bmc.port);
+    expect_verification_failure(&api, &uuid, &endpoint, "the BMC offers 1, 2").await;
+    expect_verification_failure(&api, &uuid, &endpoint, "driver_info/ipmi_cipher_suite").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -175,3 +175,29 @@ async fn health_reports_the_backend() {
         .collect();
     assert!(reconcilers.contains(&"power_sync"), "{reconcilers:?}");
 }
+
+#[tokio::test]
+async fn every_version_up_to_upstreams_newest_is_served() {
+    // 1.111-1.115 are upstream Ironic's newest: dynamic portgroups, runbook traits, history
+    // project, firmware identity, history state fields.
+    assert_eq!(MAX_VERSION.to_string(), "1.115");
+    let root = send(get("/", &[])).await;
+    assert_eq!(
+        root.body["default_version"]["version"], "1.115",
+        "{}",
+        root.body
+    );
+    for minor in 111..=115 {
+        let version = format!("1.{minor}");
+        let answer = send(get(
+            "/v1/nodes",
+            &[("OpenStack-API-Version", &format!("baremetal {version}"))],
+        ))
+        .await;
+        assert_eq!(answer.status, StatusCode::OK, "{version}: {}", answer.body);
+        assert_eq!(
+            answer.headers["X-OpenStack-Ironic-API-Version"],
+            version.as_str()
+        );
+    }
+}

@@ -293,7 +293,9 @@ CREATE TABLE runbooks (
     disable_ramdisk BOOLEAN NOT NULL DEFAULT FALSE,
     extra           JSONB NOT NULL DEFAULT '{}',
     created_at      TIMESTAMPTZ NOT NULL,
-    updated_at      TIMESTAMPTZ
+    updated_at      TIMESTAMPTZ,
+    traits          JSONB NOT NULL DEFAULT '[]',
+    description     TEXT
 );
 
 CREATE INDEX runbooks_owner_idx ON runbooks (owner);

@@ -293,7 +293,9 @@ CREATE TABLE runbooks (
     disable_ramdisk BOOLEAN NOT NULL DEFAULT 0,
     extra           TEXT NOT NULL DEFAULT '{}',
     created_at      TEXT NOT NULL,
-    updated_at      TEXT
+    updated_at      TEXT,
+    traits          TEXT NOT NULL DEFAULT '[]',
+    description     TEXT
 );
 
 CREATE INDEX runbooks_owner_idx ON runbooks (owner);

@@ -47,6 +47,8 @@ pub struct NodeFilter {
     /// `true`: nodes with a shard; `false`: nodes without.
     pub sharded: Option<bool>,
     pub parent_node: Option<Uuid>,
+    /// `true`: child nodes (those with a `parent_node`); `false`: nodes with none.
+    pub has_parent: Option<bool>,
     /// `true`: nodes reserved by an allocation; `false`: nodes free for one.
     pub allocated: Option<bool>,
     /// `true`: nodes with a power action under way (`target_power_state` set).
@@ -570,6 +572,13 @@ fn push_node_filter<'a>(
     }
     if let Some(parent) = filter.parent_node {
         query.and_eq("parent_node", parent);
+    }
+    if let Some(has_parent) = filter.has_parent {
+        query.and().push(if has_parent {
+            "parent_node IS NOT NULL"
+        } else {
+            "parent_node IS NULL"
+        });
     }
     if let Some(allocated) = filter.allocated {
         query.and().push(if allocated {

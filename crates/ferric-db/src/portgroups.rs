@@ -17,6 +17,10 @@ pub struct PortgroupFilter {
     pub project: Option<String>,
     /// A MAC address, in any case.
     pub address: Option<String>,
+    /// Only those of nodes in any of these shards.
+    pub shard: Option<Vec<String>>,
+    /// Only those of nodes in any of these conductor groups.
+    pub conductor_groups: Option<Vec<String>>,
 }
 
 define_sort_key! {
@@ -141,6 +145,12 @@ impl Store {
         }
         if let Some(address) = &address {
             query.and_eq("address", address);
+        }
+        if let Some(shards) = &filter.shard {
+            query.and_node_in("shard", shards);
+        }
+        if let Some(groups) = &filter.conductor_groups {
+            query.and_node_in("conductor_group", groups);
         }
         if let Some(marker_id) = marker_id {
             push_after_marker(

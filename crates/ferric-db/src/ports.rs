@@ -20,6 +20,10 @@ pub struct PortFilter {
     pub physical_network: Option<String>,
     /// Case-insensitive substring of `description`.
     pub description_contains: Option<String>,
+    /// Only those of nodes in any of these shards.
+    pub shard: Option<Vec<String>>,
+    /// Only those of nodes in any of these conductor groups.
+    pub conductor_groups: Option<Vec<String>>,
 }
 
 define_sort_key! {
@@ -161,6 +165,12 @@ impl Store {
         }
         if let Some(portgroup_uuid) = filter.portgroup_uuid {
             query.and_eq("portgroup_uuid", portgroup_uuid);
+        }
+        if let Some(shards) = &filter.shard {
+            query.and_node_in("shard", shards);
+        }
+        if let Some(groups) = &filter.conductor_groups {
+            query.and_node_in("conductor_group", groups);
         }
         if let Some(address) = &address {
             query.and_eq("address", address);

@@ -376,6 +376,22 @@ impl<'a> SqlBuilder<'a> {
         self.and().push(column).push(" = ").arg(arg)
     }
 
+    /// `AND node_uuid IN (SELECT uuid FROM nodes WHERE {column} IN (values…))`: records of
+    /// the nodes whose `column` is one of `values` (none when `values` is empty).
+    pub(crate) fn and_node_in(&mut self, column: &str, values: &'a [String]) -> &mut Self {
+        self.and()
+            .push("node_uuid IN (SELECT uuid FROM nodes WHERE ")
+            .push(column)
+            .push(" IN (");
+        if values.is_empty() {
+            self.push("NULL");
+        }
+        for (n, value) in values.iter().enumerate() {
+            self.push(if n == 0 { "" } else { ", " }).arg(value);
+        }
+        self.push("))")
+    }
+
     pub(crate) fn sql(&self) -> &str {
         &self.sql
     }

@@ -69,6 +69,8 @@ fn template_from_row(row: &dyn DbRow) -> Result<DeployTemplate, sqlx::Error> {
 fn runbook_values(runbook: &Runbook) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("name", (&runbook.name).into()),
+        ("traits", (&runbook.traits).into()),
+        ("description", (&runbook.description).into()),
         ("steps", (&runbook.steps).into()),
         ("public", runbook.public.into()),
         ("owner", (&runbook.owner).into()),
@@ -83,6 +85,8 @@ fn runbook_from_row(row: &dyn DbRow) -> Result<Runbook, sqlx::Error> {
         version: row.int("version")?,
         uuid: row.uuid("uuid")?,
         name: row.text("name")?,
+        traits: row.json_list("traits")?,
+        description: row.opt_text("description")?,
         steps: json_column(row, "steps")?,
         public: row.bool("public")?,
         owner: row.opt_text("owner")?,

@@ -97,6 +97,8 @@ pub(crate) struct BmcState {
     pub(crate) settings: BmcSettings,
     pub(crate) redfish: crate::redfish::Clients,
     pub(crate) ipmi_limits: BmcLimits,
+    /// The cipher suite each IPMI BMC last opened a session with.
+    pub(crate) ipmi_suites: crate::ipmi::SuiteCache,
 }
 
 impl BmcState {
@@ -104,6 +106,7 @@ impl BmcState {
         Self {
             redfish: crate::redfish::Clients::new(&settings),
             ipmi_limits: BmcLimits::new(settings.max_requests_per_bmc),
+            ipmi_suites: crate::ipmi::SuiteCache::default(),
             settings,
         }
     }

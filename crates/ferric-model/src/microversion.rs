@@ -41,9 +41,9 @@ impl fmt::Display for Microversion {
     }
 }
 
-/// The versions at which the state machine changed (`reference/ironic.md` §1.4). Code that
-/// gates behaviour on the requested version names the feature through these constants instead
-/// of repeating numbers.
+/// The versions at which the state machine changed (`reference/ironic.md` §1.4), and the
+/// newest ones (1.111-1.115). Code that gates behaviour on the requested version names the
+/// feature through these constants instead of repeating numbers.
 pub mod gate {
     use super::Microversion;
 
@@ -75,6 +75,17 @@ pub mod gate {
     pub const SERVICE: Microversion = Microversion::new(87);
     /// `abort` from `wait call-back`.
     pub const ABORT_WAIT_CALL_BACK: Microversion = Microversion::new(110);
+    /// Port `available_for_dynamic_portgroup` and portgroup `dynamic_portgroup`.
+    pub const DYNAMIC_PORTGROUP: Microversion = Microversion::new(111);
+    /// Runbook `traits` (and `/v1/runbooks/{runbook}/traits`), `description`, any logical
+    /// name; a node runs a runbook when it has one of its traits.
+    pub const RUNBOOK_TRAITS: Microversion = Microversion::new(112);
+    /// Node history `project` (detail).
+    pub const NODE_HISTORY_PROJECT: Microversion = Microversion::new(113);
+    /// Firmware component `vendor`, `model`, `serial_number`.
+    pub const FIRMWARE_IDENTITY: Microversion = Microversion::new(114);
+    /// Node history `state`, `target_provision_state`, `duration_seconds` (detail).
+    pub const NODE_HISTORY_FIELDS: Microversion = Microversion::new(115);
 }
 
 /// The legacy request header every client sends, also echoed in every response.

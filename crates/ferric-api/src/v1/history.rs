@@ -13,6 +13,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use ferric_db::{Kind, SortDir, UnknownSortKey};
 use ferric_model::Microversion;
+use ferric_model::microversion::gate;
 use ferric_model::resources::{Ident, NodeHistoryEntry};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -28,8 +29,8 @@ use crate::{ApiError, ApiState};
 const HISTORY_SINCE: u16 = 78;
 /// `project` (1.113) and `state`, `target_provision_state`, `duration_seconds` (1.115) are
 /// not recorded by Ferric yet; detail views at those versions show them as null.
-const PROJECT_SINCE: u16 = 113;
-const STATE_FIELDS_SINCE: u16 = 115;
+const PROJECT_SINCE: u16 = gate::NODE_HISTORY_PROJECT.minor();
+const STATE_FIELDS_SINCE: u16 = gate::NODE_HISTORY_FIELDS.minor();
 
 /// The fields a history listing may be sorted by; none is a JSON document.
 const HISTORY_FIELDS: &[FieldSpec] = &[

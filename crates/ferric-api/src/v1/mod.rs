@@ -34,6 +34,7 @@ pub mod raid;
 pub mod ramdisk;
 pub(crate) mod rendered;
 pub(crate) mod resource;
+pub mod runbook_traits;
 pub mod runbooks;
 pub mod states;
 pub(crate) mod step_lists;

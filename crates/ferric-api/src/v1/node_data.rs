@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ferric_model::Microversion;
+use ferric_model::microversion::gate;
 use ferric_model::resources::{BiosSetting, Ident};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -162,7 +163,10 @@ pub async fn bios_get(
 }
 
 /// `GET /v1/nodes/{node_ident}/firmware`: `{"firmware": [{component, initial_version,
-/// current_version, last_version_flashed, created_at, updated_at}]}`.
+/// current_version, last_version_flashed, created_at, updated_at}]}`, and from 1.114 the
+/// component's `vendor`, `model` and `serial_number`.
+// TODO-correctness: the firmware interfaces do not read a component's vendor, model or serial
+// number yet (Ironic fills the BMC's `model` and NICs' three from Redfish); they are null.
 pub async fn firmware_list(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
@@ -182,14 +186,22 @@ pub async fn firmware_list(
     let items: Vec<Value> = components
         .iter()
         .map(|component| {
-            json!({
+            let mut item = json!({
                 "component": component.component,
                 "initial_version": component.initial_version,
                 "current_version": component.current_version,
                 "last_version_flashed": component.last_version_flashed,
                 "created_at": timestamp(component.created_at),
                 "updated_at": opt_timestamp(component.updated_at),
-            })
+            });
+            if version >= gate::FIRMWARE_IDENTITY
+                && let Some(fields) = item.as_object_mut()
+            {
+                for name in ["vendor", "model", "serial_number"] {
+                    fields.insert(name.to_owned(), Value::Null);
+                }
+            }
+            item
         })
         .collect();
     Ok(Json(json!({ "firmware": items })))

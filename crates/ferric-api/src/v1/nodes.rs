@@ -62,6 +62,8 @@ pub(crate) const NODE_FILTERS: &[(&str, u16)] = &[
     ("resource_class", 21),
     ("fault", 42),
     ("conductor_group", 46),
+    // The conductor that serves the node by the hash ring (see `NodeListFilter`).
+    ("conductor", 49),
     ("owner", 50),
     // `project` arrived with `owner`; `description_contains` with `description`.
     ("project", 50),
@@ -71,11 +73,17 @@ pub(crate) const NODE_FILTERS: &[(&str, u16)] = &[
     ("shard", 82),
     ("sharded", 82),
     ("parent_node", 83),
+    ("include_children", 83),
     ("instance_name", 104),
 ];
 
-/// Filters Ironic has that Ferric's storage cannot answer yet: refused clearly, not ignored.
-const UNSUPPORTED_NODE_FILTERS: &[&str] = &["conductor", "include_children"];
+/// What a node listing asks for: the storage filter, and the conductor (1.49) the nodes must
+/// be served by. Which conductor serves a node is a hash-ring question, not a column, so it is
+/// answered on the nodes storage returns, as Ironic's API does.
+pub(crate) struct NodeListFilter {
+    pub(crate) filter: NodeFilter,
+    pub(crate) conductor: Option<String>,
+}
 
 const FAULTS: &[&str] = &[
     "power failure",
@@ -84,15 +92,15 @@ const FAULTS: &[&str] = &[
     "service failure",
 ];
 
-fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<NodeFilter, ApiError> {
+fn node_filter(
+    pairs: &[(String, String)],
+    version: Microversion,
+) -> Result<NodeListFilter, ApiError> {
     let mut filter = NodeFilter::default();
+    let mut conductor = None;
+    let mut include_children = false;
     for (name, value) in pairs {
         if !known_filter("nodes", NODE_FILTERS, name, version)? {
-            if UNSUPPORTED_NODE_FILTERS.contains(&name.as_str()) {
-                return Err(ApiError::bad_request(format!(
-                    "Filtering nodes by '{name}' is not supported by this server yet."
-                )));
-            }
             return Err(ApiError::bad_request(format!(
                 "Unknown query parameter '{name}' for listing nodes."
             )));
@@ -108,6 +116,8 @@ fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<Node
             "maintenance" => filter.maintenance = Some(parse_bool_param(name, value)?),
             "retired" => filter.retired = Some(parse_bool_param(name, value)?),
             "sharded" => filter.sharded = Some(parse_bool_param(name, value)?),
+            "include_children" => include_children = parse_bool_param(name, value)?,
+            "conductor" => conductor = text.clone(),
             "instance_uuid" => filter.instance_uuid = Some(uuid(value)?),
             "chassis_uuid" => filter.chassis_uuid = Some(uuid(value)?),
             "parent_node" => filter.parent_node = Some(uuid(value)?),
@@ -138,7 +148,12 @@ fn node_filter(pairs: &[(String, String)], version: Microversion) -> Result<Node
             _ => {}
         }
     }
-    Ok(filter)
+    // Child nodes are listed only when asked for, or under their parent (Ironic's rule,
+    // whatever the version: below 1.83 no node has a parent).
+    if !include_children && filter.parent_node.is_none() {
+        filter.has_parent = Some(false);
+    }
+    Ok(NodeListFilter { filter, conductor })
 }
 
 /// The conductor holding an unexpired lease on the node, if any (`reservation`).
@@ -225,8 +240,11 @@ pub(crate) async fn list(
     chassis: Option<Uuid>,
     scope: &ProjectScope,
 ) -> Result<Response, ApiError> {
-    let (params, selection) = list_params::<Node>(query, version, detail_path)?;
-    let mut filter = node_filter(&params.filters, version)?;
+    let (mut params, selection) = list_params::<Node>(query, version, detail_path)?;
+    let NodeListFilter {
+        mut filter,
+        conductor,
+    } = node_filter(&params.filters, version)?;
     if let ProjectScope(Some(project)) = scope {
         // A project-scoped caller sees its own project's nodes, whatever it asks for.
         filter.project = Some(project.clone());
@@ -239,11 +257,24 @@ pub(crate) async fn list(
         }
         filter.chassis_uuid = Some(chassis);
     }
-    let nodes = state
+    // With a conductor named, the page is cut after the ring has picked that conductor's
+    // nodes, so that a short page still means the end of the listing.
+    let limit = conductor
+        .is_some()
+        .then(|| params.page.limit.take())
+        .flatten();
+    let mut nodes = state
         .store
         .node_list_shared(&filter, &params.page)
         .await
         .map_err(db_error)?;
+    if let Some(conductor) = &conductor {
+        let rings = state.conductor.membership().rings();
+        nodes.retain(|node| rings.owner(node) == Some(conductor.as_str()));
+        if let Some(limit) = limit {
+            nodes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+    }
     let base = base_url(headers);
     let held = if nodes.is_empty() {
         HashMap::new()

@@ -34,10 +34,12 @@ const PORTGROUPS_SINCE: u16 = 23;
 const SUBCONTROLLERS_SINCE: u16 = 24;
 
 /// Portgroup list filters and the minor version each appeared in.
-pub(crate) const PORTGROUP_FILTERS: &[(&str, u16)] = &[("node", 23), ("address", 23)];
-
-/// Filters Ironic has that are not wired to storage yet: refused clearly, not ignored.
-const UNSUPPORTED_PORTGROUP_FILTERS: &[&str] = &["shard", "conductor_groups"];
+pub(crate) const PORTGROUP_FILTERS: &[(&str, u16)] = &[
+    ("node", 23),
+    ("address", 23),
+    ("conductor_groups", 99),
+    ("shard", 106),
+];
 
 /// The portgroup routes, merged into the API's router.
 pub fn routes() -> Router<ApiState> {
@@ -76,11 +78,6 @@ async fn portgroup_filter(
     let mut filter = PortgroupFilter::default();
     for (name, value) in pairs {
         if !known_filter("portgroups", PORTGROUP_FILTERS, name, version)? {
-            if UNSUPPORTED_PORTGROUP_FILTERS.contains(&name.as_str()) {
-                return Err(ApiError::bad_request(format!(
-                    "Filtering portgroups by '{name}' is not supported by this server yet."
-                )));
-            }
             return Err(ApiError::bad_request(format!(
                 "Unknown query parameter '{name}' for listing portgroups."
             )));
@@ -94,12 +91,24 @@ async fn portgroup_filter(
                 filter.node_uuid = Some(node.uuid);
             }
             "address" => filter.address = Some(normalize_mac(value)?),
+            "shard" => filter.shard = Some(ports::list_filter(value)),
+            "conductor_groups" => {
+                filter.conductor_groups = Some(ports::conductor_groups_filter(value));
+            }
             _ => {}
         }
     }
-    if filter.node_uuid.is_some() && filter.address.is_some() {
+    // Ironic's rule: at most one of node, address, shard and conductor groups.
+    let given = [
+        filter.node_uuid.is_some(),
+        filter.address.is_some(),
+        filter.shard.is_some(),
+        filter.conductor_groups.is_some(),
+    ];
+    if given.iter().filter(|given| **given).count() > 1 {
         return Err(ApiError::bad_request(
-            "Filtering by node, address, or shard simultaneously is not supported.",
+            "Filtering portgroups by more than one of 'node', 'address', 'shard' and \
+             'conductor_groups' is not supported; give one of them.",
         ));
     }
     Ok(filter)

@@ -48,11 +48,25 @@ pub(crate) const PORT_FILTERS: &[(&str, u16)] = &[
     ("node_uuid", 1),
     ("address", 1),
     ("portgroup", 24),
+    ("shard", 82),
     ("description_contains", 97),
+    ("conductor_groups", 99),
 ];
 
-/// Filters Ironic has that are not wired to storage yet: refused clearly, not ignored.
-const UNSUPPORTED_PORT_FILTERS: &[&str] = &["shard", "conductor_groups"];
+/// A comma-separated list filter (`shard`, `conductor_groups`), its items trimmed.
+pub(crate) fn list_filter(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Conductor groups are stored in lower case; a filter matches them in any case.
+pub(crate) fn conductor_groups_filter(value: &str) -> Vec<String> {
+    list_filter(&value.to_ascii_lowercase())
+}
 
 /// A node the caller names in a port (body or filter): missing is the caller's mistake (400).
 pub(crate) async fn referenced_node(store: &Store, ident: &Ident) -> Result<Node, ApiError> {
@@ -72,11 +86,6 @@ async fn port_filter(
     let mut filter = PortFilter::default();
     for (name, value) in pairs {
         if !known_filter("ports", PORT_FILTERS, name, version)? {
-            if UNSUPPORTED_PORT_FILTERS.contains(&name.as_str()) {
-                return Err(ApiError::bad_request(format!(
-                    "Filtering ports by '{name}' is not supported by this server yet."
-                )));
-            }
             return Err(ApiError::bad_request(format!(
                 "Unknown query parameter '{name}' for listing ports."
             )));
@@ -109,8 +118,32 @@ async fn port_filter(
             }
             "address" => filter.address = Some(normalize_mac(value)?),
             "description_contains" => filter.description_contains = Some(value.clone()),
+            "shard" => filter.shard = Some(list_filter(value)),
+            "conductor_groups" => filter.conductor_groups = Some(conductor_groups_filter(value)),
             _ => {}
         }
+    }
+    // Ironic's rules: one of node, portgroup and shard; conductor groups with none of node,
+    // portgroup or address.
+    let exclusive = [
+        filter.node_uuid.is_some(),
+        filter.portgroup_uuid.is_some(),
+        filter.shard.is_some(),
+    ];
+    if exclusive.iter().filter(|given| **given).count() > 1 {
+        return Err(ApiError::bad_request(
+            "Filter ports by one of 'node', 'portgroup' and 'shard' at a time.",
+        ));
+    }
+    if filter.conductor_groups.is_some()
+        && (filter.node_uuid.is_some()
+            || filter.portgroup_uuid.is_some()
+            || filter.address.is_some())
+    {
+        return Err(ApiError::bad_request(
+            "Filtering by conductor_groups cannot be combined with the node, portgroup or \
+             address filters.",
+        ));
     }
     Ok(filter)
 }

@@ -1,6 +1,9 @@
 //! `/v1/runbooks` (1.92): named manual clean/service step lists (`reference/ironic.md` §2.7).
 //! A node may run a runbook (`PUT …/states/provision` with `runbook`, `states.rs`) when one of
-//! its traits is the runbook's name; the steps run in ascending `order`.
+//! its traits is the runbook's name — from 1.112, when it has one of the runbook's `traits`
+//! (set through `/v1/runbooks/{runbook}/traits`, `runbook_traits.rs`); the steps run in
+//! ascending `order`. From 1.112 a runbook also has a `description`, and a new runbook's name
+//! need only be a logical name (before, it must be a trait).
 //!
 //! Ownership, as Ironic: a runbook has an `owner` project or is `public` (never both). A
 //! project-scoped caller creates runbooks owned by its own project and cannot make them
@@ -16,6 +19,7 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use ferric_db::{RunbookFilter, RunbookSortKey};
 use ferric_model::Microversion;
+use ferric_model::microversion::gate;
 use ferric_model::resources::Runbook;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -40,11 +44,15 @@ use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
 pub(crate) const RUNBOOKS_SINCE: u16 = 92;
+/// Runbook `traits`, `description` and any logical name (1.112).
+pub(crate) const RUNBOOK_TRAITS_SINCE: u16 = gate::RUNBOOK_TRAITS.minor();
 const PLURAL: &str = "runbooks";
 
 pub(crate) const RUNBOOK_FIELDS: &[FieldSpec] = &[
     field("uuid", RUNBOOKS_SINCE, CreateOnly, T::Uuid),
     field("name", RUNBOOKS_SINCE, Writable, T::Text),
+    field("description", RUNBOOK_TRAITS_SINCE, Writable, T::OptText),
+    field("traits", RUNBOOK_TRAITS_SINCE, ReadOnly, T::StringList),
     field("steps", RUNBOOKS_SINCE, Writable, T::RunbookSteps),
     field("disable_ramdisk", RUNBOOKS_SINCE, Writable, T::Bool),
     field("extra", RUNBOOKS_SINCE, Writable, T::Object),
@@ -61,7 +69,7 @@ impl Resource for Runbook {
     const COLLECTION: &'static str = "runbooks";
     const FIELDS: &'static [FieldSpec] = RUNBOOK_FIELDS;
     const DEFAULT_LIST_FIELDS: &'static [&'static str] = &["uuid", "name"];
-    const UNSORTABLE: &'static [&'static str] = &["extra", "steps"];
+    const UNSORTABLE: &'static [&'static str] = &["extra", "steps", "traits"];
 
     fn uuid(&self) -> Uuid {
         self.uuid
@@ -80,9 +88,10 @@ impl Resource for Runbook {
             "uuid" => self.uuid = super::step_lists::uuid_or_new(value)?,
             "name" => {
                 let text = string(name, value, 255)?;
-                check_trait(name, &text)?;
+                check_runbook_name(name, &text)?;
                 self.name = text;
             }
+            "description" => self.description = opt_string(name, value, 255)?,
             "steps" => self.steps = runbook_steps(name, value)?,
             "disable_ramdisk" => self.disable_ramdisk = !value.is_null() && boolean(name, value)?,
             "public" => self.public = !value.is_null() && boolean(name, value)?,
@@ -103,6 +112,8 @@ fn shown(runbook: &Runbook, name: &str, base: &str, masked: bool) -> Value {
     match name {
         "uuid" => json!(runbook.uuid),
         "name" => json!(runbook.name),
+        "description" => opt_text_value(runbook.description.as_deref()),
+        "traits" => json!(runbook.traits),
         "steps" => Value::Array(
             runbook
                 .steps
@@ -126,6 +137,25 @@ fn shown(runbook: &Runbook, name: &str, base: &str, masked: bool) -> Value {
         "updated_at" => opt_timestamp(runbook.updated_at),
         "links" => links(base, &format!("runbooks/{}", runbook.uuid)),
         _ => Value::Null,
+    }
+}
+
+/// A runbook name: letters, digits and `-._~`, 1–255 characters, so that it can name the
+/// runbook in a URL (Ironic's rule from 1.112; older versions also require a trait, which
+/// always passes this).
+fn check_runbook_name(name: &str, value: &str) -> Result<(), ApiError> {
+    let valid = !value.is_empty()
+        && value.chars().count() <= 255
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~'));
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid {name} '{value}': a runbook name is 1-255 letters, digits, '-', '.', '_' \
+             or '~'."
+        )))
     }
 }
 
@@ -168,6 +198,7 @@ pub fn routes() -> Router<ApiState> {
                 .patch(runbook_update)
                 .delete(runbook_delete),
         )
+        .merge(super::runbook_traits::routes())
 }
 
 async fn list(
@@ -229,7 +260,7 @@ pub async fn runbook_list_detail(
     list(&state, version, &headers, &query, true, project).await
 }
 
-async fn load(state: &ApiState, ident: &str) -> Result<Runbook, ApiError> {
+pub(crate) async fn load(state: &ApiState, ident: &str) -> Result<Runbook, ApiError> {
     state
         .store
         .runbook_get(&parse_ident(ident)?)
@@ -270,6 +301,9 @@ pub async fn runbook_create(
     check_create_body::<Runbook>(&body, version, &["name", "steps"])?;
     let mut runbook = Runbook::new(Uuid::new_v4());
     apply_create_body(&mut runbook, body)?;
+    if version.minor() < RUNBOOK_TRAITS_SINCE {
+        check_trait("name", &runbook.name)?;
+    }
     if let Some(project) = project_scope(caller.as_ref().map(|caller| &caller.0)) {
         if runbook
             .owner

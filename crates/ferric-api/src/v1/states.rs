@@ -14,7 +14,7 @@ use axum::routing::{get, put};
 use ferric_conductor::{ConductorError, ProvisionArgs};
 use ferric_drivers::{BootDevice, PowerAction, StepCall};
 use ferric_model::machine::VerbError;
-use ferric_model::microversion::visible_provision_state;
+use ferric_model::microversion::{gate, visible_provision_state};
 use ferric_model::resources::{Ident, InterfaceKind, Node};
 use ferric_model::{Microversion, Verb, check_verb};
 use serde_json::{Map, Value, json};
@@ -361,22 +361,40 @@ fn provision_request(
     Ok((verb, args, runbook))
 }
 
-/// A `runbook` named in a clean or service request (1.92): it must exist and one of the
-/// node's traits must be its name (Ironic's approval rule); its steps, in `order`, become the
-/// request's steps and its `disable_ramdisk` the request's.
+/// A `runbook` named in a clean or service request (1.92): it must exist and be approved for
+/// the node (Ironic's rule: the node has one of the runbook's traits from 1.112, a trait named
+/// like the runbook before); its steps, in `order`, become the request's steps and its
+/// `disable_ramdisk` the request's.
 async fn apply_runbook(
     state: &ApiState,
     node: &Node,
     verb: Verb,
     ident: &str,
     args: &mut ProvisionArgs,
+    version: Microversion,
 ) -> Result<(), ApiError> {
     let runbook = state
         .store
         .runbook_get(&parse_ident(ident)?)
         .await
         .map_err(db_error)?;
-    if !node.traits.contains(&runbook.name) {
+    if version >= gate::RUNBOOK_TRAITS {
+        if runbook.traits.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "Runbook {} has no traits configured. Please ask an administrator to add traits \
+                 to the runbook.",
+                runbook.uuid
+            )));
+        }
+        if !runbook.traits.iter().any(|name| node.traits.contains(name)) {
+            return Err(ApiError::bad_request(format!(
+                "This runbook has not been approved for use on this node {}. The node does not \
+                 have any of the runbook's traits {:?}. Please ask an administrator to add a \
+                 matching trait to your node.",
+                node.uuid, runbook.traits
+            )));
+        }
+    } else if !node.traits.contains(&runbook.name) {
         return Err(ApiError::bad_request(format!(
             "This runbook has not been approved for use on this node {}. Please ask an \
              administrator to add it to your node traits.",
@@ -447,7 +465,7 @@ pub async fn node_provision_set(
         });
     }
     if let Some(runbook) = runbook {
-        apply_runbook(&state, &node, verb, &runbook, &mut args).await?;
+        apply_runbook(&state, &node, verb, &runbook, &mut args, version).await?;
     }
     if matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) && node.maintenance {
         return Err(ApiError::bad_request(format!(

@@ -140,18 +140,26 @@ pub async fn trait_replace_all(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let node = traits_node(&state, version, &ident).await?;
+    let traits = traits_body(&body, ONE_OR_ALL)?;
+    save_traits(&state, &node, traits).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The `{"traits": [...]}` body of a replace-all request, each name checked; `one_or_all` is
+/// the error for a body without `traits`.
+pub(crate) fn traits_body(body: &[u8], one_or_all: &str) -> Result<BTreeSet<String>, ApiError> {
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        serde_json::from_slice(&body).map_err(|error| {
+        serde_json::from_slice(body).map_err(|error| {
             ApiError::bad_request(format!("The request body is not valid JSON: {error}"))
         })?
     };
     let Some(Value::Array(items)) = body.get("traits") else {
         return Err(match &body {
-            Value::Null => ApiError::bad_request(ONE_OR_ALL),
+            Value::Null => ApiError::bad_request(one_or_all),
             Value::Object(object) if !object.contains_key("traits") => {
-                ApiError::bad_request(ONE_OR_ALL)
+                ApiError::bad_request(one_or_all)
             }
             _ => ApiError::bad_request(
                 "Schema error for body: 'traits' must be a list of trait names.",
@@ -177,8 +185,18 @@ pub async fn trait_replace_all(
         check_trait("body", name)?;
         traits.insert(name.clone());
     }
-    save_traits(&state, &node, traits).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(traits)
+}
+
+/// Whether a request that must have no body has one (`{}`, `[]` and `null` count as none).
+pub(crate) fn has_body(body: &[u8]) -> bool {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Null) => false,
+        Ok(Value::Object(object)) => !object.is_empty(),
+        Ok(Value::Array(items)) => !items.is_empty(),
+        Ok(_) => true,
+        Err(_) => !body.iter().all(u8::is_ascii_whitespace),
+    }
 }
 
 /// `PUT /v1/nodes/{node_ident}/traits/{trait_name}` (no body): adds one. 204 with its
@@ -191,14 +209,7 @@ pub async fn trait_add(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let node = traits_node(&state, version, &ident).await?;
-    let has_body = match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Null) => false,
-        Ok(Value::Object(object)) => !object.is_empty(),
-        Ok(Value::Array(items)) => !items.is_empty(),
-        Ok(_) => true,
-        Err(_) => !body.iter().all(u8::is_ascii_whitespace),
-    };
-    if has_body {
+    if has_body(&body) {
         return Err(ApiError::bad_request(
             "No body should be provided when adding a trait",
         ));

@@ -1,6 +1,8 @@
 //! BMC emulators written by others, started on 127.0.0.1 for one test and stopped when it
-//! ends: sushy-tools' Redfish emulator (its fake system driver) and OpenIPMI's `ipmi_sim`.
-//! `scripts/install-deps.sh` installs both; a missing one fails the test with what to run.
+//! ends: sushy-tools' Redfish emulator (its fake system driver), OpenIPMI's `ipmi_sim` and
+//! pyghmi's `fakebmc` (cipher suite 3 only). `scripts/install-deps.sh` installs them; a missing
+//! one fails the test with what to run. And one stub of our own, [`NoCommonSuiteBmc`], for the
+//! BMC no emulator plays: one that lists no cipher suite Ferric speaks.
 
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -286,34 +288,11 @@ impl IpmiSim {
         args: &[&str],
     ) -> Result<String, String> {
         let _ = &self.process;
-        let ipmitool = program(
-            "FERRIC_IPMITOOL",
-            PathBuf::from("/usr/bin/ipmitool"),
-            "ipmitool",
-        );
-        let output = Command::new(ipmitool)
-            .args([
-                "-I",
-                "lanplus",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-            ])
-            .args([
-                "-U", username, "-P", password, "-C", "3", "-N", "1", "-R", "1",
-            ])
-            .args(args)
-            .output()
-            .map_err(|error| error.to_string())?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
+        ipmitool(self.port, username, password, args)
     }
 
     fn state_file(&self, name: &str) -> String {
+        let _ = &self.process;
         let path: &Path = &self.dir.path().join(name);
         std::fs::read_to_string(path)
             .map(|text| text.trim().to_owned())
@@ -328,5 +307,135 @@ impl IpmiSim {
     /// The boot device as the simulator passed it on: none, pxe, default, cdrom, bios.
     pub(crate) fn boot(&self) -> String {
         self.state_file("boot")
+    }
+}
+
+/// Runs `ipmitool -I lanplus -C 3` against a BMC on 127.0.0.1:`port`: an independent client.
+fn ipmitool(port: u16, username: &str, password: &str, args: &[&str]) -> Result<String, String> {
+    let ipmitool = program(
+        "FERRIC_IPMITOOL",
+        PathBuf::from("/usr/bin/ipmitool"),
+        "ipmitool",
+    );
+    let output = Command::new(ipmitool)
+        .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-U", username, "-P", password, "-C", "3", "-N", "1", "-R", "1",
+        ])
+        .args(args)
+        .output()
+        .map_err(|error| error.to_string())?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// pyghmi's `fakebmc` (through `tests/bmc-emulators/fakebmc.py`, which binds it to loopback):
+/// IPMI 2.0 whose Get Channel Cipher Suites lists suite 3 only, and which answers an Open
+/// Session proposing 17 with suite 3's algorithms.
+pub(crate) struct FakeBmc {
+    process: Process,
+    pub(crate) port: u16,
+    dir: TempDir,
+}
+
+impl FakeBmc {
+    pub(crate) async fn start(username: &str, password: &str) -> FakeBmc {
+        let python = program(
+            "FERRIC_BMC_PYTHON",
+            cache_dir().join("bmc-venv/bin/python"),
+            "the BMC emulators' Python (with pyghmi)",
+        );
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/bmc-emulators/fakebmc.py");
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_udp_port();
+        let log = std::fs::File::create(dir.path().join("fakebmc.log")).unwrap();
+        let child = Command::new(&python)
+            .arg(&script)
+            .args([&port.to_string(), username, password])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", python.display()));
+        let bmc = FakeBmc {
+            process: Process(child),
+            port,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while ipmitool(port, username, password, &["chassis", "power", "status"]).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "fakebmc did not answer on 127.0.0.1:{port}; its log:\n{}",
+                bmc.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        bmc
+    }
+
+    /// What the BMC printed: one line per power change it was asked for.
+    pub(crate) fn log(&self) -> String {
+        let _ = &self.process;
+        std::fs::read_to_string(self.dir.path().join("fakebmc.log")).unwrap_or_default()
+    }
+
+    pub(crate) fn ipmitool_as(
+        &self,
+        username: &str,
+        password: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
+        ipmitool(self.port, username, password, args)
+    }
+}
+
+/// A stub BMC that answers only the two pre-session questions: Get Channel Authentication
+/// Capabilities (IPMI 2.0) and Get Channel Cipher Suites, listing suites 1 and 2 (no
+/// encryption) — a BMC Ferric cannot open a session with.
+pub(crate) struct NoCommonSuiteBmc {
+    pub(crate) port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NoCommonSuiteBmc {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl NoCommonSuiteBmc {
+    pub(crate) async fn start() -> NoCommonSuiteBmc {
+        use ferric_drivers::ipmi::rmcp;
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            while let Ok((length, peer)) = socket.recv_from(&mut buffer).await {
+                let Ok(packet) = rmcp::parse_packet(&buffer[..length], None) else {
+                    continue;
+                };
+                let Ok(request) = rmcp::parse_ipmi_request(&packet.payload) else {
+                    continue;
+                };
+                let data: &[u8] = match (request.netfn, request.command) {
+                    // Channel 1; IPMI 2.0 extended data; per-message auth; IPMI 2.0 only.
+                    (0x06, 0x38) => &[0x01, 0x80, 0x04, 0x02, 0, 0, 0, 0],
+                    // Channel 1; suite 1 (RAKP-HMAC-SHA1, no integrity, no confidentiality)
+                    // and suite 2 (RAKP-HMAC-SHA1, HMAC-SHA1-96, none).
+                    (0x06, 0x54) => &[
+                        0x01, 0xC0, 0x01, 0x01, 0x40, 0x80, 0xC0, 0x02, 0x01, 0x41, 0x80,
+                    ],
+                    _ => continue,
+                };
+                let reply = rmcp::ipmi15_packet(&rmcp::ipmi_response(&request, 0, data));
+                let _ = socket.send_to(&reply, peer).await;
+            }
+        });
+        NoCommonSuiteBmc { port, task }
     }
 }

@@ -32,8 +32,8 @@ pub(crate) const PROPERTIES: &[(&str, &str)] = &[
     (
         "ipmi_cipher_suite",
         "RMCP+ cipher suite: 3 (RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) or 17 \
-         (RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128). Optional; by default 17 is tried \
-         first and 3 when the BMC refuses it.",
+         (RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128). Optional; by default the BMC is asked \
+         which suites it supports (Get Channel Cipher Suites) and 17 is used if listed, else 3.",
     ),
 ];
 
@@ -54,7 +54,7 @@ pub(crate) struct IpmiInfo {
     pub(crate) username: String,
     pub(crate) password: Vec<u8>,
     pub(crate) privilege: Privilege,
-    /// `None`: 17, then 3.
+    /// `None`: the best suite the BMC lists.
     pub(crate) cipher_suite: Option<CipherSuite>,
 }
 

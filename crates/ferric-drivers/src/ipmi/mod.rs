@@ -2,8 +2,8 @@
 //! ("lanplus") spoken natively: no process per call. They are named `ipmitool`, as Ironic's
 //! are, so clients that name them (Metal3, scripts) work unchanged.
 //!
-//! Each call opens one RMCP+ session (cipher suite 17 or 3), sends its chassis commands and
-//! closes it, under the BMC's request limit. Power actions wait until Get Chassis Status
+//! Each call opens one RMCP+ session (cipher suite 17 or 3, as `ipmi_cipher_suite` says or
+//! else the best one the BMC lists), sends its chassis commands and closes it, under the BMC's request limit. Power actions wait until Get Chassis Status
 //! shows the state they lead to. Reboot is "power off, then on", as Ironic's is, because a
 //! chassis power cycle is refused by BMCs whose machine is off.
 //!
@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use ferric_model::resources::{Node, PowerState};
 
 pub(crate) use info::PROPERTIES;
+pub(crate) use session::SuiteCache;
 
 use crate::DriverError;
 use crate::bmc::BmcState;
@@ -92,7 +93,7 @@ impl Ipmi {
             timeout: settings.ipmi_retransmit_interval,
             retries: settings.retries,
         };
-        let mut session = Session::open(info, timing).await?;
+        let mut session = Session::open(info, timing, &self.state.ipmi_suites).await?;
         let result = work(&mut session).await;
         session.close().await;
         result

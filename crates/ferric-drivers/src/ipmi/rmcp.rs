@@ -108,6 +108,77 @@ impl CipherSuite {
     }
 }
 
+/// One cipher suite record of a Get Channel Cipher Suites answer (IPMI 2.0 §22.15, Table
+/// 22-18): the suite id and the algorithm numbers it lists, by kind.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OfferedSuite {
+    pub id: u8,
+    pub authentication: Vec<u8>,
+    pub integrity: Vec<u8>,
+    pub confidentiality: Vec<u8>,
+}
+
+impl OfferedSuite {
+    /// Whether this record is `suite`: its id, with that suite's algorithms among those listed.
+    pub fn is(&self, suite: CipherSuite) -> bool {
+        self.id == suite.id()
+            && self
+                .authentication
+                .contains(&suite.authentication_algorithm())
+            && self.integrity.contains(&suite.integrity_algorithm())
+            && self.confidentiality.contains(&CONFIDENTIALITY_AES_CBC_128)
+    }
+}
+
+/// Start of a standard cipher suite record (then the suite id).
+const RECORD_STANDARD: u8 = 0xC0;
+/// Start of an OEM cipher suite record (then the suite id and a 3-byte IANA number).
+const RECORD_OEM: u8 = 0xC1;
+
+/// The records of the cipher suite data a BMC lists (the pages of Get Channel Cipher Suites
+/// joined, channel bytes removed). Each algorithm byte carries its kind in bits 7:6 (00
+/// authentication, 01 integrity, 10 confidentiality) and its number in bits 5:0; bytes
+/// before the first record, and a record cut short, are ignored.
+pub fn parse_cipher_suite_records(data: &[u8]) -> Vec<OfferedSuite> {
+    let mut records: Vec<OfferedSuite> = Vec::new();
+    let mut bytes = data.iter().copied();
+    while let Some(byte) = bytes.next() {
+        match byte {
+            RECORD_STANDARD | RECORD_OEM => {
+                let Some(id) = bytes.next() else { break };
+                if byte == RECORD_OEM && bytes.by_ref().take(3).count() < 3 {
+                    break;
+                }
+                records.push(OfferedSuite {
+                    id,
+                    ..OfferedSuite::default()
+                });
+            }
+            _ => {
+                let Some(record) = records.last_mut() else {
+                    continue;
+                };
+                let number = byte & 0x3F;
+                match byte >> 6 {
+                    0b00 => record.authentication.push(number),
+                    0b01 => record.integrity.push(number),
+                    0b10 => record.confidentiality.push(number),
+                    _ => {}
+                }
+            }
+        }
+    }
+    records
+}
+
+/// The suite to open sessions with among those a BMC offers: 17 (SHA-256), else 3 (SHA-1),
+/// as ipmitool picks.
+pub fn preferred_suite(offered: &[OfferedSuite]) -> Option<CipherSuite> {
+    [CipherSuite::Seventeen, CipherSuite::Three]
+        .into_iter()
+        .find(|suite| offered.iter().any(|record| record.is(*suite)))
+}
+
 /// Why a datagram could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PacketError {
@@ -631,6 +702,56 @@ mod tests {
         assert!(is_sealed(&packet));
         assert_eq!(peek_session_id(&ipmi15_packet(&[1])), None);
         assert!(!is_sealed(&unauthenticated_packet(PAYLOAD_RAKP_1, &[0])));
+    }
+
+    #[test]
+    fn cipher_suite_records_are_read_across_pages() {
+        // pyghmi's fakebmc: suite 3 only.
+        let fakebmc = parse_cipher_suite_records(&[0xC0, 0x03, 0x01, 0x41, 0x81]);
+        assert_eq!(fakebmc.len(), 1);
+        assert!(fakebmc[0].is(CipherSuite::Three));
+        assert_eq!(preferred_suite(&fakebmc), Some(CipherSuite::Three));
+
+        // OpenIPMI's ipmi_sim lists 0-14, a record split between two 16-byte pages.
+        let ipmi_sim = [
+            "c000004080c001014080c002014180c0",
+            "03014181c004014182c005014183c006",
+            "024080c007024280c008024281c00902",
+            "4282c00a024283c00b024380c00c0243",
+            "81c00d024382c00e024383",
+        ]
+        .concat();
+        let bytes: Vec<u8> = (0..ipmi_sim.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&ipmi_sim[at..at + 2], 16).unwrap())
+            .collect();
+        let records = parse_cipher_suite_records(&bytes);
+        assert_eq!(
+            records.iter().map(|record| record.id).collect::<Vec<_>>(),
+            (0..=14).collect::<Vec<u8>>()
+        );
+        assert_eq!(
+            (&records[6].authentication, &records[6].integrity),
+            (&vec![2], &vec![0])
+        );
+        assert_eq!(preferred_suite(&records), Some(CipherSuite::Three));
+
+        // 17 is preferred; an OEM record's IANA number is skipped; a record listing several
+        // integrity algorithms still counts.
+        let both = parse_cipher_suite_records(&[
+            0xC1, 0x80, 0x57, 0x01, 0x00, 0x01, 0x41, 0x81, // OEM suite 0x80
+            0xC0, 0x03, 0x01, 0x40, 0x41, 0x81, // suite 3: integrity none or SHA1-96
+            0xC0, 0x11, 0x03, 0x44, 0x81, // suite 17
+        ]);
+        assert_eq!(both.len(), 3);
+        assert_eq!(both[0].id, 0x80);
+        assert_eq!(both[0].authentication, [1]);
+        assert_eq!(preferred_suite(&both), Some(CipherSuite::Seventeen));
+
+        // A suite id whose algorithms are not the standard ones is not taken for it.
+        let odd = parse_cipher_suite_records(&[0xC0, 0x11, 0x01, 0x41, 0x81, 0xC0, 0x01]);
+        assert_eq!(preferred_suite(&odd), None);
+        assert_eq!(parse_cipher_suite_records(&[0x01, 0xC0]), []);
     }
 
     #[test]

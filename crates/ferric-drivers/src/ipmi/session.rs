@@ -1,9 +1,18 @@
-//! One RMCP+ session with a BMC over UDP: Get Channel Authentication Capabilities, Open
-//! Session, RAKP 1–4, Set Session Privilege Level, then signed and encrypted requests, and
-//! Close Session. Each datagram exchange is retransmitted after `read_timeout` up to
-//! `retries` times; a reply that does not belong to the request (a late answer to an earlier
-//! retransmission) is skipped.
+//! One RMCP+ session with a BMC over UDP: Get Channel Authentication Capabilities, Get
+//! Channel Cipher Suites (unless `ipmi_cipher_suite` names one), Open Session, RAKP 1–4, Set
+//! Session Privilege Level, then signed and encrypted requests, and Close Session. Each
+//! datagram exchange is retransmitted after `read_timeout` up to `retries` times; a reply
+//! that does not belong to the request (a late answer to an earlier retransmission) is
+//! skipped.
+//!
+//! The cipher suite is picked as ipmitool picks it: from the suites the BMC lists, 17, else
+//! 3. Asking is needed, not just proposing 17 and falling back on refusal: some BMCs (pyghmi's
+//! fakebmc among them) accept any proposal and answer in suite 3's algorithms. A BMC that does
+//! not know the command gets 17, then 3. The suite that worked is remembered per BMC address
+//! ([`SuiteCache`]) and forgotten when a session with it fails.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::net::UdpSocket;
@@ -13,6 +22,14 @@ use super::rmcp::{
     self, CipherSuite, PAYLOAD_IPMI, PAYLOAD_OPEN_SESSION_REQUEST, PAYLOAD_OPEN_SESSION_RESPONSE,
     PAYLOAD_RAKP_1, PAYLOAD_RAKP_2, PAYLOAD_RAKP_3, PAYLOAD_RAKP_4, Rakp, SessionKeys,
 };
+use crate::bmc::lock;
+
+/// NetFn Application and its pre-session commands (IPMI 2.0 §22.13, §22.15).
+const NETFN_APP: u8 = 0x06;
+const GET_CHANNEL_AUTH_CAPABILITIES: u8 = 0x38;
+const GET_CHANNEL_CIPHER_SUITES: u8 = 0x54;
+/// Get Channel Cipher Suites answers at most this many record bytes per page (list index).
+const CIPHER_SUITE_PAGE: usize = 16;
 
 /// Why an IPMI exchange failed; every message names the BMC.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,8 +63,34 @@ pub(crate) enum IpmiError {
         code: u8,
         meaning: &'static str,
     },
+    #[error(
+        "IPMI BMC {endpoint}: no cipher suite in common: the BMC offers {offered}, and Ferric \
+         speaks 17 and 3 (the suites with AES encryption) — enable cipher suite 17 or 3 on the \
+         BMC's LAN channel, or set driver_info/ipmi_cipher_suite to 17 or 3 if the BMC accepts \
+         a suite it does not list"
+    )]
+    NoCommonSuite { endpoint: String, offered: String },
     #[error("IPMI BMC {endpoint}: {reason}")]
     Protocol { endpoint: String, reason: String },
+}
+
+/// The cipher suite that last opened a session with each BMC (`host:port`), so sessions after
+/// the first skip Get Channel Cipher Suites.
+#[derive(Debug, Default)]
+pub(crate) struct SuiteCache(Mutex<HashMap<String, CipherSuite>>);
+
+impl SuiteCache {
+    fn get(&self, endpoint: &str) -> Option<CipherSuite> {
+        lock(&self.0).get(endpoint).copied()
+    }
+
+    fn set(&self, endpoint: &str, suite: Option<CipherSuite>) {
+        let mut suites = lock(&self.0);
+        match suite {
+            Some(suite) => suites.insert(endpoint.to_owned(), suite),
+            None => suites.remove(endpoint),
+        };
+    }
 }
 
 /// Timing of the datagram exchanges.
@@ -74,8 +117,13 @@ pub(crate) struct Session {
 const NAME_ONLY_LOOKUP: u8 = 0x10;
 
 impl Session {
-    /// Opens a session, trying `info.cipher_suite` or else 17 then 3.
-    pub(crate) async fn open(info: &IpmiInfo, timing: Timing) -> Result<Self, IpmiError> {
+    /// Opens a session with `info.cipher_suite`, or else the suite `cache` remembers for
+    /// this BMC, or else the one picked from those the BMC lists.
+    pub(crate) async fn open(
+        info: &IpmiInfo,
+        timing: Timing,
+        cache: &SuiteCache,
+    ) -> Result<Self, IpmiError> {
         let endpoint = info.endpoint();
         let socket = UdpSocket::bind(if info.address.contains(':') {
             "[::]:0"
@@ -98,14 +146,18 @@ impl Session {
             timing,
         };
         link.channel_capabilities(info).await?;
-        let suites: &[CipherSuite] = match info.cipher_suite {
-            Some(CipherSuite::Three) => &[CipherSuite::Three],
-            Some(CipherSuite::Seventeen) => &[CipherSuite::Seventeen],
-            None => &[CipherSuite::Seventeen, CipherSuite::Three],
+        let chosen = info.cipher_suite.or_else(|| cache.get(&link.endpoint));
+        let suites = match chosen {
+            Some(suite) => vec![suite],
+            None => link.offered_suites().await?,
         };
         let mut last_error = None;
         for (index, suite) in suites.iter().enumerate() {
-            match link.handshake(info, *suite).await {
+            let handshake = link.handshake(info, *suite).await;
+            if info.cipher_suite.is_none() {
+                cache.set(&link.endpoint, handshake.is_ok().then_some(*suite));
+            }
+            match handshake {
                 Ok((keys, bmc_session_id)) => {
                     let mut session = Session {
                         socket: link.socket,
@@ -119,7 +171,7 @@ impl Session {
                     session
                         .command(
                             "Set Session Privilege Level",
-                            0x06,
+                            NETFN_APP,
                             0x3B,
                             &[info.privilege as u8],
                         )
@@ -205,7 +257,7 @@ impl Session {
     /// Closes the session; failures only get logged (the BMC drops idle sessions anyway).
     pub(crate) async fn close(mut self) {
         let id = self.bmc_session_id.to_le_bytes();
-        if let Err(error) = self.command("Close Session", 0x06, 0x3C, &id).await {
+        if let Err(error) = self.command("Close Session", NETFN_APP, 0x3C, &id).await {
             tracing::debug!(bmc = %self.endpoint, %error, "closing the IPMI session failed");
         }
     }
@@ -293,7 +345,12 @@ impl Link {
     /// Get Channel Authentication Capabilities: checks the BMC speaks IPMI 2.0.
     async fn channel_capabilities(&mut self, info: &IpmiInfo) -> Result<(), IpmiError> {
         // Channel "this one" (0x0E) with the bit asking for IPMI 2.0 extended data.
-        let message = rmcp::ipmi_request(0x06, 0x38, 0, &[0x8E, info.privilege as u8]);
+        let message = rmcp::ipmi_request(
+            NETFN_APP,
+            GET_CHANNEL_AUTH_CAPABILITIES,
+            0,
+            &[0x8E, info.privilege as u8],
+        );
         let response = self
             .exchange(
                 "Get Channel Authentication Capabilities",
@@ -301,7 +358,7 @@ impl Link {
                 |bytes| {
                     let packet = rmcp::parse_packet(bytes, None).ok()?;
                     let response = rmcp::parse_ipmi_response(&packet.payload).ok()?;
-                    (response.command == 0x38).then_some(response)
+                    (response.command == GET_CHANNEL_AUTH_CAPABILITIES).then_some(response)
                 },
             )
             .await?;
@@ -323,6 +380,71 @@ impl Link {
             ));
         }
         Ok(())
+    }
+
+    /// The suites to try, in order, from Get Channel Cipher Suites: the preferred one the BMC
+    /// lists, or 17 then 3 when the BMC does not answer the command.
+    async fn offered_suites(&mut self) -> Result<Vec<CipherSuite>, IpmiError> {
+        let fallback = vec![CipherSuite::Seventeen, CipherSuite::Three];
+        let mut data = Vec::new();
+        // The list index (6 bits) picks the page; BMCs that ignore it (pyghmi's) answer one
+        // short page, which ends the list.
+        for index in 0..0x40u8 {
+            // Channel "this one", payload type IPMI, list by cipher suite (bit 7).
+            let message = rmcp::ipmi_request(
+                NETFN_APP,
+                GET_CHANNEL_CIPHER_SUITES,
+                index,
+                &[0x0E, PAYLOAD_IPMI, 0x80 | index],
+            );
+            let answer = self
+                .exchange(
+                    "Get Channel Cipher Suites",
+                    &rmcp::ipmi15_packet(&message),
+                    |bytes| {
+                        let packet = rmcp::parse_packet(bytes, None).ok()?;
+                        let response = rmcp::parse_ipmi_response(&packet.payload).ok()?;
+                        (response.command == GET_CHANNEL_CIPHER_SUITES
+                            && response.sequence == index)
+                            .then_some(response)
+                    },
+                )
+                .await;
+            let response = match answer {
+                Ok(response) if response.completion == 0 => response,
+                Ok(response) => {
+                    tracing::debug!(bmc = %self.endpoint, completion = response.completion,
+                        "Get Channel Cipher Suites refused; trying suites 17, then 3");
+                    return Ok(fallback);
+                }
+                Err(error) => {
+                    tracing::debug!(bmc = %self.endpoint, %error,
+                        "Get Channel Cipher Suites unanswered; trying suites 17, then 3");
+                    return Ok(fallback);
+                }
+            };
+            // The channel number, then up to a page of record bytes.
+            let page = response.data.get(1..).unwrap_or_default();
+            data.extend_from_slice(page);
+            if page.len() < CIPHER_SUITE_PAGE {
+                break;
+            }
+        }
+        let offered = rmcp::parse_cipher_suite_records(&data);
+        if offered.is_empty() {
+            return Ok(fallback);
+        }
+        match rmcp::preferred_suite(&offered) {
+            Some(suite) => Ok(vec![suite]),
+            None => Err(IpmiError::NoCommonSuite {
+                endpoint: self.endpoint.clone(),
+                offered: offered
+                    .iter()
+                    .map(|record| record.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
     }
 
     /// Open Session and RAKP 1–4; the session keys and the BMC's session id.
@@ -369,6 +491,23 @@ impl Link {
         }
         if response.len() < 12 || read_u32(&response, 4) != console_session_id {
             return Err(session_error("malformed Open Session response".to_owned()).into());
+        }
+        // The algorithms the BMC took (one 8-byte payload each, the number at offset 4): a BMC
+        // may answer a proposal it does not support with another suite's.
+        let accepted = [16, 24, 32].map(|at| response.get(at).map(|number| number & 0x3F));
+        let proposed = [
+            suite.authentication_algorithm(),
+            suite.integrity_algorithm(),
+            rmcp::CONFIDENTIALITY_AES_CBC_128,
+        ]
+        .map(Some);
+        if accepted.iter().all(Option::is_some) && accepted != proposed {
+            let [authentication, integrity, confidentiality] =
+                accepted.map(Option::unwrap_or_default);
+            return Err(HandshakeError::SuiteRefused(session_error(format!(
+                "the BMC answered with other algorithms (authentication {authentication}, \
+                 integrity {integrity}, confidentiality {confidentiality})"
+            ))));
         }
         let bmc_session_id = read_u32(&response, 8);
 

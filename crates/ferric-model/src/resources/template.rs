@@ -73,8 +73,12 @@ pub struct Runbook {
     pub id: i64,
     pub version: i64,
     pub uuid: Uuid,
-    /// A trait name, unique: a node may run the runbook when it has this trait.
+    /// Unique. Below API 1.112 it is a trait name, and a node may run the runbook when it has
+    /// that trait.
     pub name: String,
+    /// From API 1.112: a node may run the runbook when it has one of these traits.
+    pub traits: Vec<String>,
+    pub description: Option<String>,
     pub steps: Vec<RunbookStep>,
     /// Usable and visible by every project; a public runbook has no owner.
     pub public: bool,
@@ -94,6 +98,8 @@ impl Runbook {
             version: 0,
             uuid,
             name: String::new(),
+            traits: Vec::new(),
+            description: None,
             steps: Vec::new(),
             public: false,
             owner: None,
