@@ -19,7 +19,8 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
-  ci      lint, test, clients, then e2e (what .ci/run does)
+  ci      lint, test, clients, a bounded run of every fuzz target (20 s each), then e2e
+          (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
   docs    regenerate the generated documents (docs/state-machine.md, …)
@@ -61,6 +62,8 @@ fn main() -> anyhow::Result<()> {
             // The real OpenStack clients against ferric, step by step against Ironic's
             // goldens: any difference fails CI (about 5 minutes, most of it the CLI's start-up).
             clients::clients(&[])?;
+            // A parser regression fails CI: every fuzz target, briefly (fuzz::CI_SECONDS each).
+            fuzz::ci()?;
             // The QEMU suites need root (namespaces, taps); CI runs as root.
             e2e()
         }

@@ -65,7 +65,7 @@ async fn api() -> Api {
     Api::with_drivers(
         TestDb::sqlite().await,
         ConductorConfig::default(),
-        Drivers::default().with_bmc_settings(settings),
+        common::with_fake_boot_and_deploy(Drivers::default().with_bmc_settings(settings)),
     )
     .await
 }

@@ -47,6 +47,13 @@ pub enum ConductorError {
     /// details are in its log and here; the API shows a generic message).
     #[error("{0}")]
     Remote(String),
+    /// At start-up: another live conductor is registered under this conductor's name.
+    #[error(
+        "Conductor {hostname} already registered: another conductor with this name is alive \
+         (it heartbeated while this one started). Give every conductor its own \
+         conductor_hostname (FERRIC_CONDUCTOR_HOSTNAME), or stop the other one first."
+    )]
+    NameTaken { hostname: String },
     /// 503: the conductor is shutting down and takes no new work.
     #[error("The conductor is shutting down; retry on another conductor or after it restarts.")]
     ShuttingDown,

@@ -39,6 +39,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use chrono::Utc;
 use ferric_db::Store;
 use ferric_drivers::Drivers;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -250,26 +251,87 @@ impl Inner {
             })
     }
 
-    /// Registers (or re-registers) this conductor with the hardware types it serves.
+    /// Registers (or re-registers) this conductor with the hardware types it serves; refused
+    /// while another live conductor holds its name.
     pub(crate) async fn register(&self) -> Result<(), ConductorError> {
+        if self.try_register().await? {
+            Ok(())
+        } else {
+            Err(ConductorError::NameTaken {
+                hostname: self.config.hostname.clone(),
+            })
+        }
+    }
+
+    /// One registration attempt: `false` when a live conductor holds the name.
+    async fn try_register(&self) -> Result<bool, ConductorError> {
         let drivers: Vec<String> = self
             .drivers
             .enabled()
             .iter()
             .map(|hardware_type| hardware_type.name.to_owned())
             .collect();
-        self.store
-            .conductor_register(
+        let alive_since = Utc::now()
+            - chrono::TimeDelta::from_std(self.config.heartbeat_timeout)
+                .unwrap_or(chrono::TimeDelta::seconds(60));
+        let claimed = self
+            .store
+            .conductor_claim(
                 &self.config.hostname,
                 &self.config.conductor_group,
                 &drivers,
+                alive_since,
             )
             .await?;
+        if claimed.is_none() {
+            return Ok(false);
+        }
         // Other processes rebuild their rings now rather than at their next heartbeat.
         self.store
             .notify(ferric_db::MEMBERSHIP_CHANNEL, &self.config.hostname)
             .await?;
-        Ok(())
+        Ok(true)
+    }
+
+    /// Registers at start-up, waiting while an earlier registration of the name may still be
+    /// alive. A live holder heartbeats every `heartbeat_interval`, so a heartbeat seen while
+    /// waiting means another conductor runs under this name: refused
+    /// ([`ConductorError::NameTaken`]). A holder that stays silent is an earlier run that
+    /// ended without unregistering (a crash); its registration goes stale after
+    /// `heartbeat_timeout`, the rule the hash ring uses, and is taken over. After a clean
+    /// shutdown the name is free at once.
+    async fn register_at_start(&self) -> Result<(), ConductorError> {
+        let poll = (self.config.heartbeat_interval / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut last_seen = None;
+        loop {
+            if self.try_register().await? {
+                return Ok(());
+            }
+            let holder = match self.store.conductor_get(&self.config.hostname).await {
+                Ok(holder) => holder,
+                // Deleted as stale in between: try again.
+                Err(ferric_db::Error::NotFound { .. }) => continue,
+                Err(error) => return Err(error.into()),
+            };
+            match last_seen {
+                None => tracing::warn!(
+                    hostname = %self.config.hostname,
+                    last_heartbeat = %holder.updated_at,
+                    "a conductor with this conductor_hostname is registered and was alive \
+                     recently; waiting to see whether it still is (a crashed earlier run \
+                     goes stale after conductor_heartbeat_timeout)"
+                ),
+                Some(seen) if seen != holder.updated_at => {
+                    return Err(ConductorError::NameTaken {
+                        hostname: self.config.hostname.clone(),
+                    });
+                }
+                Some(_) => {}
+            }
+            last_seen = Some(holder.updated_at);
+            tokio::time::sleep(poll).await;
+        }
     }
 
     /// Leaves the hash ring: marked offline, and every process told to rebuild its ring.
@@ -333,11 +395,12 @@ impl Conductor {
     /// heartbeat and the reconcilers.
     pub async fn start(&self) -> Result<(), ConductorError> {
         let inner = &self.inner;
+        // First the name: the leases under it are another live conductor's if it is taken.
+        inner.register_at_start().await?;
         inner
             .store
             .node_lease_release_all(&inner.config.hostname)
             .await?;
-        inner.register().await?;
         inner.membership.refresh().await?;
         reconcilers::recovery::run_once(inner).await?;
         if inner.config.periodic {

@@ -149,7 +149,9 @@ impl From<&ConductorError> for WireError {
                 message: message.clone(),
             },
             // The details stay in the conductor's log; the API answers a generic 500.
-            ConductorError::Storage(_) | ConductorError::Remote(_) => Self::Internal {
+            ConductorError::Storage(_)
+            | ConductorError::Remote(_)
+            | ConductorError::NameTaken { .. } => Self::Internal {
                 message: format!("{error:#}"),
             },
         }

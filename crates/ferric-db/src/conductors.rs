@@ -64,6 +64,40 @@ impl Store {
             })
     }
 
+    /// Registers `hostname` like [`Store::conductor_register`], but only if no live
+    /// conductor holds the name: the row is new, offline (a clean shutdown), or its last
+    /// heartbeat is older than `alive_since`. `None` when a live conductor holds it; one
+    /// statement, so of two conductors starting at once under one name only one gets it.
+    pub async fn conductor_claim(
+        &self,
+        hostname: &str,
+        conductor_group: &str,
+        drivers: &[String],
+        alive_since: DateTime<Utc>,
+    ) -> Result<Option<Conductor>, Error> {
+        let drivers = drivers.to_vec();
+        let sql = format!(
+            "INSERT INTO conductors ({CONDUCTOR_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5) \
+             ON CONFLICT (hostname) DO UPDATE SET conductor_group = excluded.conductor_group, \
+             drivers = excluded.drivers, online = excluded.online, \
+             updated_at = excluded.updated_at \
+             WHERE conductors.online = $6 OR conductors.updated_at < $7 \
+             RETURNING {CONDUCTOR_COLUMNS}"
+        );
+        let args = [
+            Arg::Text(hostname),
+            Arg::Text(conductor_group),
+            (&drivers).into(),
+            Arg::Bool(true),
+            Arg::Time(self.now()),
+            Arg::Bool(false),
+            Arg::Time(alive_since),
+        ];
+        self.fetch_optional(&sql, &args, conductor_from_row)
+            .await
+            .map_err(backend("conductor_claim"))
+    }
+
     /// Records that `hostname` is alive now. [`Error::NotFound`] if it never registered (or was
     /// deleted as stale): the conductor should register again.
     pub async fn conductor_heartbeat(&self, hostname: &str) -> Result<Conductor, Error> {

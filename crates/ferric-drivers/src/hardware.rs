@@ -12,6 +12,7 @@ use crate::DriverError;
 use crate::agent_client::AgentClient;
 use crate::bmc::{BmcSettings, BmcState};
 use crate::direct::DirectDeploy;
+use crate::enabled::InterfaceSettings;
 use crate::fake::{Fake, FakeBoot};
 use crate::inspect::{AgentInspect, InspectBoot, InspectorInspect};
 use crate::interfaces::{
@@ -49,7 +50,8 @@ impl HardwareType {
         self.properties
     }
 
-    /// The implementation a node of this type gets for `kind` when it names none.
+    /// The implementation a node of this type gets for `kind` when it names none and the
+    /// site enables everything (the site's choice is [`Drivers::default_interface`]).
     pub fn default_interface(&self, kind: InterfaceKind) -> &'static str {
         self.supported(kind).first().copied().unwrap_or("")
     }
@@ -172,6 +174,8 @@ pub const HARDWARE_TYPES: [&HardwareType; 4] =
 #[derive(Debug, Clone)]
 pub struct Drivers {
     enabled: Vec<&'static HardwareType>,
+    /// Which implementations nodes may use (`enabled_<kind>_interfaces`).
+    interfaces: Arc<InterfaceSettings>,
     settings: Arc<DriverSettings>,
     agent: AgentClient,
     bmc: Arc<BmcState>,
@@ -216,6 +220,7 @@ impl Drivers {
         let agent = AgentClient::new(settings.deploy.agent_command_timeout);
         Self {
             enabled,
+            interfaces: Arc::new(InterfaceSettings::default()),
             settings: Arc::new(settings),
             agent,
             bmc: Arc::new(BmcState::new(BmcSettings::default())),
@@ -275,6 +280,28 @@ impl Drivers {
         &self.settings
     }
 
+    /// The same types with the site's enabled interfaces; refused when an enabled type would
+    /// be left without an implementation of some kind.
+    pub fn with_interfaces(mut self, interfaces: InterfaceSettings) -> Result<Self, String> {
+        interfaces.check_types(&self.enabled)?;
+        self.interfaces = Arc::new(interfaces);
+        Ok(self)
+    }
+
+    /// Which implementations nodes may use.
+    pub fn interfaces(&self) -> &InterfaceSettings {
+        &self.interfaces
+    }
+
+    /// What a node of `hardware_type` that names no `kind` interface gets here.
+    pub fn default_interface(
+        &self,
+        hardware_type: &HardwareType,
+        kind: InterfaceKind,
+    ) -> Result<&'static str, DriverError> {
+        self.interfaces.default_interface(hardware_type, kind)
+    }
+
     pub fn enabled(&self) -> &[&'static HardwareType] {
         &self.enabled
     }
@@ -286,28 +313,22 @@ impl Drivers {
             .find(|hardware_type| hardware_type.name == name)
     }
 
-    /// Fills each unset `<kind>_interface` of `node` with its type's default and checks the
-    /// set ones are supported: what Ironic does when a node is created or its driver or an
-    /// interface changes.
+    /// Fills each unset `<kind>_interface` of `node` with its default here and checks the
+    /// set ones are supported by its type and enabled by the site: what Ironic does when a
+    /// node is created or its driver or an interface changes (and, through [`Drivers::load`],
+    /// before the conductor acts, so an implementation the site has since disabled is not
+    /// used).
     pub fn apply_defaults(&self, node: &mut Node) -> Result<(), DriverError> {
         let hardware_type = self
             .get(&node.driver)
             .ok_or_else(|| self.unknown(&node.driver))?;
         for kind in InterfaceKind::ALL {
             match node.interface(kind) {
-                None => {
-                    node.set_interface(kind, Some(hardware_type.default_interface(kind).to_owned()))
-                }
-                Some(name) if hardware_type.supported(kind).contains(&name) => {}
-                Some(name) => {
-                    return Err(DriverError::InvalidParameter(format!(
-                        "Could not find a suitable {kind} interface for node {}: hardware \
-                         type {} does not support {kind} interface '{name}'. Supported: {}.",
-                        node.uuid,
-                        hardware_type.name,
-                        hardware_type.supported(kind).join(", ")
-                    )));
-                }
+                None => node.set_interface(
+                    kind,
+                    Some(self.default_interface(hardware_type, kind)?.to_owned()),
+                ),
+                Some(name) => self.interfaces.check(hardware_type, kind, name)?,
             }
         }
         Ok(())
@@ -485,7 +506,7 @@ impl Drivers {
     pub fn driver_vendor(&self, driver: &str) -> Result<Arc<dyn VendorInterface>, DriverError> {
         let hardware_type = self.get(driver).ok_or_else(|| self.unknown(driver))?;
         Ok(vendor_interface(
-            hardware_type.default_interface(InterfaceKind::Vendor),
+            self.default_interface(hardware_type, InterfaceKind::Vendor)?,
         ))
     }
 }
@@ -642,7 +663,9 @@ mod tests {
         node.power_interface = Some("ipmitool".to_owned());
         let error = drivers.apply_defaults(&mut node).unwrap_err();
         assert!(
-            error.to_string().contains("power interface 'ipmitool'"),
+            error
+                .to_string()
+                .contains("power interface implementation 'ipmitool' is not supported"),
             "{error}"
         );
 

@@ -13,6 +13,7 @@ mod bmc;
 mod configdrive;
 pub mod dhcp;
 pub mod direct;
+mod enabled;
 mod error;
 pub mod fake;
 pub mod fast_track;
@@ -32,6 +33,7 @@ pub mod settings;
 pub mod simulator;
 
 pub use bmc::BmcSettings;
+pub use enabled::{InterfaceSettings, known_implementations};
 pub use error::DriverError;
 pub use fast_track::FastTrackSettings;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};

@@ -6,9 +6,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use ferric_model::resources::InterfaceKind;
 use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
-use serde::{Deserialize, Serialize};
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Deserializer, Serialize};
+
+mod env;
+mod parts;
 
 /// How log lines are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -83,8 +87,6 @@ pub(crate) struct Settings {
     pub(crate) conductor_hostname: String,
     /// The conductor group this conductor serves (nodes' `conductor_group`).
     pub(crate) conductor_group: String,
-    /// Hardware types nodes may use (`driver`).
-    pub(crate) enabled_hardware_types: Vec<String>,
     /// Tasks the conductor runs at once; requests beyond get 503.
     pub(crate) conductor_workers: usize,
     /// Whether `provide` and undeploy run automated cleaning.
@@ -162,6 +164,7 @@ pub(crate) struct Settings {
     pub(crate) api_tls_key: Option<PathBuf>,
     /// How the conductor checks agents' HTTPS certificates: `true` (system roots), `false`
     /// (not at all), or the path of a CA file (Ironic's `[agent]verify_ca`).
+    #[serde(deserialize_with = "bool_or_string")]
     pub(crate) agent_verify_ca: String,
     // --- end of API access settings ---
 
@@ -231,10 +234,123 @@ pub(crate) struct Settings {
     /// Seconds an introspection may wait for its data in the service.
     pub(crate) inspector_timeout: u64,
     // --- end of inspection settings ---
+
+    // --- Hardware types and interfaces (Ironic's driver composition) ---
+    /// Hardware types nodes may use (`driver`): `fake-hardware`, `manual-management`,
+    /// `redfish`, `ipmi`. All four by default, so the quick start's `fake-hardware` nodes work;
+    /// a site with only real machines can drop `fake-hardware`.
+    pub(crate) enabled_hardware_types: Vec<String>,
+    /// BIOS interfaces nodes may use (`no-bios`, `redfish`, `fake`).
+    pub(crate) enabled_bios_interfaces: Vec<String>,
+    /// Boot interfaces nodes may use (`ipxe`, `pxe`, `fake`). `fake` boots nothing:
+    /// leave it out unless demo nodes on real BMCs need it.
+    pub(crate) enabled_boot_interfaces: Vec<String>,
+    /// Console interfaces nodes may use (`no-console`, `fake`).
+    pub(crate) enabled_console_interfaces: Vec<String>,
+    /// Deploy interfaces nodes may use (`direct`, `fake`). A node may use an
+    /// implementation only if its hardware type supports it and it is listed here; a
+    /// node that names none gets the first one its type supports that is listed (or
+    /// `default_deploy_interface`). The same holds for every
+    /// `enabled_<kind>_interfaces`.
+    ///
+    /// `fake` is left out of the built-in lists (except power and management): a
+    /// `redfish` or `ipmi` node asking for `deploy_interface=fake` would reach `active`
+    /// without an image written, so it is refused with 400 until `fake` is listed here.
+    /// The `fake-hardware` type drives no machine and may always use its `fake`
+    /// implementations, so the quick start works unchanged; remove `fake-hardware` from
+    /// `enabled_hardware_types` to switch it off.
+    pub(crate) enabled_deploy_interfaces: Vec<String>,
+    /// Firmware interfaces nodes may use (`no-firmware`, `redfish`, `fake`).
+    pub(crate) enabled_firmware_interfaces: Vec<String>,
+    /// Inspect interfaces nodes may use (`no-inspect`, `redfish`, `agent`, `inspector`,
+    /// `fake`).
+    pub(crate) enabled_inspect_interfaces: Vec<String>,
+    /// Management interfaces nodes may use (`redfish`, `ipmitool`, `noop`, `fake`).
+    /// `fake` is listed by default: no BMC type offers it, and `manual-management`
+    /// nodes may pick it.
+    pub(crate) enabled_management_interfaces: Vec<String>,
+    /// Network interfaces nodes may use (`noop`, `flat`).
+    pub(crate) enabled_network_interfaces: Vec<String>,
+    /// Power interfaces nodes may use (`redfish`, `ipmitool`, `fake`). `fake` is listed
+    /// by default: it is `manual-management`'s only power interface (the operator
+    /// powers the machine) and no BMC type offers it.
+    pub(crate) enabled_power_interfaces: Vec<String>,
+    /// RAID interfaces nodes may use (`no-raid`, `agent`, `fake`).
+    pub(crate) enabled_raid_interfaces: Vec<String>,
+    /// Rescue interfaces nodes may use (`no-rescue`, `fake`).
+    pub(crate) enabled_rescue_interfaces: Vec<String>,
+    /// Storage interfaces nodes may use (`noop`, `fake`).
+    pub(crate) enabled_storage_interfaces: Vec<String>,
+    /// Vendor interfaces nodes may use (`no-vendor`, `fake`).
+    pub(crate) enabled_vendor_interfaces: Vec<String>,
+    /// The bios interface a node that names none gets, for every hardware type; it must
+    /// be in `enabled_bios_interfaces`, and a node whose type does not support it must
+    /// name its own. Unset: the type's first supported implementation that is enabled.
+    pub(crate) default_bios_interface: Option<String>,
+    /// The boot interface a node that names none gets, for every hardware type; it must
+    /// be in `enabled_boot_interfaces`, and a node whose type does not support it must
+    /// name its own. Unset: the type's first supported implementation that is enabled.
+    pub(crate) default_boot_interface: Option<String>,
+    /// The console interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_console_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_console_interface: Option<String>,
+    /// The deploy interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_deploy_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_deploy_interface: Option<String>,
+    /// The firmware interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_firmware_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_firmware_interface: Option<String>,
+    /// The inspect interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_inspect_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_inspect_interface: Option<String>,
+    /// The management interface a node that names none gets, for every hardware type;
+    /// it must be in `enabled_management_interfaces`, and a node whose type does not
+    /// support it must name its own. Unset: the type's first supported implementation
+    /// that is enabled.
+    pub(crate) default_management_interface: Option<String>,
+    /// The network interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_network_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_network_interface: Option<String>,
+    /// The power interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_power_interfaces`, and a node whose type does not support it
+    /// must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_power_interface: Option<String>,
+    /// The raid interface a node that names none gets, for every hardware type; it must
+    /// be in `enabled_raid_interfaces`, and a node whose type does not support it must
+    /// name its own. Unset: the type's first supported implementation that is enabled.
+    pub(crate) default_raid_interface: Option<String>,
+    /// The rescue interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_rescue_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_rescue_interface: Option<String>,
+    /// The storage interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_storage_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_storage_interface: Option<String>,
+    /// The vendor interface a node that names none gets, for every hardware type; it
+    /// must be in `enabled_vendor_interfaces`, and a node whose type does not support
+    /// it must name its own. Unset: the type's first supported implementation that is
+    /// enabled.
+    pub(crate) default_vendor_interface: Option<String>,
+    // --- end of hardware types and interfaces ---
 }
 
 impl Default for Settings {
     fn default() -> Self {
+        let interfaces = ferric_drivers::InterfaceSettings::default();
         Settings {
             database_url: "sqlite://ferric.db".to_owned(),
             api_listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
@@ -301,8 +417,49 @@ impl Default for Settings {
             inspector_overwrite_existing: false,
             inspector_discovery: false,
             inspector_timeout: 3600,
+            enabled_bios_interfaces: interfaces.enabled(InterfaceKind::Bios).to_vec(),
+            enabled_boot_interfaces: interfaces.enabled(InterfaceKind::Boot).to_vec(),
+            enabled_console_interfaces: interfaces.enabled(InterfaceKind::Console).to_vec(),
+            enabled_deploy_interfaces: interfaces.enabled(InterfaceKind::Deploy).to_vec(),
+            enabled_firmware_interfaces: interfaces.enabled(InterfaceKind::Firmware).to_vec(),
+            enabled_inspect_interfaces: interfaces.enabled(InterfaceKind::Inspect).to_vec(),
+            enabled_management_interfaces: interfaces.enabled(InterfaceKind::Management).to_vec(),
+            enabled_network_interfaces: interfaces.enabled(InterfaceKind::Network).to_vec(),
+            enabled_power_interfaces: interfaces.enabled(InterfaceKind::Power).to_vec(),
+            enabled_raid_interfaces: interfaces.enabled(InterfaceKind::Raid).to_vec(),
+            enabled_rescue_interfaces: interfaces.enabled(InterfaceKind::Rescue).to_vec(),
+            enabled_storage_interfaces: interfaces.enabled(InterfaceKind::Storage).to_vec(),
+            enabled_vendor_interfaces: interfaces.enabled(InterfaceKind::Vendor).to_vec(),
+            default_bios_interface: None,
+            default_boot_interface: None,
+            default_console_interface: None,
+            default_deploy_interface: None,
+            default_firmware_interface: None,
+            default_inspect_interface: None,
+            default_management_interface: None,
+            default_network_interface: None,
+            default_power_interface: None,
+            default_raid_interface: None,
+            default_rescue_interface: None,
+            default_storage_interface: None,
+            default_vendor_interface: None,
         }
     }
+}
+
+/// `true`, `false` or a path (`agent_verify_ca`): a TOML file may write the first two as
+/// booleans.
+fn bool_or_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum BoolOrString {
+        Bool(bool),
+        Text(String),
+    }
+    Ok(match BoolOrString::deserialize(deserializer)? {
+        BoolOrString::Bool(flag) => flag.to_string(),
+        BoolOrString::Text(text) => text,
+    })
 }
 
 /// Command-line flags; each one, when given, wins over the file and the environment.
@@ -381,7 +538,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 62] = [
+    pub(crate) const KEYS: [&'static str; 88] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -389,7 +546,6 @@ impl Settings {
         "role",
         "conductor_hostname",
         "conductor_group",
-        "enabled_hardware_types",
         "conductor_workers",
         "automated_clean",
         "sync_power_state_interval",
@@ -448,246 +604,35 @@ impl Settings {
         "inspector_overwrite_existing",
         "inspector_discovery",
         "inspector_timeout",
+        // hardware types and interfaces
+        "enabled_hardware_types",
+        "enabled_bios_interfaces",
+        "enabled_boot_interfaces",
+        "enabled_console_interfaces",
+        "enabled_deploy_interfaces",
+        "enabled_firmware_interfaces",
+        "enabled_inspect_interfaces",
+        "enabled_management_interfaces",
+        "enabled_network_interfaces",
+        "enabled_power_interfaces",
+        "enabled_raid_interfaces",
+        "enabled_rescue_interfaces",
+        "enabled_storage_interfaces",
+        "enabled_vendor_interfaces",
+        "default_bios_interface",
+        "default_boot_interface",
+        "default_console_interface",
+        "default_deploy_interface",
+        "default_firmware_interface",
+        "default_inspect_interface",
+        "default_management_interface",
+        "default_network_interface",
+        "default_power_interface",
+        "default_raid_interface",
+        "default_rescue_interface",
+        "default_storage_interface",
+        "default_vendor_interface",
     ];
-
-    /// The conductor's settings, with the hardware types checked.
-    pub(crate) fn conductor(
-        &self,
-    ) -> anyhow::Result<(ferric_drivers::Drivers, ferric_conductor::ConductorConfig)> {
-        let drivers = ferric_drivers::Drivers::new(&self.enabled_hardware_types)
-            .map_err(|error| anyhow::anyhow!("invalid enabled_hardware_types: {error}"))?;
-        let seconds = std::time::Duration::from_secs;
-        let optional = |value: u64| (value > 0).then(|| seconds(value));
-        anyhow::ensure!(
-            self.conductor_workers > 0,
-            "conductor_workers must be at least 1"
-        );
-        anyhow::ensure!(
-            self.node_lease_timeout >= 3,
-            "node_lease_timeout must be at least 3 seconds"
-        );
-        anyhow::ensure!(
-            self.conductor_heartbeat_interval >= 1
-                && self.conductor_heartbeat_timeout > self.conductor_heartbeat_interval,
-            "conductor_heartbeat_timeout ({} s) must be longer than conductor_heartbeat_interval \
-             ({} s), which must be at least 1 s: a live conductor would otherwise look dead",
-            self.conductor_heartbeat_timeout,
-            self.conductor_heartbeat_interval
-        );
-        anyhow::ensure!(
-            self.conductor_request_timeout >= 1,
-            "conductor_request_timeout must be at least 1 second"
-        );
-        for (name, value) in [
-            ("power_sync_workers", self.power_sync_workers),
-            ("power_sync_max_per_bmc", self.power_sync_max_per_bmc),
-        ] {
-            anyhow::ensure!(
-                value >= 1,
-                "{name} must be at least 1 (it is {value}): the power sync could read no \
-                 power state; to turn the sync off set sync_power_state_interval = 0"
-            );
-        }
-        anyhow::ensure!(
-            self.power_sync_timeout >= 1,
-            "power_sync_timeout must be at least 1 second (it is 0): every power read would \
-             time out before the BMC could answer"
-        );
-        let bmc = self.bmc_settings()?;
-        let config = ferric_conductor::ConductorConfig {
-            hostname: self.conductor_hostname.clone(),
-            conductor_group: self.conductor_group.clone(),
-            workers: self.conductor_workers,
-            lease_ttl: seconds(self.node_lease_timeout),
-            heartbeat_interval: seconds(self.conductor_heartbeat_interval),
-            heartbeat_timeout: seconds(self.conductor_heartbeat_timeout),
-            request_timeout: seconds(self.conductor_request_timeout),
-            automated_clean: self.automated_clean,
-            sync_power_state_interval: optional(self.sync_power_state_interval),
-            power_state_sync_max_retries: self.power_state_sync_max_retries.max(1),
-            power_sync_workers: self.power_sync_workers,
-            power_sync_max_per_bmc: self.power_sync_max_per_bmc,
-            power_sync_timeout: seconds(self.power_sync_timeout),
-            check_provision_state_interval: seconds(self.check_provision_state_interval.max(1)),
-            deploy_callback_timeout: optional(self.deploy_callback_timeout),
-            clean_callback_timeout: optional(self.clean_callback_timeout),
-            inspect_wait_timeout: optional(self.inspect_wait_timeout),
-            rescue_callback_timeout: optional(self.rescue_callback_timeout),
-            service_callback_timeout: optional(self.service_callback_timeout),
-            fast_track: self.fast_track,
-            agent_heartbeat_timeout: seconds(self.agent_heartbeat_timeout.max(10)),
-            inspection: self.processing()?,
-            ..ferric_conductor::ConductorConfig::default()
-        };
-        let drivers = drivers
-            .with_bmc_settings(bmc)
-            .with_settings(self.driver_settings());
-        Ok((drivers, config))
-    }
-
-    /// How the drivers talk to BMCs, checked: a zero timeout or request limit would make
-    /// every BMC call fail (or never start).
-    pub(crate) fn bmc_settings(&self) -> anyhow::Result<ferric_drivers::BmcSettings> {
-        for (name, value) in [
-            ("bmc_connect_timeout", self.bmc_connect_timeout),
-            ("bmc_read_timeout", self.bmc_read_timeout),
-            (
-                "power_state_change_timeout",
-                self.power_state_change_timeout,
-            ),
-        ] {
-            anyhow::ensure!(
-                value >= 1,
-                "{name} must be at least 1 second (it is 0): no BMC could answer in time"
-            );
-        }
-        anyhow::ensure!(
-            self.bmc_max_requests >= 1,
-            "bmc_max_requests must be at least 1 (it is 0): no request could ever reach a BMC"
-        );
-        let seconds = std::time::Duration::from_secs;
-        Ok(ferric_drivers::BmcSettings {
-            connect_timeout: seconds(self.bmc_connect_timeout),
-            read_timeout: seconds(self.bmc_read_timeout),
-            retries: self.bmc_retries,
-            max_requests_per_bmc: self.bmc_max_requests,
-            power_state_change_timeout: seconds(self.power_state_change_timeout),
-            ..ferric_drivers::BmcSettings::default()
-        })
-    }
-
-    /// How inspection data is processed (both inspection paths).
-    pub(crate) fn processing(&self) -> anyhow::Result<ferric_inspector::ProcessingConfig> {
-        let add_ports = self
-            .inspector_add_ports
-            .parse()
-            .map_err(|error: String| anyhow::anyhow!("invalid inspector_add_ports: {error}"))?;
-        Ok(ferric_inspector::ProcessingConfig {
-            add_ports,
-            overwrite_existing: self.inspector_overwrite_existing,
-            ..ferric_inspector::ProcessingConfig::default()
-        })
-    }
-
-    /// Where the conductor reaches the inspection service.
-    pub(crate) fn inspector_service_url(&self) -> String {
-        self.inspector_service_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", self.inspector_listen))
-            .trim_end_matches('/')
-            .to_owned()
-    }
-
-    /// The inspection service's settings.
-    pub(crate) fn inspector_service(&self) -> anyhow::Result<ferric_inspector::ServiceConfig> {
-        Ok(ferric_inspector::ServiceConfig {
-            processing: self.processing()?,
-            dhcp_hostsdir: self.effective_dhcp_hostsdir(),
-            discovery: self.inspector_discovery,
-            timeout: std::time::Duration::from_secs(self.inspector_timeout.max(1)),
-            callback_url: Some(
-                self.inspector_callback_url
-                    .clone()
-                    .unwrap_or_else(|| self.inspector_service_url()),
-            ),
-            power_off: true,
-        })
-    }
-
-    /// The URL machines reach the boot file server at, if there is one.
-    pub(crate) fn boot_http_url(&self) -> Option<String> {
-        self.boot_http_url
-            .clone()
-            .or_else(|| {
-                self.boot_http_listen
-                    .filter(|address| !address.ip().is_unspecified())
-                    .map(|address| format!("http://{address}"))
-            })
-            .map(|url| url.trim_end_matches('/').to_owned())
-    }
-
-    /// Where per-MAC DHCP entries go: the configured directory, or the managed dnsmasq's.
-    pub(crate) fn effective_dhcp_hostsdir(&self) -> Option<PathBuf> {
-        self.dhcp_hostsdir.clone().or_else(|| {
-            self.dhcp_interface
-                .as_ref()
-                .map(|_| PathBuf::from("ferric-dhcp").join("hosts"))
-        })
-    }
-
-    /// The managed dnsmasq's options, when `dhcp_interface` asks for one.
-    pub(crate) fn dnsmasq(&self) -> anyhow::Result<Option<ferric_drivers::dhcp::DnsmasqOptions>> {
-        let Some(interface) = &self.dhcp_interface else {
-            return Ok(None);
-        };
-        let range = self.dhcp_range.clone().ok_or_else(|| {
-            anyhow::anyhow!(
-                "dhcp_interface is set but dhcp_range is not; give the pool as \
-                 first,last,netmask (e.g. 10.231.0.100,10.231.0.199,255.255.255.0)"
-            )
-        })?;
-        let boot_url = self.boot_http_url().ok_or_else(|| {
-            anyhow::anyhow!(
-                "dhcp_interface is set but there is no boot file server: set boot_http_listen \
-                 (and boot_http_url if machines reach it at another address)"
-            )
-        })?;
-        // dnsmasq resolves paths from `/`, not from our working directory.
-        let hosts_dir = std::path::absolute(
-            self.effective_dhcp_hostsdir()
-                .unwrap_or_else(|| PathBuf::from("ferric-dhcp").join("hosts")),
-        )
-        .context("cannot resolve the DHCP hosts directory")?;
-        let lease_file = hosts_dir
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("dnsmasq.leases");
-        Ok(Some(ferric_drivers::dhcp::DnsmasqOptions {
-            interface: interface.clone(),
-            range,
-            boot_url: format!("{boot_url}/boot.ipxe"),
-            hosts_dir,
-            lease_file,
-            log_file: None,
-            pid_file: None,
-            known_hosts_only: true,
-            router_advertisements: self.dhcp_enable_ra,
-        }))
-    }
-
-    /// What the drivers need to know about the site.
-    pub(crate) fn driver_settings(&self) -> ferric_drivers::DriverSettings {
-        ferric_drivers::DriverSettings {
-            boot: ferric_drivers::BootSettings {
-                http_url: self.boot_http_url(),
-                http_root: self.boot_http_root.clone(),
-                api_url: self
-                    .api_url
-                    .clone()
-                    .map(|url| url.trim_end_matches('/').to_owned()),
-                deploy_kernel: self.deploy_kernel.clone(),
-                deploy_ramdisk: self.deploy_ramdisk.clone(),
-                kernel_append_params: self.kernel_append_params.clone(),
-                dhcp_hostsdir: self.effective_dhcp_hostsdir(),
-            },
-            deploy: ferric_drivers::DeploySettings {
-                erase_devices_priority: self.erase_devices_priority,
-                erase_devices_metadata_priority: self.erase_devices_metadata_priority,
-                agent_verify_ca: ferric_drivers::AgentVerifyCa::parse(&self.agent_verify_ca),
-                ..ferric_drivers::DeploySettings::default()
-            },
-            inspector: ferric_drivers::InspectorSettings {
-                enabled: self.inspector_enabled,
-                service_url: Some(self.inspector_service_url()),
-                callback_url: self.inspector_callback_url.clone(),
-                ..ferric_drivers::InspectorSettings::default()
-            },
-            fast_track: ferric_drivers::FastTrackSettings {
-                enabled: self.fast_track,
-                timeout: std::time::Duration::from_secs(self.agent_heartbeat_timeout.max(10)),
-            },
-        }
-    }
 
     /// Layers defaults, the optional TOML file, `FERRIC_*` variables and the flags.
     pub(crate) fn load(
@@ -702,241 +647,14 @@ impl Settings {
             figment = figment.merge(Toml::file(path));
         }
         figment
-            // Only the known keys: other FERRIC_* variables (FERRIC_URL for the CLI, test
-            // settings, …) belong to other parts of the program.
-            .merge(Env::prefixed("FERRIC_").only(&Settings::KEYS))
+            // Only the known keys, each read as its setting's type: other FERRIC_* variables
+            // (FERRIC_URL for the CLI, test settings, …) belong to other parts of the program.
+            .merge(env::provider()?)
             .merge(Serialized::defaults(overrides))
             .extract()
             .context("invalid settings")
     }
-
-    /// The API's access settings, checked: `http_basic` needs a readable user file of bcrypt
-    /// hashes, and the body limit must leave room for a request.
-    pub(crate) fn api_config(&self) -> anyhow::Result<ferric_api::ApiConfig> {
-        let auth = match (self.auth_strategy, &self.http_basic_auth_user_file) {
-            (AuthStrategySetting::Noauth, _) => ferric_api::AuthStrategy::NoAuth,
-            (AuthStrategySetting::HttpBasic, Some(file)) => {
-                let mut auth = ferric_api::auth::BasicAuth::from_file(file)?;
-                if let Some(users) = &self.auth_users_file {
-                    auth = auth.with_roles_file(users)?;
-                }
-                ferric_api::AuthStrategy::HttpBasic(auth)
-            }
-            (AuthStrategySetting::HttpBasic, None) => anyhow::bail!(
-                "auth_strategy is http_basic but http_basic_auth_user_file is not set; name an \
-                 htpasswd file of bcrypt hashes (htpasswd -B)"
-            ),
-        };
-        if self.api_max_body_size < 4096 {
-            anyhow::bail!(
-                "api_max_body_size is {} bytes; allow at least 4096 (Ironic's minimum is 4 KiB)",
-                self.api_max_body_size
-            );
-        }
-        let policy = match &self.auth_policy_file {
-            Some(path) => ferric_api::policy::Policy::from_file(path)?,
-            None => ferric_api::policy::Policy::default(),
-        };
-        Ok(ferric_api::ApiConfig {
-            auth,
-            policy: std::sync::Arc::new(policy),
-            lookup_rate: std::sync::Arc::default(),
-            body_limits: ferric_api::BodyLimits {
-                general: self.api_max_body_size,
-                ..ferric_api::BodyLimits::default()
-            },
-        })
-    }
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::result_large_err,
-    reason = "figment::Jail's closures return figment's own error"
-)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layers_apply_in_order() {
-        figment::Jail::expect_with(|jail| {
-            jail.create_file(
-                "ferric.toml",
-                "database_url = \"postgres://db/ferric\"\napi_listen = \"0.0.0.0:7000\"\n",
-            )?;
-            jail.set_env("FERRIC_API_LISTEN", "127.0.0.1:7001");
-            let overrides = SettingsOverrides {
-                log_format: Some(LogFormat::Json),
-                ..SettingsOverrides::default()
-            };
-            let settings = Settings::load(Some(Path::new("ferric.toml")), &overrides)
-                .map_err(|error| error.to_string())?;
-            assert_eq!(settings.database_url, "postgres://db/ferric");
-            assert_eq!(
-                settings.api_listen,
-                SocketAddr::from(([127, 0, 0, 1], 7001))
-            );
-            assert_eq!(settings.log_format, LogFormat::Json);
-            assert_eq!(settings.log_level, "info");
-            Ok(())
-        });
-    }
-
-    #[test]
-    fn keys_name_every_setting() {
-        let serialized = serde_json::to_value(Settings::default()).unwrap();
-        let mut keys: Vec<&str> = serialized
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort_unstable();
-        let mut expected = Settings::KEYS.to_vec();
-        expected.sort_unstable();
-        assert_eq!(keys, expected);
-    }
-
-    #[test]
-    fn defaults_without_any_source() {
-        figment::Jail::expect_with(|jail| {
-            jail.set_env("FERRIC_URL", "http://not-a-server-setting");
-            let settings = Settings::load(None, &SettingsOverrides::default())
-                .map_err(|error| error.to_string())?;
-            assert_eq!(settings, Settings::default());
-            Ok(())
-        });
-    }
-
-    #[test]
-    fn unknown_keys_and_bad_values_are_refused() {
-        figment::Jail::expect_with(|jail| {
-            jail.create_file("typo.toml", "databse_url = \"x\"\n")?;
-            let error = Settings::load(Some(Path::new("typo.toml")), &SettingsOverrides::default())
-                .expect_err("unknown key must fail");
-            assert!(format!("{error:#}").contains("databse_url"), "{error:#}");
-
-            jail.set_env("FERRIC_LOG_FORMAT", "xml");
-            let error = Settings::load(None, &SettingsOverrides::default())
-                .expect_err("bad log format must fail");
-            assert!(format!("{error:#}").contains("xml"), "{error:#}");
-            Ok(())
-        });
-    }
-
-    #[test]
-    fn bmc_and_power_sync_settings_reach_the_drivers_and_conductor() {
-        figment::Jail::expect_with(|jail| {
-            jail.create_file(
-                "ferric.toml",
-                "bmc_connect_timeout = 3\nbmc_read_timeout = 7\nbmc_retries = 0\n\
-                 bmc_max_requests = 9\npower_state_change_timeout = 45\n\
-                 power_sync_workers = 64\npower_sync_max_per_bmc = 5\n",
-            )?;
-            jail.set_env("FERRIC_POWER_SYNC_TIMEOUT", "12");
-            let settings = Settings::load(
-                Some(Path::new("ferric.toml")),
-                &SettingsOverrides::default(),
-            )
-            .map_err(|error| error.to_string())?;
-            let (drivers, config) = settings.conductor().map_err(|error| error.to_string())?;
-            let bmc = drivers.bmc_settings();
-            assert_eq!(bmc.connect_timeout, std::time::Duration::from_secs(3));
-            assert_eq!(bmc.read_timeout, std::time::Duration::from_secs(7));
-            assert_eq!(bmc.retries, 0);
-            assert_eq!(bmc.max_requests_per_bmc, 9);
-            assert_eq!(
-                bmc.power_state_change_timeout,
-                std::time::Duration::from_secs(45)
-            );
-            assert_eq!(config.power_sync_workers, 64);
-            assert_eq!(config.power_sync_max_per_bmc, 5);
-            assert_eq!(
-                config.power_sync_timeout,
-                std::time::Duration::from_secs(12)
-            );
-
-            for (key, needle) in [
-                (
-                    "FERRIC_BMC_READ_TIMEOUT",
-                    "bmc_read_timeout must be at least 1 second",
-                ),
-                (
-                    "FERRIC_BMC_CONNECT_TIMEOUT",
-                    "bmc_connect_timeout must be at least 1 second",
-                ),
-                (
-                    "FERRIC_BMC_MAX_REQUESTS",
-                    "bmc_max_requests must be at least 1",
-                ),
-                (
-                    "FERRIC_POWER_SYNC_WORKERS",
-                    "power_sync_workers must be at least 1",
-                ),
-                (
-                    "FERRIC_POWER_SYNC_MAX_PER_BMC",
-                    "power_sync_max_per_bmc must be at least 1",
-                ),
-                (
-                    "FERRIC_POWER_SYNC_TIMEOUT",
-                    "power_sync_timeout must be at least 1 second",
-                ),
-                (
-                    "FERRIC_POWER_STATE_CHANGE_TIMEOUT",
-                    "power_state_change_timeout must be at least 1 second",
-                ),
-            ] {
-                jail.clear_env();
-                jail.set_env(key, "0");
-                let settings = Settings::load(None, &SettingsOverrides::default())
-                    .map_err(|error| error.to_string())?;
-                let error = settings.conductor().expect_err(key).to_string();
-                assert!(error.contains(needle), "{key}: {error}");
-            }
-            Ok(())
-        });
-    }
-
-    #[test]
-    fn api_access_settings_are_checked() {
-        figment::Jail::expect_with(|jail| {
-            jail.set_env("FERRIC_AUTH_STRATEGY", "http_basic");
-            jail.set_env("FERRIC_API_MAX_BODY_SIZE", "2048");
-            let settings = Settings::load(None, &SettingsOverrides::default())
-                .map_err(|error| error.to_string())?;
-            assert_eq!(settings.auth_strategy, AuthStrategySetting::HttpBasic);
-            assert_eq!(settings.api_max_body_size, 2048);
-            let error = settings.api_config().expect_err("no user file");
-            assert!(
-                error.to_string().contains("http_basic_auth_user_file"),
-                "{error}"
-            );
-
-            jail.create_file(
-                "htpasswd",
-                "admin:$2y$05$abcdefghijklmnopqrstuu5E9K6TA2ZmXyWoaPOXA8Gg2TgUbb3Nu\n",
-            )?;
-            jail.set_env("FERRIC_HTTP_BASIC_AUTH_USER_FILE", "htpasswd");
-            jail.set_env("FERRIC_API_MAX_BODY_SIZE", "1048576");
-            let settings = Settings::load(None, &SettingsOverrides::default())
-                .map_err(|error| error.to_string())?;
-            let config = settings.api_config().map_err(|error| error.to_string())?;
-            assert!(matches!(
-                config.auth,
-                ferric_api::AuthStrategy::HttpBasic(_)
-            ));
-            assert_eq!(config.body_limits.general, 1_048_576);
-            Ok(())
-        });
-    }
-
-    #[test]
-    fn missing_config_file_is_an_error() {
-        let error = Settings::load(
-            Some(Path::new("/nonexistent/ferric.toml")),
-            &SettingsOverrides::default(),
-        )
-        .expect_err("missing file must fail");
-        assert!(error.to_string().contains("does not exist"));
-    }
-}
+mod tests;

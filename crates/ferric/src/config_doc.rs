@@ -27,12 +27,13 @@ pub(crate) struct SettingDoc {
 
 /// The sections of the reference, each named by its first setting in [`Settings::KEYS`]
 /// order; a setting belongs to the last section that starts at or before it.
-const SECTIONS: [(&str, &str); 5] = [
+const SECTIONS: [(&str, &str); 6] = [
     ("database_url", "Database, API address and logging"),
     ("conductor_hostname", "The conductor"),
     ("auth_strategy", "API access"),
     ("api_url", "Network boot and the agent"),
     ("inspector_enabled", "In-band inspection"),
+    ("enabled_hardware_types", "Hardware types and interfaces"),
 ];
 
 /// Defaults computed on the machine that runs `ferric`: what the reference says instead.
@@ -149,10 +150,22 @@ pub(crate) fn render() -> String {
          3. environment variables: `FERRIC_` and the key in capitals (`FERRIC_DATABASE_URL`);\n\
          4. command-line flags, for the settings that have one (`--database-url`).\n\n\
          An unknown key in the file is refused, as is a value of the wrong type, so a typo \
-         stops the server at start-up instead of being ignored. Lists are arrays in \
-         brackets, in the file and in the environment alike \
-         (`FERRIC_ENABLED_HARDWARE_TYPES='[\"redfish\", \"ipmi\"]'`). Durations are whole \
-         seconds.\n\n\
+         stops the server at start-up instead of being ignored. In the file, lists are arrays \
+         in brackets. An environment variable is read as the type of its setting: \
+         `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`) for a boolean, a whole number \
+         for a number, a comma-separated list (`FERRIC_ENABLED_HARDWARE_TYPES=redfish,ipmi`) \
+         or a JSON array (`'[\"redfish\", \"ipmi\"]'`) for a list, and the text as written \
+         for everything else (so `FERRIC_AGENT_VERIFY_CA=false` and \
+         `FERRIC_CONDUCTOR_HOSTNAME=1234` are what they say); an empty value unsets a setting \
+         whose default is unset. Durations are whole seconds.\n\n\
+         Interfaces: a node may use an interface implementation only if its hardware type \
+         supports it and the site enabled it (`enabled_<kind>_interfaces`); asking for \
+         another is refused with 400. The built-in lists enable every implementation except \
+         `fake` (kept only for power and management, which no BMC type offers), so a \
+         `redfish` or `ipmi` node can never deploy through the fake deploy or boot \
+         interface unless the site lists `fake`; the `fake-hardware` type drives no machine \
+         and may always use its fake implementations, which keeps the quick start working. \
+         See [`enabled_deploy_interfaces`](#enabled_deploy_interfaces).\n\n\
          The [operator guide](operator-guide.md) explains how the pieces fit together.\n",
     );
     let settings = settings();
@@ -247,11 +260,15 @@ mod tests {
         assert_eq!(Settings::KEYS[0], SECTIONS[0].0);
     }
 
-    /// The page's example of a list in the environment works as written.
+    /// The page's examples of a list in the environment work as written.
     #[test]
     fn lists_in_the_environment_are_bracketed_arrays() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("FERRIC_ENABLED_HARDWARE_TYPES", r#"["redfish", "ipmi"]"#);
+            let settings = Settings::load(None, &SettingsOverrides::default())
+                .map_err(|error| error.to_string())?;
+            assert_eq!(settings.enabled_hardware_types, ["redfish", "ipmi"]);
+            jail.set_env("FERRIC_ENABLED_HARDWARE_TYPES", "redfish, ipmi");
             let settings = Settings::load(None, &SettingsOverrides::default())
                 .map_err(|error| error.to_string())?;
             assert_eq!(settings.enabled_hardware_types, ["redfish", "ipmi"]);

@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use chrono::Utc;
 use ferric_db::ConductorFilter;
-use ferric_drivers::HardwareType;
+use ferric_drivers::{Drivers, HardwareType};
 use ferric_model::Microversion;
 use ferric_model::resources::InterfaceKind;
 use serde_json::{Map, Value, json};
@@ -45,6 +45,7 @@ async fn hosts_by_driver(state: &ApiState) -> Result<Vec<(String, Vec<String>)>,
 }
 
 fn driver_json(
+    drivers: &Drivers,
     hardware_type: &HardwareType,
     hosts: &[(String, Vec<String>)],
     version: Microversion,
@@ -71,14 +72,19 @@ fn driver_json(
         );
     }
     if detail && version >= Microversion::new(30) {
+        // What this site lets nodes of the type use (`enabled_<kind>_interfaces`), as
+        // Ironic lists them; a kind left without a default shows null.
         for kind in InterfaceKind::ALL {
             body.insert(
                 format!("default_{kind}_interface"),
-                hardware_type.default_interface(kind).into(),
+                drivers
+                    .default_interface(hardware_type, kind)
+                    .ok()
+                    .map_or(Value::Null, Value::from),
             );
             body.insert(
                 format!("enabled_{kind}_interfaces"),
-                json!(hardware_type.supported(kind)),
+                json!(drivers.interfaces().enabled_for(hardware_type, kind)),
             );
         }
     }
@@ -122,15 +128,16 @@ pub async fn driver_list(
     }
     let hosts = hosts_by_driver(&state).await?;
     let base = base_url(&headers);
+    let enabled = state.conductor.drivers();
     let drivers: Vec<Value> = if classic_only {
         Vec::new()
     } else {
-        state
-            .conductor
-            .drivers()
+        enabled
             .enabled()
             .iter()
-            .map(|hardware_type| driver_json(hardware_type, &hosts, version, detail, &base))
+            .map(|hardware_type| {
+                driver_json(enabled, hardware_type, &hosts, version, detail, &base)
+            })
             .collect()
     };
     Ok(Json(json!({ "drivers": drivers })))
@@ -157,6 +164,7 @@ pub async fn driver_get(
     let hardware_type = hardware_type(&state, &name)?;
     let hosts = hosts_by_driver(&state).await?;
     Ok(Json(driver_json(
+        state.conductor.drivers(),
         hardware_type,
         &hosts,
         version,

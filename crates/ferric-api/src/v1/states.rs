@@ -75,7 +75,9 @@ pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
         }
         ConductorError::Storage(error) => ApiError::internal(&error),
-        error @ ConductorError::Remote(_) => ApiError::internal(&error),
+        error @ (ConductorError::Remote(_) | ConductorError::NameTaken { .. }) => {
+            ApiError::internal(&error)
+        }
     }
 }
 

@@ -49,6 +49,19 @@ pub(crate) fn host() -> HeaderMap {
     headers
 }
 
+/// `drivers` with the fake boot and deploy interfaces enabled beside the real ones, for
+/// tests that drive a real BMC type's BIOS, firmware or power without booting a ramdisk (the
+/// built-in settings refuse fake interfaces on BMC types).
+pub(crate) fn with_fake_boot_and_deploy(drivers: Drivers) -> Drivers {
+    use ferric_drivers::InterfaceSettings;
+    use ferric_model::resources::InterfaceKind;
+    let interfaces = InterfaceSettings::default()
+        .with_enabled(InterfaceKind::Boot, &["ipxe", "pxe", "fake"])
+        .and_then(|interfaces| interfaces.with_enabled(InterfaceKind::Deploy, &["direct", "fake"]))
+        .unwrap();
+    drivers.with_interfaces(interfaces).unwrap()
+}
+
 /// An API and its conductor over a fresh database that lives as long as this value. The
 /// conductor's reconcilers do not run by themselves: tests step them.
 pub(crate) struct Api {

@@ -7,7 +7,8 @@ use crate::harness::backend_tests;
 
 backend_tests!(
     register_heartbeat_list_unregister,
-    get_by_hostname_online_or_not
+    get_by_hostname_online_or_not,
+    a_live_name_cannot_be_claimed
 );
 
 async fn register_heartbeat_list_unregister(store: Store) {
@@ -108,4 +109,42 @@ async fn get_by_hostname_online_or_not(store: Store) {
             ..
         }
     ));
+}
+
+/// A name is claimed while free, refused while its holder is alive, and free again once the
+/// holder went offline or its heartbeat is older than the limit.
+async fn a_live_name_cannot_be_claimed(store: Store) {
+    let drivers = vec!["fake-hardware".to_owned()];
+    let minute_ago = || Utc::now() - Duration::seconds(60);
+    let first = store
+        .conductor_claim("c1", "", &drivers, minute_ago())
+        .await
+        .unwrap()
+        .expect("a new name is free");
+    assert!(first.online);
+    let taken = store
+        .conductor_claim("c1", "rack2", &drivers, minute_ago())
+        .await
+        .unwrap();
+    assert!(taken.is_none(), "{taken:?}");
+    assert_eq!(store.conductor_get("c1").await.unwrap().conductor_group, "");
+
+    // Silent for longer than the limit (here: any heartbeat before now + 1 s): free.
+    let again = store
+        .conductor_claim("c1", "rack2", &drivers, Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap()
+        .expect("a silent holder's name is free");
+    assert_eq!(again.conductor_group, "rack2");
+    assert_eq!(again.created_at, first.created_at);
+
+    // A clean shutdown frees it at once.
+    store.conductor_unregister("c1").await.unwrap();
+    assert!(
+        store
+            .conductor_claim("c1", "", &drivers, minute_ago())
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
