@@ -102,6 +102,7 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .merge(v1::traits::routes())
         .merge(v1::vifs::routes())
         .merge(v1::history::routes())
+        .merge(v1::children::routes())
         .merge(v1::ramdisk::routes())
         .merge(v1::allocations::routes())
         .merge(v1::deploy_templates::routes())

@@ -526,6 +526,17 @@ fn schemas() -> Value {
                 },
             },
         },
+        "NodeChildren": {
+            "type": "object",
+            "properties": {
+                "children": { "type": "array", "items": { "type": "string", "format": "uuid" } },
+                "links": {
+                    "type": "object",
+                    "properties": { "href": { "type": "string" }, "rel": { "type": "string" } },
+                },
+            },
+            "required": ["children", "links"],
+        },
         "Traits": {
             "type": "object",
             "properties": {
@@ -1074,6 +1085,12 @@ pub(crate) fn operations() -> Vec<Operation> {
             .refs(&["node_ident", "vif_id"])
             .ok(204, None)
             .errors(&[400, 409]),
+        op("get", "/v1/nodes/{node_ident}/children", "node_children_list")
+            .summary("The UUIDs of the node's child nodes")
+            .since(83)
+            .refs(NODE)
+            .ok(200, Some("NodeChildren"))
+            .errors(&[400]),
         op("get", "/v1/nodes/{node_ident}/history", "history_list")
             .summary("The node's history of events")
             .since(78)

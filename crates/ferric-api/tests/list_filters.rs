@@ -1,6 +1,7 @@
 //! The listing filters Ironic has that need more than one column: nodes by the conductor that
 //! serves them (1.49) and child nodes (`include_children`, `parent_node`, 1.83); ports and
-//! portgroups by their node's shard (1.82 / 1.106) and conductor group (1.99). And the rule
+//! portgroups by their node's shard (1.82 / 1.106) and conductor group (1.99); and a node's
+//! `/children` (1.83). And the rule
 //! behind them: every filter the OpenAPI document lists (built from the handlers' filter
 //! tables) answers at the newest version, none is "not supported".
 #![allow(
@@ -75,6 +76,39 @@ async fn child_nodes_are_listed_only_when_asked_for() {
         )
         .await;
     assert_eq!(uuids(&children, "nodes"), vec![child.clone()]);
+
+    let listed = api
+        .send_at(
+            83,
+            Method::GET,
+            &format!("/v1/nodes/{parent}/children"),
+            None,
+        )
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    assert_eq!(listed.body["children"], json!([child]));
+    assert_eq!(
+        listed.body["links"]["href"],
+        format!("http://ferric.test/v1/nodes?parent_node={parent}")
+    );
+    let none = api
+        .send_at(
+            MAX,
+            Method::GET,
+            &format!("/v1/nodes/{other}/children"),
+            None,
+        )
+        .await;
+    assert_eq!(none.body["children"], json!([]));
+    let hidden = api
+        .send_at(
+            82,
+            Method::GET,
+            &format!("/v1/nodes/{parent}/children"),
+            None,
+        )
+        .await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND);
 
     let too_old = api
         .send_at(82, Method::GET, "/v1/nodes?include_children=true", None)

@@ -15,6 +15,7 @@
 
 pub mod allocations;
 pub mod chassis;
+pub mod children;
 pub mod conductors;
 pub mod deploy_templates;
 pub mod drivers;
