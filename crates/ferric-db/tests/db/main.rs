@@ -11,6 +11,7 @@ mod harness;
 mod allocations;
 mod conductors;
 mod history;
+mod introspections;
 mod leases;
 mod nodes;
 mod ports;
