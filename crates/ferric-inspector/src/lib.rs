@@ -7,9 +7,13 @@
 //! - [`rules`]: introspection rules (ironic-inspector format).
 //! - [`pxe_filter`]: dnsmasq hostsdir entries for machines under introspection.
 //! - [`service`] and [`api`]: the ironic-inspector compatible inspection service (seed 002),
-//!   run in-process by `ferric server` or alone by `ferric inspector`; [`serve`] runs it.
+//!   run in-process by `ferric server` or alone by `ferric inspector`; [`serve`] runs it. Its
+//!   state is in the database ([`node_cache`] holds the records), so a restart continues.
+//! - [`discovery`]: the `enroll` hook — data from an unknown machine enrolls a new node.
 
 pub mod api;
+pub mod discovery;
+pub mod node_cache;
 pub mod process;
 pub mod pxe_filter;
 pub mod rules;

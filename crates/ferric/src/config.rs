@@ -226,8 +226,11 @@ pub(crate) struct Settings {
     pub(crate) inspector_add_ports: String,
     /// Whether inspection replaces scheduler properties a node already has.
     pub(crate) inspector_overwrite_existing: bool,
-    /// Whether unknown machines get the discovery boot (the PXE filter lets them through).
+    /// Discovery: unknown machines get the discovery boot (the PXE filter lets them through)
+    /// and the inspection service enrolls the ones that post data as new nodes in `enroll`.
     pub(crate) inspector_discovery: bool,
+    /// The hardware type of nodes discovery enrolls (Ironic inspector's `enroll_node_driver`).
+    pub(crate) inspector_discovery_driver: String,
     /// Seconds an introspection may wait for its data in the service.
     pub(crate) inspector_timeout: u64,
     // --- end of inspection settings ---
@@ -300,6 +303,7 @@ impl Default for Settings {
             inspector_add_ports: "pxe".to_owned(),
             inspector_overwrite_existing: false,
             inspector_discovery: false,
+            inspector_discovery_driver: ferric_inspector::discovery::DEFAULT_DRIVER.to_owned(),
             inspector_timeout: 3600,
         }
     }
@@ -381,7 +385,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 62] = [
+    pub(crate) const KEYS: [&'static str; 63] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -447,6 +451,7 @@ impl Settings {
         "inspector_add_ports",
         "inspector_overwrite_existing",
         "inspector_discovery",
+        "inspector_discovery_driver",
         "inspector_timeout",
     ];
 
@@ -584,6 +589,7 @@ impl Settings {
             processing: self.processing()?,
             dhcp_hostsdir: self.effective_dhcp_hostsdir(),
             discovery: self.inspector_discovery,
+            discovery_driver: self.inspector_discovery_driver.clone(),
             timeout: std::time::Duration::from_secs(self.inspector_timeout.max(1)),
             callback_url: Some(
                 self.inspector_callback_url
