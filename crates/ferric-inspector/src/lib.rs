@@ -26,14 +26,18 @@ pub use process::{AddPorts, Processed, ProcessingConfig, ProcessingError, proces
 pub use service::{Service, ServiceConfig};
 use tokio_util::sync::CancellationToken;
 
-/// Serves the inspection service on `listener` until `shutdown`, syncing the PXE filter and
-/// expiring late introspections every `period`.
+/// Serves the inspection service on `listener` until `shutdown`, after recovering what a
+/// previous run left half done; syncs the PXE filter and expires late introspections every
+/// `period`.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
     period: Duration,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    if let Err(error) = service.recover().await {
+        tracing::warn!(error = %error, "inspection service: could not recover the previous run's introspections");
+    }
     service.sync_filter().await;
     let periodic = {
         let service = service.clone();

@@ -597,6 +597,48 @@ impl Service {
         }
     }
 
+    /// Picks up what a previous run of the service left half done (it stopped or crashed in
+    /// the middle): data being processed goes back to `waiting`, so the ramdisk's next post
+    /// is processed again; an abort or timeout being carried out is ended in `error`. Runs
+    /// at start, before the service answers. Returns how many it touched.
+    pub async fn recover(&self) -> Result<usize, ServiceError> {
+        let mut touched = 0;
+        for entry in self.store.introspection_list_unfinished().await? {
+            let entry = Introspection::from_record(entry);
+            let recovered = match entry.state {
+                IntrospectionState::Processing => {
+                    self.transition(
+                        entry.uuid,
+                        &[IntrospectionState::Processing],
+                        IntrospectionState::Waiting,
+                    )
+                    .await?
+                }
+                IntrospectionState::Aborting => {
+                    self.finish(
+                        entry.uuid,
+                        &[IntrospectionState::Aborting],
+                        Some(
+                            "The inspection service stopped while ending this introspection; \
+                             it was not completed."
+                                .to_owned(),
+                        ),
+                    )
+                    .await?
+                }
+                IntrospectionState::Starting
+                | IntrospectionState::Waiting
+                | IntrospectionState::Finished
+                | IntrospectionState::Error => false,
+            };
+            if recovered {
+                tracing::warn!(node = %entry.uuid, state = entry.state.as_str(), "introspection left half done by a previous run recovered");
+                touched += 1;
+            }
+        }
+        Ok(touched)
+    }
+
     /// Fails introspections waiting longer than the timeout and re-syncs the PXE filter.
     /// Returns how many timed out.
     pub async fn periodic(&self, now: DateTime<Utc>) -> usize {

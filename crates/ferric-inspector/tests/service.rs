@@ -534,6 +534,51 @@ async fn a_restart_continues_a_running_introspection_and_keeps_rules() {
         "the filter closes when the introspection ends"
     );
 
+    // A crash in the middle of processing leaves the introspection `processing`; the next
+    // start puts it back to `waiting`, so the ramdisk's retry is processed.
+    let other = h
+        .node(ProvisionState::Manageable, "52:54:00:12:34:09")
+        .await;
+    h.service
+        .start(&other.uuid.to_string(), false)
+        .await
+        .unwrap();
+    assert!(
+        h.db.store
+            .introspection_transition(other.uuid, &["waiting"], "processing")
+            .await
+            .unwrap()
+    );
+    h.restart().await;
+    // `serve()` recovers at start, concurrently with this test; recovering is idempotent.
+    h.service.recover().await.unwrap();
+    let (_, body) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{}", other.uuid),
+            None,
+        )
+        .await;
+    assert_eq!(body["state"], "waiting", "{body}");
+    // An abort cut short ends in `error`, saying so.
+    assert!(
+        h.db.store
+            .introspection_transition(other.uuid, &["waiting"], "aborting")
+            .await
+            .unwrap()
+    );
+    h.service.recover().await.unwrap();
+    let status = h.service.status(&other.uuid.to_string()).await.unwrap();
+    assert_eq!(status.state.as_str(), "error");
+    assert!(
+        status
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("stopped while ending"),
+        "{status:?}"
+    );
+
     // And once more: the finished introspection and its data are still there.
     h.restart().await;
     let (_, body) = h
