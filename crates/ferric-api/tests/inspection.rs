@@ -456,3 +456,101 @@ async fn with_fast_track_inspection_leaves_the_agent_running_but_an_abort_powers
     let node = state(&api, &uuid, "inspect failed").await;
     assert_eq!(node["power_state"], "power off");
 }
+
+/// Issue 21: the inspection service stops while a node waits in `inspect wait` and a new one
+/// starts on the same database and address (what a restart of `ferric inspector` is): the
+/// node still ends `manageable` with its inventory, and a rule created before the restart
+/// applies.
+#[tokio::test]
+async fn inspection_survives_a_restart_of_the_service() {
+    let root = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let api = api(
+        root.path(),
+        InspectorSettings {
+            enabled: true,
+            service_url: Some(format!("http://{address}")),
+            callback_url: Some("http://10.9.0.1:5050".into()),
+            ..InspectorSettings::default()
+        },
+    )
+    .await;
+    let config = ServiceConfig {
+        dhcp_hostsdir: Some(root.path().join("hosts")),
+        ..ServiceConfig::default()
+    };
+    let start = |listener: tokio::net::TcpListener| {
+        let service = Arc::new(Service::new(
+            api.store().clone(),
+            Drivers::default(),
+            config.clone(),
+        ));
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(ferric_inspector::serve(
+            service.clone(),
+            listener,
+            Duration::from_secs(3600),
+            shutdown.clone(),
+        ));
+        (service, shutdown, server)
+    };
+
+    let (service, shutdown, server) = start(listener);
+    let rule = ferric_inspector::rules::Rule::from_body(&json!({
+        "conditions": [{"op": "eq", "field": "inventory.cpu.architecture", "value": "x86_64"}],
+        "actions": [{"action": "set-attribute", "path": "/extra/inspected_by", "value": "rule"}]
+    }))
+    .unwrap();
+    service.rule_create(rule).await.unwrap();
+    let uuid = node(&api, "inspector").await;
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+
+    // The service goes away; the conductor cannot ask it and leaves the node waiting.
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+    drop(service);
+    let acted = api
+        .conductor()
+        .run_reconciler("inspector_status")
+        .await
+        .unwrap();
+    assert_eq!(acted, 0);
+    state(&api, &uuid, "inspect wait").await;
+
+    // A new service on the same store picks the introspection up.
+    let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+    let (service, shutdown, _server) = start(listener);
+    let status = service.status(&uuid).await.unwrap();
+    assert_eq!(status.state.as_str(), "waiting");
+    assert_eq!(
+        api.conductor()
+            .run_reconciler("inspector_status")
+            .await
+            .unwrap(),
+        0,
+        "still waiting for the ramdisk"
+    );
+    service.continue_(&payload()).await.unwrap();
+    let acted = api
+        .conductor()
+        .run_reconciler("inspector_status")
+        .await
+        .unwrap();
+    assert_eq!(acted, 1);
+    let node = state(&api, &uuid, "manageable").await;
+    assert_eq!(node["properties"]["cpus"], 2);
+    assert_eq!(node["extra"]["inspected_by"], "rule", "{node:#}");
+    let inventory = api
+        .send_at(
+            81,
+            Method::GET,
+            &format!("/v1/nodes/{uuid}/inventory"),
+            None,
+        )
+        .await;
+    assert_eq!(inventory.status, StatusCode::OK, "{}", inventory.body);
+    assert_eq!(inventory.body["inventory"]["cpu"]["count"], 2);
+    shutdown.cancel();
+}

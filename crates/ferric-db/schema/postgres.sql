@@ -299,3 +299,32 @@ CREATE TABLE runbooks (
 );
 
 CREATE INDEX runbooks_owner_idx ON runbooks (owner);
+
+CREATE TABLE introspections (
+    node_uuid     UUID PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    state         TEXT NOT NULL,
+    manage_boot   BOOLEAN NOT NULL DEFAULT TRUE,
+    macs          JSONB NOT NULL DEFAULT '[]',
+    bmc_addresses JSONB NOT NULL DEFAULT '[]',
+    error         TEXT,
+    started_at    TIMESTAMPTZ NOT NULL,
+    finished_at   TIMESTAMPTZ
+);
+
+CREATE INDEX introspections_started_at_idx ON introspections (started_at);
+
+CREATE TABLE introspection_data (
+    node_uuid  UUID PRIMARY KEY REFERENCES introspections (node_uuid) ON DELETE CASCADE,
+    data       JSONB NOT NULL DEFAULT '{}',
+    created_at TIMESTAMPTZ NOT NULL
+);
+
+CREATE TABLE introspection_rules (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    uuid        UUID NOT NULL UNIQUE,
+    description TEXT,
+    scope       TEXT,
+    conditions  JSONB NOT NULL DEFAULT '[]',
+    actions     JSONB NOT NULL DEFAULT '[]',
+    created_at  TIMESTAMPTZ NOT NULL
+);

@@ -25,6 +25,8 @@ pub enum Kind {
     VolumeTarget,
     DeployTemplate,
     Runbook,
+    Introspection,
+    IntrospectionRule,
 }
 
 impl Kind {
@@ -42,6 +44,8 @@ impl Kind {
             Self::VolumeTarget => "volume target",
             Self::DeployTemplate => "deploy template",
             Self::Runbook => "runbook",
+            Self::Introspection => "introspection",
+            Self::IntrospectionRule => "introspection rule",
         }
     }
 }

@@ -80,6 +80,7 @@ impl<'r> Decode<'r, Postgres> for DbUuid {
 pub(crate) enum JsonArg<'a> {
     Object(&'a JsonObject),
     List(&'a [String]),
+    Objects(&'a [JsonObject]),
     DeploySteps(&'a [DeployStep]),
     RunbookSteps(&'a [RunbookStep]),
 }
@@ -162,6 +163,12 @@ impl From<Option<DateTime<Utc>>> for Arg<'_> {
 impl<'a> From<&'a JsonObject> for Arg<'a> {
     fn from(object: &'a JsonObject) -> Self {
         Self::Json(JsonArg::Object(object))
+    }
+}
+
+impl<'a> From<&'a Vec<JsonObject>> for Arg<'a> {
+    fn from(objects: &'a Vec<JsonObject>) -> Self {
+        Self::Json(JsonArg::Objects(objects))
     }
 }
 

@@ -20,9 +20,10 @@ use crate::settings::BootSettings;
 
 /// The generic script DHCP hands to iPXE (`--dhcp-boot=tag:ipxe,<http_url>/boot.ipxe`).
 pub const BOOT_SCRIPT: &str = "#!ipxe\n\
-# Written by Ferric. Machines in a ramdisk phase have a script of their own;\n\
+# Written by Ferric. Machines in a ramdisk phase have a script of their own; with\n\
+# discovery on, unknown machines boot the inspection ramdisk (ipxe/discovery.ipxe);\n\
 # every other machine leaves iPXE and boots from its next boot device.\n\
-chain ipxe/${mac:hexhyp}.ipxe || goto local\n\
+chain ipxe/${mac:hexhyp}.ipxe || chain ipxe/discovery.ipxe || goto local\n\
 :local\n\
 echo No network boot requested for ${mac}; booting from the next device.\n\
 exit 0\n";
@@ -32,6 +33,75 @@ pub fn write_boot_script(settings: &BootSettings) -> std::io::Result<()> {
     std::fs::create_dir_all(settings.http_root.join("ipxe"))?;
     std::fs::create_dir_all(settings.http_root.join("images"))?;
     write_atomically(&settings.http_root.join("boot.ipxe"), BOOT_SCRIPT)
+}
+
+/// Where the discovery script lives under the boot file server's root.
+const DISCOVERY_SCRIPT: &str = "ipxe/discovery.ipxe";
+
+/// Writes `ipxe/discovery.ipxe`, which boots the agent ramdisk on a machine Ferric does not
+/// know and has it post its inventory to `callback_url` (the inspection service's
+/// `/v1/continue`), or removes it (`None`). Only machines DHCP answers reach it: with the
+/// inspection PXE filter, unknown ones and those under introspection, never an enrolled
+/// machine outside a ramdisk phase (`docs/inspection.md`, discovery).
+pub fn write_discovery_script(
+    settings: &BootSettings,
+    callback_url: Option<&str>,
+) -> Result<(), DriverError> {
+    let path = settings.http_root.join(DISCOVERY_SCRIPT);
+    let Some(callback_url) = callback_url else {
+        return match std::fs::remove_file(&path) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(DriverError::Failed(
+                format!("Could not remove {}: {error}", path.display()),
+            )),
+            _ => Ok(()),
+        };
+    };
+    let missing = |what: &str| {
+        DriverError::MissingParameter(format!(
+            "Discovery needs network boot: set {what} in Ferric's settings."
+        ))
+    };
+    let http_url = settings
+        .http_url
+        .as_deref()
+        .ok_or_else(|| missing("boot_http_url"))?
+        .trim_end_matches('/');
+    let api_url = settings
+        .api_url
+        .as_deref()
+        .ok_or_else(|| missing("api_url"))?;
+    let kernel = boot_file_url(http_url, &settings.deploy_kernel)?;
+    let ramdisk = boot_file_url(http_url, &settings.deploy_ramdisk)?;
+    let params = [
+        settings.kernel_append_params.as_str(),
+        &format!("ipa-inspection-callback-url={callback_url}"),
+    ];
+    if params
+        .iter()
+        .any(|param| param.chars().any(char::is_control))
+    {
+        return Err(DriverError::InvalidParameter(
+            "kernel_append_params and the inspection callback URL must be one line each."
+                .to_owned(),
+        ));
+    }
+    let script = format!(
+        "#!ipxe\n# Written by Ferric: discovery, for machines without a node.\n\
+         kernel {kernel} initrd=ramdisk ipa-api-url={api_url} ferric.api_url={api_url} \
+         BOOTIF=01-${{mac:hexhyp}} {params} || goto retry\n\
+         initrd --name ramdisk {ramdisk} || goto retry\n\
+         boot\n\
+         :retry\n\
+         echo Fetching the agent failed; retrying in 5 seconds.\n\
+         sleep 5\n\
+         chain {http_url}/{DISCOVERY_SCRIPT}\n",
+        params = params.join(" ").trim(),
+    );
+    std::fs::create_dir_all(settings.http_root.join("ipxe"))
+        .and_then(|()| write_atomically(&path, &script))
+        .map_err(|error| {
+            DriverError::Failed(format!("Could not write {}: {error}", path.display()))
+        })
 }
 
 fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
@@ -277,6 +347,31 @@ mod tests {
             settings,
             &[Port::new(Uuid::new_v4(), node, "52:54:00:AB:CD:01"), quiet],
         )
+    }
+
+    #[test]
+    fn the_discovery_script_boots_the_ramdisk_with_the_callback() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let settings = boot(dir.path()).settings;
+        let callback = "http://10.0.0.1:5050/v1/continue";
+        write_discovery_script(&settings, Some(callback)).expect("write");
+        let script =
+            std::fs::read_to_string(dir.path().join(DISCOVERY_SCRIPT)).expect("script written");
+        for expected in [
+            "kernel http://10.0.0.1:8080/agent.kernel initrd=ramdisk",
+            "ipa-api-url=http://10.0.0.1:6385",
+            "BOOTIF=01-${mac:hexhyp}",
+            "ipa-inspection-callback-url=http://10.0.0.1:5050/v1/continue",
+            "initrd --name ramdisk http://10.0.0.1:8080/agent.ramdisk",
+        ] {
+            assert!(script.contains(expected), "{expected} missing: {script}");
+        }
+        assert!(!script.contains("ipa-node-uuid"), "no node yet: {script}");
+        assert!(BOOT_SCRIPT.contains("chain ipxe/discovery.ipxe"));
+        // Off again: removed (and removing twice is fine).
+        write_discovery_script(&settings, None).expect("remove");
+        write_discovery_script(&settings, None).expect("remove again");
+        assert!(!dir.path().join(DISCOVERY_SCRIPT).exists());
     }
 
     #[tokio::test]

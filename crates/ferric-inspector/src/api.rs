@@ -226,7 +226,7 @@ async fn introspection_list(
     let limit = match query.limit.as_deref() {
         None => 1000,
         Some(text) => text
-            .parse::<usize>()
+            .parse::<u32>()
             .ok()
             .filter(|limit| *limit > 0)
             .ok_or_else(|| {
@@ -238,7 +238,8 @@ async fn introspection_list(
     };
     let base = base_url(&headers);
     let items: Vec<Value> = service
-        .list(marker, limit)?
+        .list(marker, limit)
+        .await?
         .iter()
         .map(|entry| entry.status_json(&base))
         .collect();
@@ -278,10 +279,14 @@ async fn continue_(
     Ok(Json(json!({"uuid": node})))
 }
 
-async fn rule_list(State(service): State<Arc<Service>>, headers: HeaderMap) -> Json<Value> {
+async fn rule_list(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let base = base_url(&headers);
     let rules: Vec<Value> = service
         .rule_list()
+        .await?
         .iter()
         .map(|rule| {
             json!({
@@ -291,7 +296,7 @@ async fn rule_list(State(service): State<Arc<Service>>, headers: HeaderMap) -> J
             })
         })
         .collect();
-    Json(json!({"rules": rules}))
+    Ok(Json(json!({"rules": rules})))
 }
 
 async fn rule_create(
@@ -308,7 +313,7 @@ async fn rule_create(
         .map_err(|error| ApiError(StatusCode::BAD_REQUEST, format!("Invalid body: {error}")))?;
     let rule = Rule::from_body(&json_body(&body)?)
         .map_err(|error| ApiError(StatusCode::BAD_REQUEST, error.to_string()))?;
-    let rule = service.rule_create(rule)?;
+    let rule = service.rule_create(rule).await?;
     let status = if minor >= RULE_CREATED_SINCE {
         StatusCode::CREATED
     } else {
@@ -326,20 +331,20 @@ async fn rule_get(
     State(service): State<Arc<Service>>,
     Path(uuid): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(service.rule_get(rule_uuid(&uuid)?)?.to_json()))
+    Ok(Json(service.rule_get(rule_uuid(&uuid)?).await?.to_json()))
 }
 
 async fn rule_delete(
     State(service): State<Arc<Service>>,
     Path(uuid): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    service.rule_delete(rule_uuid(&uuid)?)?;
+    service.rule_delete(rule_uuid(&uuid)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn rule_delete_all(State(service): State<Arc<Service>>) -> StatusCode {
-    service.rule_delete_all();
-    StatusCode::NO_CONTENT
+async fn rule_delete_all(State(service): State<Arc<Service>>) -> Result<StatusCode, ApiError> {
+    service.rule_delete_all().await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[cfg(test)]

@@ -7,9 +7,13 @@
 //! - [`rules`]: introspection rules (ironic-inspector format).
 //! - [`pxe_filter`]: dnsmasq hostsdir entries for machines under introspection.
 //! - [`service`] and [`api`]: the ironic-inspector compatible inspection service (seed 002),
-//!   run in-process by `ferric server` or alone by `ferric inspector`; [`serve`] runs it.
+//!   run in-process by `ferric server` or alone by `ferric inspector`; [`serve`] runs it. Its
+//!   state is in the database ([`node_cache`] holds the records), so a restart continues.
+//! - [`discovery`]: the `enroll` hook — data from an unknown machine enrolls a new node.
 
 pub mod api;
+pub mod discovery;
+pub mod node_cache;
 pub mod process;
 pub mod pxe_filter;
 pub mod rules;
@@ -22,14 +26,18 @@ pub use process::{AddPorts, Processed, ProcessingConfig, ProcessingError, proces
 pub use service::{Service, ServiceConfig};
 use tokio_util::sync::CancellationToken;
 
-/// Serves the inspection service on `listener` until `shutdown`, syncing the PXE filter and
-/// expiring late introspections every `period`.
+/// Serves the inspection service on `listener` until `shutdown`, after recovering what a
+/// previous run left half done; syncs the PXE filter and expires late introspections every
+/// `period`.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
     period: Duration,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    if let Err(error) = service.recover().await {
+        tracing::warn!(error = %error, "inspection service: could not recover the previous run's introspections");
+    }
     service.sync_filter().await;
     let periodic = {
         let service = service.clone();

@@ -39,6 +39,20 @@ pub struct Rule {
     pub created_at: DateTime<Utc>,
 }
 
+/// A stored rule: it was checked by [`Rule::from_body`] before it was stored.
+impl From<ferric_db::IntrospectionRule> for Rule {
+    fn from(record: ferric_db::IntrospectionRule) -> Self {
+        Self {
+            uuid: record.uuid,
+            description: record.description,
+            scope: record.scope,
+            conditions: record.conditions,
+            actions: record.actions,
+            created_at: record.created_at,
+        }
+    }
+}
+
 /// Why a rule body is refused (HTTP 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Invalid rule: {0}")]
@@ -142,6 +156,18 @@ impl Rule {
             actions,
             created_at: Utc::now(),
         })
+    }
+
+    /// The record the store keeps.
+    pub fn to_record(&self) -> ferric_db::IntrospectionRule {
+        ferric_db::IntrospectionRule {
+            uuid: self.uuid,
+            description: self.description.clone(),
+            scope: self.scope.clone(),
+            conditions: self.conditions.clone(),
+            actions: self.actions.clone(),
+            created_at: self.created_at,
+        }
     }
 
     /// The rule as the API shows it.

@@ -11,13 +11,16 @@
 //! ports through the [`Store`] with the node's revision guard (the service changes
 //! properties, traits and ports, never provision or power state in the database).
 //!
-//! TODO-correctness: the node cache lives in memory, so a restart forgets running
-//! introspections (the conductor then sees 404 and fails the node with that message);
-//! ironic-inspector keeps it in its database.
+//! Everything the service knows is in the database (`ferric_db`'s `introspection_*`
+//! functions), as ironic-inspector keeps its node cache in its own: introspections with their
+//! lookup attributes, the processed data and the rules. So a restart — or a second process on
+//! the same database — continues a running introspection; the PXE filter is recomputed from
+//! the same rows at start. States move only by compare-and-set, so a callback racing an abort
+//! or another callback cannot both win. With discovery on, data no introspection matches goes
+//! to the enroll hook (`discovery.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -25,9 +28,11 @@ use ferric_db::{Page, PortFilter, Store};
 use ferric_drivers::{BootDevice, DriverError, Drivers, PowerAction};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, Node, Port};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
+use crate::discovery;
+pub use crate::node_cache::{Introspection, IntrospectionState};
 use crate::process::{Processed, ProcessingConfig, payload_bmc_addresses, payload_macs, process};
 use crate::pxe_filter::{self, FilterState};
 use crate::rules::{Rule, apply_rules};
@@ -38,8 +43,11 @@ pub struct ServiceConfig {
     pub processing: ProcessingConfig,
     /// dnsmasq's `--dhcp-hostsdir` for the PXE filter; `None`: no filter.
     pub dhcp_hostsdir: Option<PathBuf>,
-    /// Unknown machines get the discovery boot (PXE filter).
+    /// Discovery: unknown machines get the discovery boot (PXE filter), and data from a
+    /// machine no node matches enrolls a new node (Ironic inspector's `enroll` hook).
     pub discovery: bool,
+    /// The hardware type of nodes discovery enrolls.
+    pub discovery_driver: String,
     /// An introspection waiting longer than this fails.
     pub timeout: Duration,
     /// Where a ramdisk booted by the service posts its data (`<url>/v1/continue`).
@@ -54,68 +62,11 @@ impl Default for ServiceConfig {
             processing: ProcessingConfig::default(),
             dhcp_hostsdir: None,
             discovery: false,
+            discovery_driver: discovery::DEFAULT_DRIVER.to_owned(),
             timeout: Duration::from_secs(3600),
             callback_url: None,
             power_off: true,
         }
-    }
-}
-
-/// Introspection states (`reference/ironic.md` §5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IntrospectionState {
-    Starting,
-    Waiting,
-    Processing,
-    Finished,
-    Error,
-}
-
-impl IntrospectionState {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Starting => "starting",
-            Self::Waiting => "waiting",
-            Self::Processing => "processing",
-            Self::Finished => "finished",
-            Self::Error => "error",
-        }
-    }
-
-    pub const fn is_finished(self) -> bool {
-        matches!(self, Self::Finished | Self::Error)
-    }
-}
-
-/// One node's introspection, as the node cache keeps it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Introspection {
-    pub uuid: Uuid,
-    pub state: IntrospectionState,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub error: Option<String>,
-    pub manage_boot: bool,
-    pub macs: BTreeSet<String>,
-    pub bmc_addresses: BTreeSet<String>,
-}
-
-impl Introspection {
-    /// `GET /v1/introspection/{node}`.
-    pub fn status_json(&self, base_url: &str) -> Value {
-        let time = |at: DateTime<Utc>| at.format("%Y-%m-%dT%H:%M:%S").to_string();
-        json!({
-            "uuid": self.uuid,
-            "finished": self.state.is_finished(),
-            "state": self.state.as_str(),
-            "started_at": time(self.started_at),
-            "finished_at": self.finished_at.map(time),
-            "error": self.error,
-            "links": [{
-                "href": format!("{}/v1/introspection/{}", base_url.trim_end_matches('/'), self.uuid),
-                "rel": "self",
-            }],
-        })
     }
 }
 
@@ -145,27 +96,17 @@ impl From<ferric_db::Error> for ServiceError {
     }
 }
 
-/// The inspection service.
+/// The inspection service: settings and handles; its state is in the store.
 pub struct Service {
     store: Store,
     drivers: Drivers,
     config: ServiceConfig,
-    cache: Mutex<BTreeMap<Uuid, Introspection>>,
-    rules: Mutex<Vec<Rule>>,
-    /// Processed data per node (`GET /v1/introspection/{node}/data`).
-    data: Mutex<BTreeMap<Uuid, Value>>,
 }
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Service").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// States a node may be introspected in.
@@ -186,6 +127,9 @@ fn bmc_host(value: &str) -> Option<String> {
         .next()?;
     let host = if let Some(bracketed) = rest.strip_prefix('[') {
         bracketed.split(']').next()?
+    } else if rest.matches(':').count() > 1 {
+        // A bare IPv6 address (a port needs brackets around one).
+        rest
     } else {
         rest.rsplit_once(':')
             .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
@@ -209,14 +153,19 @@ impl Service {
             store,
             drivers,
             config,
-            cache: Mutex::new(BTreeMap::new()),
-            rules: Mutex::new(Vec::new()),
-            data: Mutex::new(BTreeMap::new()),
         }
     }
 
     pub fn config(&self) -> &ServiceConfig {
         &self.config
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn drivers(&self) -> &Drivers {
+        &self.drivers
     }
 
     async fn node(&self, ident: &str) -> Result<Node, ServiceError> {
@@ -231,7 +180,7 @@ impl Service {
             })
     }
 
-    async fn ports(&self, node: Uuid) -> Result<Vec<Port>, ServiceError> {
+    pub(crate) async fn ports(&self, node: Uuid) -> Result<Vec<Port>, ServiceError> {
         Ok(self
             .store
             .port_list(
@@ -241,6 +190,29 @@ impl Service {
                 },
                 &Page::all(),
             )
+            .await?)
+    }
+
+    async fn introspection(&self, node: Uuid) -> Result<Option<Introspection>, ServiceError> {
+        Ok(self
+            .store
+            .introspection_get(node)
+            .await?
+            .map(Introspection::from_record))
+    }
+
+    /// Moves the node's introspection from one of `from` to `to`; `false` if it was not in
+    /// one of them.
+    async fn transition(
+        &self,
+        node: Uuid,
+        from: &[IntrospectionState],
+        to: IntrospectionState,
+    ) -> Result<bool, ServiceError> {
+        let from: Vec<&str> = from.iter().map(|state| state.as_str()).collect();
+        Ok(self
+            .store
+            .introspection_transition(node, &from, to.as_str())
             .await?)
     }
 
@@ -260,41 +232,50 @@ impl Service {
                 node.uuid
             )));
         }
-        let processing = lock(&self.cache)
-            .get(&node.uuid)
-            .is_some_and(|entry| entry.state == IntrospectionState::Processing);
-        if processing {
+        let busy = self.introspection(node.uuid).await?.is_some_and(|entry| {
+            matches!(
+                entry.state,
+                IntrospectionState::Processing | IntrospectionState::Aborting
+            )
+        });
+        if busy {
             return Err(ServiceError::Conflict(format!(
                 "Node {} is being processed right now; try again.",
                 node.uuid
             )));
         }
         let ports = self.ports(node.uuid).await?;
-        let introspection = Introspection {
-            uuid: node.uuid,
-            state: IntrospectionState::Starting,
-            started_at: Utc::now(),
-            finished_at: None,
-            error: None,
+        let introspection = Introspection::new(
+            node.uuid,
+            IntrospectionState::Starting,
             manage_boot,
-            macs: ports
+            ports
                 .iter()
                 .map(|port| port.address.to_ascii_lowercase())
                 .collect(),
-            bmc_addresses: node_bmc_addresses(&node),
-        };
-        lock(&self.cache).insert(node.uuid, introspection);
-        data_forget(&self.data, node.uuid);
+            node_bmc_addresses(&node),
+        );
+        self.store
+            .introspection_upsert(&introspection.to_record())
+            .await?;
+        self.store.introspection_data_delete(node.uuid).await?;
         self.sync_filter().await;
         if manage_boot && let Err(error) = self.boot(&node, &ports).await {
             let message = format!(
                 "Failed to boot node {} for introspection: {error}",
                 node.uuid
             );
-            self.finish(node.uuid, Some(message)).await;
+            self.finish(node.uuid, &[IntrospectionState::Starting], Some(message))
+                .await?;
             return Ok(());
         }
-        self.set_state(node.uuid, IntrospectionState::Waiting);
+        // An abort may have come first; then it stays aborted.
+        self.transition(
+            node.uuid,
+            &[IntrospectionState::Starting],
+            IntrospectionState::Waiting,
+        )
+        .await?;
         tracing::info!(node = %node.uuid, manage_boot, "introspection started");
         Ok(())
     }
@@ -359,16 +340,17 @@ impl Service {
         Ok(())
     }
 
-    fn set_state(&self, node: Uuid, state: IntrospectionState) {
-        if let Some(entry) = lock(&self.cache).get_mut(&node) {
-            entry.state = state;
-        }
-    }
-
-    /// Ends an introspection (with an error or not), undoing the boot the service did.
-    async fn finish(&self, node: Uuid, error: Option<String>) {
-        let manage_boot = lock(&self.cache)
-            .get(&node)
+    /// Ends an introspection that is in one of the states `from` (with an error or not),
+    /// undoing the boot the service did; `false` if it was in none of them.
+    async fn finish(
+        &self,
+        node: Uuid,
+        from: &[IntrospectionState],
+        error: Option<String>,
+    ) -> Result<bool, ServiceError> {
+        let manage_boot = self
+            .introspection(node)
+            .await?
             .is_some_and(|entry| entry.manage_boot);
         let mut error = error;
         if manage_boot && let Err(problem) = self.unboot(node).await {
@@ -378,16 +360,18 @@ impl Service {
                 None => format!("Powering the node off failed: {problem}"),
             });
         }
-        if let Some(entry) = lock(&self.cache).get_mut(&node) {
-            entry.state = if error.is_some() {
-                IntrospectionState::Error
-            } else {
-                IntrospectionState::Finished
-            };
-            entry.error = error;
-            entry.finished_at = Some(Utc::now());
-        }
+        let state = if error.is_some() {
+            IntrospectionState::Error
+        } else {
+            IntrospectionState::Finished
+        };
+        let from: Vec<&str> = from.iter().map(|state| state.as_str()).collect();
+        let finished = self
+            .store
+            .introspection_finish(node, &from, state.as_str(), error.as_deref())
+            .await?;
         self.sync_filter().await;
+        Ok(finished)
     }
 
     /// `GET /v1/introspection/{node}`.
@@ -396,44 +380,41 @@ impl Service {
             Ok(uuid) => uuid,
             Err(_) => self.node(ident).await?.uuid,
         };
-        lock(&self.cache).get(&uuid).cloned().ok_or_else(|| {
+        self.introspection(uuid).await?.ok_or_else(|| {
             ServiceError::NotFound(format!("Introspection for node {ident} was not found"))
         })
     }
 
     /// `GET /v1/introspection`: newest first, after `marker`, at most `limit`.
-    pub fn list(
+    pub async fn list(
         &self,
         marker: Option<Uuid>,
-        limit: usize,
+        limit: u32,
     ) -> Result<Vec<Introspection>, ServiceError> {
-        let mut all: Vec<Introspection> = lock(&self.cache).values().cloned().collect();
-        all.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(a.uuid.cmp(&b.uuid)));
-        let start = match marker {
-            Some(marker) => {
-                all.iter()
-                    .position(|entry| entry.uuid == marker)
-                    .ok_or_else(|| {
-                        ServiceError::BadRequest(format!("Marker {marker} was not found"))
-                    })?
-                    + 1
-            }
-            None => 0,
-        };
-        Ok(all.into_iter().skip(start).take(limit).collect())
+        match self.store.introspection_list(marker, limit).await {
+            Ok(records) => Ok(records
+                .into_iter()
+                .map(Introspection::from_record)
+                .collect()),
+            Err(ferric_db::Error::MarkerNotFound { marker, .. }) => Err(ServiceError::BadRequest(
+                format!("Marker {marker} was not found"),
+            )),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// `POST /v1/introspection/{node}/abort`.
     pub async fn abort(&self, ident: &str) -> Result<(), ServiceError> {
         let current = self.status(ident).await?;
+        let busy = || {
+            ServiceError::Conflict(format!(
+                "Node {} is being processed right now; try again.",
+                current.uuid
+            ))
+        };
         match current.state {
             IntrospectionState::Starting | IntrospectionState::Waiting => {}
-            IntrospectionState::Processing => {
-                return Err(ServiceError::Conflict(format!(
-                    "Node {} is being processed right now; try again.",
-                    current.uuid
-                )));
-            }
+            IntrospectionState::Processing | IntrospectionState::Aborting => return Err(busy()),
             IntrospectionState::Finished | IntrospectionState::Error => {
                 return Err(ServiceError::BadRequest(format!(
                     "Introspection of node {} has already finished ({}); nothing to abort.",
@@ -442,8 +423,22 @@ impl Service {
                 )));
             }
         }
-        self.finish(current.uuid, Some("Canceled by operator".to_owned()))
-            .await;
+        if !self
+            .transition(
+                current.uuid,
+                &[IntrospectionState::Starting, IntrospectionState::Waiting],
+                IntrospectionState::Aborting,
+            )
+            .await?
+        {
+            return Err(busy());
+        }
+        self.finish(
+            current.uuid,
+            &[IntrospectionState::Aborting],
+            Some("Canceled by operator".to_owned()),
+        )
+        .await?;
         tracing::info!(node = %current.uuid, "introspection aborted");
         Ok(())
     }
@@ -451,18 +446,29 @@ impl Service {
     /// `GET /v1/introspection/{node}/data`.
     pub async fn data(&self, ident: &str) -> Result<Value, ServiceError> {
         let uuid = self.status(ident).await?.uuid;
-        lock(&self.data).get(&uuid).cloned().ok_or_else(|| {
-            ServiceError::NotFound(format!("Introspection data for node {ident} was not found"))
-        })
+        self.store
+            .introspection_data_get(uuid)
+            .await?
+            .map(Value::Object)
+            .ok_or_else(|| {
+                ServiceError::NotFound(format!("Introspection data for node {ident} was not found"))
+            })
     }
 
-    /// The one node under introspection the data belongs to.
-    fn lookup(&self, payload: &Value) -> Result<Uuid, ServiceError> {
+    /// The one node under introspection the data belongs to; `Ok(None)` when no running
+    /// introspection shares a MAC or BMC address with it (the discovery case).
+    async fn lookup(&self, payload: &Value) -> Result<Option<Uuid>, ServiceError> {
         let macs = payload_macs(payload);
         let bmcs = payload_bmc_addresses(payload);
-        let cache = lock(&self.cache);
-        let mut best: Vec<(usize, &Introspection)> = cache
-            .values()
+        let running: Vec<Introspection> = self
+            .store
+            .introspection_list_unfinished()
+            .await?
+            .into_iter()
+            .map(Introspection::from_record)
+            .collect();
+        let mut best: Vec<(usize, &Introspection)> = running
+            .iter()
             .map(|entry| {
                 let score = entry.macs.intersection(&macs).count()
                     + entry.bmc_addresses.intersection(&bmcs).count();
@@ -476,9 +482,7 @@ impl Service {
             ServiceError::NotFound(format!("Could not find a node for attributes: {why}"))
         };
         match best.as_slice() {
-            [] => Err(refused(
-                "no node under introspection has these MACs or BMC address".into(),
-            )),
+            [] => Ok(None),
             [(first, _), (second, _), ..] if first == second => {
                 Err(refused("several nodes under introspection match".into()))
             }
@@ -489,7 +493,7 @@ impl Service {
                     entry.state.as_str()
                 )))
             }
-            [(_, entry), ..] => Ok(entry.uuid),
+            [(_, entry), ..] => Ok(Some(entry.uuid)),
         }
     }
 
@@ -500,28 +504,61 @@ impl Service {
                 "Invalid data: expected a JSON object".into(),
             ));
         }
-        let node = self.lookup(payload)?;
-        self.set_state(node, IntrospectionState::Processing);
-        match self.apply(node, payload).await {
+        let mut payload = payload.clone();
+        let node = match self.lookup(&payload).await? {
+            Some(node) => {
+                // Of two callbacks for one node, one processes; the other is refused.
+                if !self
+                    .transition(
+                        node,
+                        &[IntrospectionState::Waiting],
+                        IntrospectionState::Processing,
+                    )
+                    .await?
+                {
+                    return Err(ServiceError::NotFound(format!(
+                        "Could not find a node for attributes: node {node} is not waiting for \
+                         data any more"
+                    )));
+                }
+                node
+            }
+            None if self.config.discovery => discovery::enroll(self, &mut payload).await?,
+            None => {
+                let why = "no node under introspection has these MACs or BMC address";
+                tracing::warn!(
+                    macs = ?payload_macs(&payload),
+                    bmc = ?payload_bmc_addresses(&payload),
+                    "continue refused: {why}"
+                );
+                return Err(ServiceError::NotFound(format!(
+                    "Could not find a node for attributes: {why}"
+                )));
+            }
+        };
+        let processing = [IntrospectionState::Processing];
+        match self.apply(node, &payload).await {
             Ok(processed) => {
                 // What the data endpoint shows: the payload with the chosen root disk.
-                let mut data = payload.clone();
-                if let (Some(object), Some(disk)) = (data.as_object_mut(), processed.root_disk) {
-                    object.insert("root_disk".to_owned(), disk);
+                let mut data = payload.as_object().cloned().unwrap_or_default();
+                if let Some(disk) = processed.root_disk {
+                    data.insert("root_disk".to_owned(), disk);
                 }
-                lock(&self.data).insert(node, data);
-                self.finish(node, None).await;
+                self.store.introspection_data_set(node, &data).await?;
+                self.finish(node, &processing, None).await?;
                 tracing::info!(node = %node, "introspection finished");
                 Ok(node)
             }
             Err(ServiceError::Conflict(message)) => {
                 // Someone wrote the node meanwhile every time; the ramdisk may post again.
-                self.set_state(node, IntrospectionState::Waiting);
+                self.transition(node, &processing, IntrospectionState::Waiting)
+                    .await?;
                 Err(ServiceError::Conflict(message))
             }
             Err(error) => {
                 let message = error.to_string();
-                self.finish(node, Some(message.clone())).await;
+                self.finish(node, &processing, Some(message.clone()))
+                    .await?;
                 Err(ServiceError::BadRequest(message))
             }
         }
@@ -529,6 +566,7 @@ impl Service {
 
     /// Processes `payload`, runs the rules and writes the node and its new ports.
     async fn apply(&self, node_uuid: Uuid, payload: &Value) -> Result<Processed, ServiceError> {
+        let rules = self.rule_list().await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -538,13 +576,11 @@ impl Service {
                 .map_err(|error| ServiceError::BadRequest(error.to_string()))?;
             let mut updated = node.clone();
             updated.properties = processed.properties.clone();
-            let rules = lock(&self.rules).clone();
             apply_rules(&rules, &mut updated, payload).map_err(ServiceError::BadRequest)?;
             match self.store.node_update(&updated, node.version).await {
                 Ok(_) => {
                     create_ports(&self.store, node_uuid, &processed.new_ports).await;
-                    // The data outlives this process in the store (Ironic's
-                    // `GET /v1/nodes/{node}/inventory`); the cache below serves `/data`.
+                    // Also served by the Bare Metal API (`GET /v1/nodes/{node}/inventory`).
                     if let Err(error) = self
                         .store
                         .node_inventory_set(node_uuid, &processed.inventory, &processed.plugin_data)
@@ -561,38 +597,117 @@ impl Service {
         }
     }
 
+    /// Picks up what a previous run of the service left half done (it stopped or crashed in
+    /// the middle): data being processed goes back to `waiting`, so the ramdisk's next post
+    /// is processed again; an abort or timeout being carried out is ended in `error`. Runs
+    /// at start, before the service answers. Returns how many it touched.
+    pub async fn recover(&self) -> Result<usize, ServiceError> {
+        let mut touched = 0;
+        for entry in self.store.introspection_list_unfinished().await? {
+            let entry = Introspection::from_record(entry);
+            let recovered = match entry.state {
+                IntrospectionState::Processing => {
+                    self.transition(
+                        entry.uuid,
+                        &[IntrospectionState::Processing],
+                        IntrospectionState::Waiting,
+                    )
+                    .await?
+                }
+                IntrospectionState::Aborting => {
+                    self.finish(
+                        entry.uuid,
+                        &[IntrospectionState::Aborting],
+                        Some(
+                            "The inspection service stopped while ending this introspection; \
+                             it was not completed."
+                                .to_owned(),
+                        ),
+                    )
+                    .await?
+                }
+                IntrospectionState::Starting
+                | IntrospectionState::Waiting
+                | IntrospectionState::Finished
+                | IntrospectionState::Error => false,
+            };
+            if recovered {
+                tracing::warn!(node = %entry.uuid, state = entry.state.as_str(), "introspection left half done by a previous run recovered");
+                touched += 1;
+            }
+        }
+        Ok(touched)
+    }
+
     /// Fails introspections waiting longer than the timeout and re-syncs the PXE filter.
     /// Returns how many timed out.
     pub async fn periodic(&self, now: DateTime<Utc>) -> usize {
         let limit = TimeDelta::from_std(self.config.timeout).unwrap_or(TimeDelta::MAX);
-        let late: Vec<Uuid> = lock(&self.cache)
-            .values()
-            .filter(|entry| {
-                !entry.state.is_finished()
-                    && entry.state != IntrospectionState::Processing
-                    && now.signed_duration_since(entry.started_at) > limit
-            })
-            .map(|entry| entry.uuid)
-            .collect();
-        for node in &late {
-            tracing::warn!(node = %node, "introspection timed out");
-            self.finish(*node, Some("Introspection timeout".to_owned()))
-                .await;
+        let running = match self.store.introspection_list_unfinished().await {
+            Ok(running) => running,
+            Err(error) => {
+                tracing::warn!(error = %error, "inspection service: could not list introspections");
+                return 0;
+            }
+        };
+        let mut timed_out = 0;
+        for entry in running.into_iter().map(Introspection::from_record) {
+            let late = now.signed_duration_since(entry.started_at) > limit;
+            let waiting = matches!(
+                entry.state,
+                IntrospectionState::Starting | IntrospectionState::Waiting
+            );
+            if !late || !waiting {
+                continue;
+            }
+            let outcome = async {
+                let claimed = self
+                    .transition(
+                        entry.uuid,
+                        &[IntrospectionState::Starting, IntrospectionState::Waiting],
+                        IntrospectionState::Aborting,
+                    )
+                    .await?;
+                if claimed {
+                    self.finish(
+                        entry.uuid,
+                        &[IntrospectionState::Aborting],
+                        Some("Introspection timeout".to_owned()),
+                    )
+                    .await?;
+                }
+                Ok::<bool, ServiceError>(claimed)
+            }
+            .await;
+            match outcome {
+                Ok(true) => {
+                    tracing::warn!(node = %entry.uuid, "introspection timed out");
+                    timed_out += 1;
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(node = %entry.uuid, error = %error, "could not time the introspection out")
+                }
+            }
         }
         self.sync_filter().await;
-        late.len()
+        timed_out
     }
 
-    /// Brings the PXE filter in line with the node cache.
+    /// Brings the PXE filter in line with the running introspections (and, with discovery,
+    /// the enrolled ports).
     pub async fn sync_filter(&self) {
         let Some(hostsdir) = &self.config.dhcp_hostsdir else {
             return;
         };
-        let allowed: BTreeSet<String> = lock(&self.cache)
-            .values()
-            .filter(|entry| !entry.state.is_finished())
-            .flat_map(|entry| entry.macs.iter().cloned())
-            .collect();
+        let running = match self.store.introspection_list_unfinished().await {
+            Ok(running) => running,
+            Err(error) => {
+                tracing::warn!(error = %error, "PXE filter: could not list introspections");
+                return;
+            }
+        };
+        let allowed: BTreeSet<String> = running.into_iter().flat_map(|entry| entry.macs).collect();
         let known = if self.config.discovery {
             match self
                 .store
@@ -631,47 +746,56 @@ impl Service {
         }
     }
 
-    pub fn rule_list(&self) -> Vec<Rule> {
-        lock(&self.rules).clone()
+    /// Every rule, in the order they apply.
+    pub async fn rule_list(&self) -> Result<Vec<Rule>, ServiceError> {
+        Ok(self
+            .store
+            .introspection_rule_list()
+            .await?
+            .into_iter()
+            .map(Rule::from)
+            .collect())
     }
 
-    pub fn rule_create(&self, rule: Rule) -> Result<Rule, ServiceError> {
-        let mut rules = lock(&self.rules);
-        if rules.iter().any(|existing| existing.uuid == rule.uuid) {
-            return Err(ServiceError::Conflict(format!(
+    pub async fn rule_create(&self, rule: Rule) -> Result<Rule, ServiceError> {
+        match self
+            .store
+            .introspection_rule_create(&rule.to_record())
+            .await
+        {
+            Ok(stored) => Ok(Rule::from(stored)),
+            Err(ferric_db::Error::Duplicate { .. }) => Err(ServiceError::Conflict(format!(
                 "Rule {} already exists",
                 rule.uuid
-            )));
+            ))),
+            Err(error) => Err(error.into()),
         }
-        rules.push(rule.clone());
-        Ok(rule)
     }
 
-    pub fn rule_get(&self, uuid: Uuid) -> Result<Rule, ServiceError> {
-        lock(&self.rules)
-            .iter()
-            .find(|rule| rule.uuid == uuid)
-            .cloned()
-            .ok_or_else(|| ServiceError::NotFound(format!("Rule {uuid} was not found")))
+    pub async fn rule_get(&self, uuid: Uuid) -> Result<Rule, ServiceError> {
+        match self.store.introspection_rule_get(uuid).await {
+            Ok(rule) => Ok(Rule::from(rule)),
+            Err(ferric_db::Error::NotFound { .. }) => {
+                Err(ServiceError::NotFound(format!("Rule {uuid} was not found")))
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
-    pub fn rule_delete(&self, uuid: Uuid) -> Result<(), ServiceError> {
-        let mut rules = lock(&self.rules);
-        let before = rules.len();
-        rules.retain(|rule| rule.uuid != uuid);
-        if rules.len() == before {
-            return Err(ServiceError::NotFound(format!("Rule {uuid} was not found")));
+    pub async fn rule_delete(&self, uuid: Uuid) -> Result<(), ServiceError> {
+        match self.store.introspection_rule_delete(uuid).await {
+            Ok(()) => Ok(()),
+            Err(ferric_db::Error::NotFound { .. }) => {
+                Err(ServiceError::NotFound(format!("Rule {uuid} was not found")))
+            }
+            Err(error) => Err(error.into()),
         }
+    }
+
+    pub async fn rule_delete_all(&self) -> Result<(), ServiceError> {
+        self.store.introspection_rule_delete_all().await?;
         Ok(())
     }
-
-    pub fn rule_delete_all(&self) {
-        lock(&self.rules).clear();
-    }
-}
-
-fn data_forget(data: &Mutex<BTreeMap<Uuid, Value>>, node: Uuid) {
-    lock(data).remove(&node);
 }
 
 /// Creates the ports processing asked for; a MAC that already has a port (on any node) is
@@ -708,6 +832,7 @@ mod tests {
             bmc_host("bmc.example.com").as_deref(),
             Some("bmc.example.com")
         );
+        assert_eq!(bmc_host("fd00::5").as_deref(), Some("fd00::5"));
         assert_eq!(bmc_host(""), None);
     }
 }

@@ -27,7 +27,9 @@ struct Harness {
     service: Arc<Service>,
     db: TestDb,
     hostsdir: tempfile::TempDir,
+    config: ServiceConfig,
     shutdown: CancellationToken,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 impl Drop for Harness {
@@ -37,33 +39,63 @@ impl Drop for Harness {
 }
 
 async fn harness() -> Harness {
+    harness_with(false).await
+}
+
+async fn harness_with(discovery: bool) -> Harness {
     let db = TestDb::sqlite().await;
     let hostsdir = tempfile::tempdir().unwrap();
-    let service = Arc::new(Service::new(
-        db.store.clone(),
-        Drivers::default(),
-        ServiceConfig {
-            dhcp_hostsdir: Some(hostsdir.path().to_owned()),
-            callback_url: Some("http://10.0.0.1:5050".into()),
-            ..ServiceConfig::default()
-        },
-    ));
+    let config = ServiceConfig {
+        dhcp_hostsdir: Some(hostsdir.path().to_owned()),
+        callback_url: Some("http://10.0.0.1:5050".into()),
+        discovery,
+        ..ServiceConfig::default()
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = CancellationToken::new();
-    tokio::spawn(ferric_inspector::serve(
-        service.clone(),
-        listener,
-        Duration::from_secs(3600),
-        shutdown.clone(),
-    ));
-    Harness {
-        url,
+    let mut h = Harness {
+        url: format!("http://{}", listener.local_addr().unwrap()),
         http: reqwest::Client::new(),
-        service,
+        service: Arc::new(Service::new(
+            db.store.clone(),
+            Drivers::default(),
+            config.clone(),
+        )),
         db,
         hostsdir,
-        shutdown,
+        config,
+        shutdown: CancellationToken::new(),
+        server: None,
+    };
+    h.serve(listener);
+    h
+}
+
+impl Harness {
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        self.server = Some(tokio::spawn(ferric_inspector::serve(
+            self.service.clone(),
+            listener,
+            Duration::from_secs(3600),
+            self.shutdown.clone(),
+        )));
+    }
+
+    /// Stops the service and starts a new one on the same database and address, as a
+    /// restart of `ferric inspector` does: nothing survives but what is in the store.
+    async fn restart(&mut self) {
+        self.shutdown.cancel();
+        self.server.take().unwrap().await.unwrap().unwrap();
+        let address = self.url.trim_start_matches("http://").to_owned();
+        let listener = tokio::net::TcpListener::bind(&address).await.unwrap();
+        self.service = Arc::new(Service::new(
+            self.db.store.clone(),
+            Drivers::default(),
+            self.config.clone(),
+        ));
+        self.shutdown = CancellationToken::new();
+        self.serve(listener);
+        // A fresh client: the old one's pooled connections went with the old server.
+        self.http = reqwest::Client::new();
     }
 }
 
@@ -438,4 +470,281 @@ async fn abort_timeout_states_and_versions() {
         response.headers()["x-openstack-ironic-inspector-api-maximum-version"],
         "1.18"
     );
+}
+
+#[tokio::test]
+async fn a_restart_continues_a_running_introspection_and_keeps_rules() {
+    let mut h = harness().await;
+    let node = h.node(ProvisionState::Manageable, MAC).await;
+    let (status, rule) = h
+        .call(
+            reqwest::Method::POST,
+            "/v1/rules",
+            Some(json!({
+                "description": "two CPUs go to rack 1",
+                "conditions": [{"op": "ge", "field": "inventory.cpu.count", "value": 2}],
+                "actions": [{"action": "set-attribute", "path": "/extra/rack", "value": "r1"}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{rule}");
+    let (status, _) = h
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/introspection/{}?manage_boot=false", node.uuid),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    // The filter entry goes missing while the service is down; the restarted service
+    // writes it again from the introspections in the store.
+    let entry = h.hostsdir.path().join("inspector-52-54-00-12-34-01");
+    std::fs::remove_file(&entry).unwrap();
+
+    h.restart().await;
+    h.service.sync_filter().await;
+    assert!(entry.exists(), "the PXE filter is rebuilt from the store");
+    let (status, body) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{}", node.uuid),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "waiting");
+    let (_, rules) = h.call(reqwest::Method::GET, "/v1/rules", None).await;
+    assert_eq!(rules["rules"].as_array().unwrap().len(), 1, "{rules}");
+    assert_eq!(rules["rules"][0]["uuid"], rule["uuid"]);
+
+    // The ramdisk's data reaches the new process, which matches it to the node.
+    let (status, body) = h
+        .call(reqwest::Method::POST, "/v1/continue", Some(payload(MAC)))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["uuid"], node.uuid.to_string());
+    let stored = h.db.store.node_get(&Ident::Uuid(node.uuid)).await.unwrap();
+    assert_eq!(stored.properties["memory_mb"], 2048);
+    assert_eq!(
+        stored.extra["rack"], "r1",
+        "the rule from before the restart"
+    );
+    assert!(
+        !entry.exists(),
+        "the filter closes when the introspection ends"
+    );
+
+    // A crash in the middle of processing leaves the introspection `processing`; the next
+    // start puts it back to `waiting`, so the ramdisk's retry is processed.
+    let other = h
+        .node(ProvisionState::Manageable, "52:54:00:12:34:09")
+        .await;
+    h.service
+        .start(&other.uuid.to_string(), false)
+        .await
+        .unwrap();
+    assert!(
+        h.db.store
+            .introspection_transition(other.uuid, &["waiting"], "processing")
+            .await
+            .unwrap()
+    );
+    h.restart().await;
+    // `serve()` recovers at start, concurrently with this test; recovering is idempotent.
+    h.service.recover().await.unwrap();
+    let (_, body) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{}", other.uuid),
+            None,
+        )
+        .await;
+    assert_eq!(body["state"], "waiting", "{body}");
+    // An abort cut short ends in `error`, saying so.
+    assert!(
+        h.db.store
+            .introspection_transition(other.uuid, &["waiting"], "aborting")
+            .await
+            .unwrap()
+    );
+    h.service.recover().await.unwrap();
+    let status = h.service.status(&other.uuid.to_string()).await.unwrap();
+    assert_eq!(status.state.as_str(), "error");
+    assert!(
+        status
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("stopped while ending"),
+        "{status:?}"
+    );
+
+    // And once more: the finished introspection and its data are still there.
+    h.restart().await;
+    let (_, body) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{}", node.uuid),
+            None,
+        )
+        .await;
+    assert_eq!(body["state"], "finished", "{body}");
+    assert!(body["error"].is_null());
+    let (status, data) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{}/data", node.uuid),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(data["inventory"]["cpu"]["count"], 2);
+    assert_eq!(data["root_disk"]["name"], "/dev/vdb");
+}
+
+/// The data of a machine Ferric does not know: two NICs, booted from the first, and a BMC.
+fn unknown_machine(boot_mac: &str, other_mac: &str, bmc: &str) -> Value {
+    let mut data = payload(boot_mac);
+    data["inventory"]["interfaces"][2]["mac_address"] = other_mac.into();
+    data["inventory"]["bmc_address"] = bmc.into();
+    data
+}
+
+async fn node_count(h: &Harness) -> usize {
+    h.db.store
+        .node_list(&ferric_db::NodeFilter::default(), &ferric_db::Page::all())
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn discovery_enrolls_an_unknown_machine() {
+    let h = harness_with(true).await;
+    h.service.sync_filter().await;
+    assert_eq!(
+        std::fs::read_to_string(h.hostsdir.path().join("inspector-unknown")).unwrap(),
+        "*:*:*:*:*:*,set:ferric\n",
+        "unknown machines may boot the ramdisk"
+    );
+    // Rules can tell discovered machines apart (`auto_discovered` in the data).
+    let (status, _) = h
+        .call(
+            reqwest::Method::POST,
+            "/v1/rules",
+            Some(json!({
+                "description": "credentials for discovered machines",
+                "conditions": [{"op": "eq", "field": "data://auto_discovered", "value": true}],
+                "actions": [{"action": "set-attribute", "path": "/driver_info/ipmi_username",
+                             "value": "admin"}]
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // Bad data from an unknown machine enrolls nothing.
+    let mut broken = unknown_machine("52:54:00:aa:00:01", "52:54:00:aa:00:02", "10.1.0.99");
+    broken["error"] = "no disks".into();
+    let (status, _) = h
+        .call(reqwest::Method::POST, "/v1/continue", Some(broken))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(node_count(&h).await, 0);
+
+    let data = unknown_machine("52:54:00:aa:00:01", "52:54:00:aa:00:02", "10.1.0.99");
+    let (status, body) = h
+        .call(reqwest::Method::POST, "/v1/continue", Some(data.clone()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let uuid = Uuid::parse_str(body["uuid"].as_str().unwrap()).unwrap();
+    let node = h.db.store.node_get(&Ident::Uuid(uuid)).await.unwrap();
+    assert_eq!(node.provision_state, ProvisionState::Enroll);
+    assert_eq!(node.driver, "fake-hardware");
+    assert_eq!(node.driver_info["ipmi_address"], "10.1.0.99");
+    assert_eq!(node.driver_info["ipmi_username"], "admin", "the rule ran");
+    assert_eq!(node.properties["memory_mb"], 2048);
+    assert_eq!(node.properties["cpu_arch"], "x86_64");
+    assert!(
+        node.power_interface.is_some(),
+        "the hardware type's default interfaces, as the API sets them"
+    );
+    let inventory = h.db.store.node_inventory_get(uuid).await.unwrap().unwrap();
+    assert_eq!(inventory.inventory["cpu"]["count"], 2);
+    assert_eq!(inventory.plugin_data["auto_discovered"], true);
+    let mut ports: Vec<(String, bool)> =
+        h.db.store
+            .port_list(
+                &ferric_db::PortFilter {
+                    node_uuid: Some(uuid),
+                    ..Default::default()
+                },
+                &ferric_db::Page::all(),
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|port| (port.address, port.pxe_enabled))
+            .collect();
+    ports.sort();
+    assert_eq!(
+        ports,
+        [
+            ("52:54:00:aa:00:01".to_owned(), true),
+            ("52:54:00:aa:00:02".to_owned(), false)
+        ],
+        "a port per NIC, PXE on the one it booted from"
+    );
+    let (_, status_body) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{uuid}"),
+            None,
+        )
+        .await;
+    assert_eq!(status_body["state"], "finished", "{status_body}");
+    let (status, stored) = h
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/introspection/{uuid}/data"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(stored["auto_discovered"], true);
+    // Its MACs are enrolled now: the filter stops answering them.
+    h.service.sync_filter().await;
+    assert_eq!(
+        std::fs::read_to_string(h.hostsdir.path().join("inspector-52-54-00-aa-00-01")).unwrap(),
+        "52:54:00:aa:00:01,ignore\n"
+    );
+
+    // The same machine again, or another one claiming its BMC: known, so refused.
+    let again = h
+        .call(reqwest::Method::POST, "/v1/continue", Some(data))
+        .await;
+    assert_eq!(again.0, StatusCode::NOT_FOUND, "{}", again.1);
+    let same_bmc = unknown_machine("52:54:00:bb:00:01", "52:54:00:bb:00:02", "10.1.0.99");
+    let (status, body) = h
+        .call(reqwest::Method::POST, "/v1/continue", Some(same_bmc))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already has BMC address"),
+        "{body}"
+    );
+    assert_eq!(node_count(&h).await, 1);
+
+    // A machine that reports no BMC is enrolled without one.
+    let no_bmc = unknown_machine("52:54:00:cc:00:01", "52:54:00:cc:00:02", "0.0.0.0");
+    let (status, body) = h
+        .call(reqwest::Method::POST, "/v1/continue", Some(no_bmc))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let uuid = Uuid::parse_str(body["uuid"].as_str().unwrap()).unwrap();
+    let node = h.db.store.node_get(&Ident::Uuid(uuid)).await.unwrap();
+    assert!(!node.driver_info.contains_key("ipmi_address"));
+    assert_eq!(node_count(&h).await, 2);
 }

@@ -229,8 +229,11 @@ pub(crate) struct Settings {
     pub(crate) inspector_add_ports: String,
     /// Whether inspection replaces scheduler properties a node already has.
     pub(crate) inspector_overwrite_existing: bool,
-    /// Whether unknown machines get the discovery boot (the PXE filter lets them through).
+    /// Discovery: unknown machines get the discovery boot (the PXE filter lets them through)
+    /// and the inspection service enrolls the ones that post data as new nodes in `enroll`.
     pub(crate) inspector_discovery: bool,
+    /// The hardware type of nodes discovery enrolls (Ironic inspector's `enroll_node_driver`).
+    pub(crate) inspector_discovery_driver: String,
     /// Seconds an introspection may wait for its data in the service.
     pub(crate) inspector_timeout: u64,
     // --- end of inspection settings ---
@@ -416,6 +419,7 @@ impl Default for Settings {
             inspector_add_ports: "pxe".to_owned(),
             inspector_overwrite_existing: false,
             inspector_discovery: false,
+            inspector_discovery_driver: ferric_inspector::discovery::DEFAULT_DRIVER.to_owned(),
             inspector_timeout: 3600,
             enabled_bios_interfaces: interfaces.enabled(InterfaceKind::Bios).to_vec(),
             enabled_boot_interfaces: interfaces.enabled(InterfaceKind::Boot).to_vec(),
@@ -538,7 +542,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 88] = [
+    pub(crate) const KEYS: [&'static str; 89] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -603,6 +607,7 @@ impl Settings {
         "inspector_add_ports",
         "inspector_overwrite_existing",
         "inspector_discovery",
+        "inspector_discovery_driver",
         "inspector_timeout",
         // hardware types and interfaces
         "enabled_hardware_types",

@@ -184,10 +184,21 @@ pub(crate) async fn start_inspector(
     drivers: &ferric_drivers::Drivers,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let config = settings.inspector_service()?;
+    if config.discovery {
+        ferric_inspector::discovery::check_driver(drivers, &config.discovery_driver).with_context(
+            || {
+                format!(
+                    "inspector_discovery_driver {:?} cannot enroll discovered machines",
+                    config.discovery_driver
+                )
+            },
+        )?;
+    }
     let service = std::sync::Arc::new(ferric_inspector::Service::new(
         store.clone(),
         drivers.clone(),
-        settings.inspector_service()?,
+        config,
     ));
     let address = settings.inspector_listen;
     let listener = TcpListener::bind(address).await.with_context(|| {
@@ -242,6 +253,27 @@ async fn boot_files(
             )
         },
     )?;
+    // Discovery boots unknown machines into the inspection ramdisk, but only behind the PXE
+    // filter, which keeps enrolled machines outside a ramdisk phase away from it.
+    let discovery_callback = if settings.inspector_enabled && settings.inspector_discovery {
+        let callback = settings.inspector_service()?.callback_url;
+        if settings.effective_dhcp_hostsdir().is_none() {
+            tracing::warn!(
+                "inspector_discovery is on without a DHCP hosts directory (dhcp_hostsdir or \
+                 dhcp_interface): no PXE filter, so no discovery boot is offered"
+            );
+            None
+        } else {
+            callback.map(|url| format!("{}/v1/continue", url.trim_end_matches('/')))
+        }
+    } else {
+        None
+    };
+    ferric_drivers::ipxe::write_discovery_script(
+        &settings.driver_settings().boot,
+        discovery_callback.as_deref(),
+    )
+    .context("cannot prepare the discovery boot (inspector_discovery)")?;
     let listener = TcpListener::bind(address).await.with_context(|| {
         format!("cannot listen on {address} for the boot file server (boot_http_listen)")
     })?;

@@ -13,7 +13,9 @@
 //! through the agent: power-on → first heartbeat, then the wipe); deploy a test image (the
 //! machine then boots it from its own disk and prints a marker; both disks hold the image and
 //! an md superblock); undeploy (cleaning wipes the
-//! partition table, checked on the disk file); abort in `wait call-back`; a callback timeout.
+//! partition table, checked on the disk file); abort in `wait call-back`; a callback timeout;
+//! then discovery (`lab_lifecycle/discovery.rs`): node-2, enrolled nowhere, PXE-boots the
+//! inspection ramdisk and becomes a node in `enroll`.
 //! When it fails it keeps the directory with consoles, logs and the database, and says where.
 
 use std::path::{Path, PathBuf};
@@ -22,6 +24,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use serde_json::{Value, json};
+
+#[path = "lab_lifecycle/discovery.rs"]
+mod discovery;
 
 const NAMESPACE: &str = "ferric-e2e";
 const API: &str = "http://10.231.0.1:6385";
@@ -91,7 +96,7 @@ fn outside() -> anyhow::Result<()> {
                     "lab",
                     "up",
                     "--nodes",
-                    "2",
+                    "3",
                     "--memory",
                     "512",
                     "--namespace",
@@ -478,7 +483,11 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     });
     let node1 = node1.map_err(|_| anyhow::anyhow!("node-1's thread panicked"))?;
     match (node0, node1) {
-        (Ok(()), Ok(())) => Ok(()),
+        (Ok(()), Ok(())) => {
+            // node-2 is known to no one: discovery, with a server of its own.
+            drop(_server);
+            discovery::discovery(dir, &nodes[2]).context("node-2 (discovery)")
+        }
         (Err(error), Ok(())) => Err(error.context("node-0")),
         (Ok(()), Err(error)) => Err(error.context("node-1")),
         (Err(first), Err(second)) => Err(first.context(format!("node-0 (and node-1: {second:#})"))),

@@ -12,6 +12,7 @@ mod aborts;
 mod allocations;
 mod conductors;
 mod history;
+mod introspections;
 mod leases;
 mod nodes;
 mod ports;

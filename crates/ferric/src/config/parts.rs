@@ -230,6 +230,7 @@ impl Settings {
             processing: self.processing()?,
             dhcp_hostsdir: self.effective_dhcp_hostsdir(),
             discovery: self.inspector_discovery,
+            discovery_driver: self.inspector_discovery_driver.clone(),
             timeout: std::time::Duration::from_secs(self.inspector_timeout.max(1)),
             callback_url: Some(
                 self.inspector_callback_url

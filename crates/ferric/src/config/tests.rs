@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 88] = [
+const SAMPLES: [(&str, &str); 89] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -252,6 +252,7 @@ const SAMPLES: [(&str, &str); 88] = [
     ("inspector_add_ports", "all"),
     ("inspector_overwrite_existing", "true"),
     ("inspector_discovery", "true"),
+    ("inspector_discovery_driver", "redfish"),
     ("inspector_timeout", "60"),
     ("enabled_hardware_types", "fake-hardware,redfish"),
     ("enabled_bios_interfaces", "no-bios"),
