@@ -4,6 +4,8 @@
 mod config;
 #[cfg(test)]
 mod config_doc;
+#[cfg(test)]
+mod config_file;
 mod db;
 mod logging;
 mod server;
