@@ -5,6 +5,7 @@
 mod bench;
 mod clients;
 mod compare;
+mod deb;
 mod fuzz;
 
 use std::path::{Path, PathBuf};
@@ -19,10 +20,16 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings
-  ci      lint, test, clients, a bounded run of every fuzz target (20 s each), then e2e
-          (what .ci/run does)
+  ci      lint, test, deb-test, clients, a bounded run of every fuzz target (20 s each),
+          then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
+  deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
+          (`cargo xtask deb --help`; docs/operator-guide.md#packages)
+  deb-test
+          build the package (dev profile), install it with dpkg -i, check `ferric --version`,
+          the units (systemd-analyze verify) and the `ferric db` commands as its user, upgrade,
+          purge, and check that only /var/lib/ferric is left (root; scripts/test-deb.sh)
   docs    regenerate the generated documents (docs/state-machine.md, …)
   bench-power-sync
           one power-sync pass over 10,000 redfish nodes against an in-repo BMC simulator that
@@ -59,6 +66,8 @@ fn main() -> anyhow::Result<()> {
         "ci" => {
             lint()?;
             test(&extra)?;
+            // The package: built, installed, upgraded and purged on this machine (root).
+            deb::deb_test(&[])?;
             // The real OpenStack clients against ferric, step by step against Ironic's
             // goldens: any difference fails CI (about 5 minutes, most of it the CLI's start-up).
             clients::clients(&[])?;
@@ -68,6 +77,8 @@ fn main() -> anyhow::Result<()> {
             e2e()
         }
         "docs" => docs(),
+        "deb" => deb::deb(&extra).map(drop),
+        "deb-test" => deb::deb_test(&extra),
         "e2e" => e2e(),
         "clients" => clients::clients(&extra),
         "bench-power-sync" => bench_power_sync(&extra),

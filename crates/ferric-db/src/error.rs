@@ -129,6 +129,45 @@ pub enum Error {
         source: sqlx::migrate::MigrateError,
     },
 
+    /// A newer Ferric upgraded the database: this binary does not know its schema and could
+    /// lose what it does not know about.
+    #[error(
+        "the {backend} database's schema is at version {database_version} ({description}), \
+         newer than this ferric {binary} knows (up to version {binary_version}): run the Ferric \
+         release that upgraded it or a newer one, or restore a backup taken before that upgrade",
+        binary = env!("CARGO_PKG_VERSION")
+    )]
+    SchemaTooNew {
+        backend: &'static str,
+        database_version: i64,
+        /// The newest migration's name.
+        description: String,
+        binary_version: i64,
+    },
+
+    /// The database's schema is behind this binary's and the caller asked not to upgrade it.
+    #[error(
+        "the {backend} database's schema is at version {database_version} and this ferric needs \
+         version {binary_version}: run `ferric db upgrade` (back the database up first), or \
+         start the server without --no-db-upgrade"
+    )]
+    SchemaOutdated {
+        backend: &'static str,
+        database_version: i64,
+        binary_version: i64,
+    },
+
+    /// `Store::backup_to` on a backend whose backups belong to its own tools.
+    #[error(
+        "ferric backs up only SQLite databases itself; back up {backend} with its own tools \
+         (pg_dump --format=custom, see docs/operator-guide.md#backups)"
+    )]
+    BackupUnsupported { backend: &'static str },
+
+    /// SQLite's integrity check found damage.
+    #[error("the database file is damaged: {problems}")]
+    Corrupt { problems: String },
+
     /// The database failed at something it should have done.
     #[error("database error during {operation}")]
     Backend {

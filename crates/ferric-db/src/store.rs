@@ -24,6 +24,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 use crate::error::{Error, backend, redact};
 use crate::node_cache::NodeCache;
+use crate::schema::SchemaPolicy;
 use crate::sql::{Arg, BindArgs, DbRow, db_time};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -43,6 +44,8 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// SQLite only: how long a writer waits for another writer to finish.
     pub busy_timeout: Duration,
+    /// What opening does with a schema that is behind this binary's (`schema.rs`).
+    pub schema: SchemaPolicy,
 }
 
 impl Default for StoreOptions {
@@ -51,6 +54,7 @@ impl Default for StoreOptions {
             max_connections: None,
             acquire_timeout: Duration::from_secs(10),
             busy_timeout: Duration::from_secs(10),
+            schema: SchemaPolicy::Upgrade,
         }
     }
 }
@@ -81,7 +85,8 @@ macro_rules! on_pool {
 }
 
 impl Store {
-    /// Opens the database `url` names and brings its schema up to date.
+    /// Opens the database `url` names and brings its schema up to date (refusing one that a
+    /// newer Ferric upgraded: [`Error::SchemaTooNew`]).
     ///
     /// - `postgres://user@host:port/db` (or `postgresql://`) → PostgreSQL;
     /// - `sqlite://path?mode=rwc`, `sqlite:path`, `sqlite::memory:` → SQLite;
@@ -93,8 +98,58 @@ impl Store {
         Self::open_with(url, &StoreOptions::default()).await
     }
 
-    /// [`Store::open`] with explicit connection settings.
+    /// [`Store::open`] with explicit connection settings and schema policy.
     pub async fn open_with(url: &str, options: &StoreOptions) -> Result<Self, Error> {
+        let store = Self::connect(url, options).await?;
+        if let Err(error) = store.apply_schema_policy(options.schema).await {
+            store.close().await;
+            return Err(error);
+        }
+        tracing::debug!(backend = store.backend_name(), location = %redact(url), "database open");
+        Ok(store)
+    }
+
+    /// Opens a SQLite file that nobody else writes (a backup) read-only and as it is: no
+    /// journal mode change, no `-wal`/`-shm` files beside it, the schema untouched. For
+    /// [`Store::integrity_check`] and [`Store::schema_status`] before a restore.
+    pub async fn open_sqlite_file_read_only(path: &std::path::Path) -> Result<Self, Error> {
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .immutable(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(connect)
+            .await
+            .map_err(|source| Error::Open {
+                location: path.display().to_string(),
+                source,
+            })?;
+        Ok(Self {
+            pool: Pool::Sqlite(pool),
+            node_cache: Arc::default(),
+        })
+    }
+
+    /// The migrations compiled into this binary for this store's backend.
+    pub(crate) fn migrator(&self) -> &'static Migrator {
+        match self.pool {
+            Pool::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Pool::Postgres(_) => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    /// Applies every migration the database lacks (sqlx's migrator; `schema_upgrade` checks
+    /// first that the database is not newer).
+    pub(crate) async fn run_migrations(&self) -> Result<(), Error> {
+        let migrator = self.migrator();
+        let backend = self.backend_name();
+        on_pool!(self, pool => migrator.run(pool).await)
+            .map_err(|source| Error::Migrate { backend, source })
+    }
+
+    /// Connects: the pool only, the schema untouched.
+    async fn connect(url: &str, options: &StoreOptions) -> Result<Self, Error> {
         let open_error = |source| Error::Open {
             location: redact(url),
             source,
@@ -107,13 +162,6 @@ impl Store {
                 .connect_with(connect)
                 .await
                 .map_err(open_error)?;
-            POSTGRES_MIGRATIONS
-                .run(&pool)
-                .await
-                .map_err(|source| Error::Migrate {
-                    backend: "postgres",
-                    source,
-                })?;
             Self {
                 pool: Pool::Postgres(pool),
                 node_cache: Arc::default(),
@@ -161,19 +209,11 @@ impl Store {
                 .connect_with(connect)
                 .await
                 .map_err(open_error)?;
-            SQLITE_MIGRATIONS
-                .run(&pool)
-                .await
-                .map_err(|source| Error::Migrate {
-                    backend: "sqlite",
-                    source,
-                })?;
             Self {
                 pool: Pool::Sqlite(pool),
                 node_cache: Arc::default(),
             }
         };
-        tracing::debug!(backend = store.backend_name(), location = %redact(url), "database open");
         Ok(store)
     }
 

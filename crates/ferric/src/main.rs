@@ -4,6 +4,9 @@
 mod config;
 #[cfg(test)]
 mod config_doc;
+#[cfg(test)]
+mod config_file;
+mod db;
 mod logging;
 mod server;
 mod tls;
@@ -57,6 +60,11 @@ enum Command {
     #[command(subcommand)]
     Ramdisk(ferric_agent::ramdisk::RamdiskCommand),
 
+    /// Database chores: `ferric db upgrade [--check]` (the schema), `ferric db backup FILE`
+    /// and `ferric db restore FILE` (SQLite); see docs/operator-guide.md#upgrades.
+    #[command(subcommand)]
+    Db(db::DbCommand),
+
     /// The client commands (`node`, `port`, `portgroup`, `driver`, `conductor`,
     /// `allocation`): one per API operation, against --url / FERRIC_URL (docs/cli.md).
     #[command(flatten)]
@@ -71,12 +79,29 @@ struct ServerArgs {
 
     #[command(flatten)]
     overrides: config::SettingsOverrides,
+
+    /// Do not upgrade the database schema at start: refuse to run unless it is already at
+    /// this binary's version (run `ferric db upgrade` separately). [env: FERRIC_NO_DB_UPGRADE]
+    #[arg(long, env = "FERRIC_NO_DB_UPGRADE", hide_env = true)]
+    no_db_upgrade: bool,
+}
+
+impl ServerArgs {
+    /// What opening the store does with an older schema.
+    fn schema_policy(&self) -> ferric_db::SchemaPolicy {
+        if self.no_db_upgrade {
+            ferric_db::SchemaPolicy::RequireCurrent
+        } else {
+            ferric_db::SchemaPolicy::Upgrade
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Client(command) => ferric_cli::run(command),
+        Command::Db(command) => db::run(command),
         Command::Lab(command) => match ferric_lab::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -100,7 +125,7 @@ fn main() -> ExitCode {
                 }
             };
             logging::init(&settings);
-            match server::run_inspector(settings) {
+            match server::run_inspector(settings, args.schema_policy()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     tracing::error!("{error:#}");
@@ -118,7 +143,7 @@ fn main() -> ExitCode {
                 }
             };
             logging::init(&settings);
-            match server::run(settings) {
+            match server::run(settings, args.schema_policy()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     tracing::error!("{error:#}");

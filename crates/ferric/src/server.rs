@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use ferric_api::ApiState;
 use ferric_conductor::{Conductor, Handoff, Membership};
-use ferric_db::Store;
+use ferric_db::{SchemaPolicy, Store, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::config::{Role, Settings};
@@ -20,12 +20,20 @@ use crate::config::{Role, Settings};
 /// How long running conductor work may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-pub(crate) fn run(settings: Settings) -> anyhow::Result<()> {
+pub(crate) fn run(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(settings))
+    runtime.block_on(serve(settings, schema))
+}
+
+/// Opens the store, upgrading its schema or not as `schema` says.
+async fn open_store(settings: &Settings, schema: SchemaPolicy) -> anyhow::Result<Store> {
+    let mut options = StoreOptions::default();
+    options.schema = schema;
+    // The store's error already names the (redacted) database and the cause.
+    Ok(Store::open_with(&settings.database_url, &options).await?)
 }
 
 /// Refuses a split role on SQLite: the API could not reach a conductor in another process.
@@ -41,7 +49,7 @@ fn check_role(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(settings: Settings) -> anyhow::Result<()> {
+async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     check_role(&settings)?;
     let role = settings.role;
     let api_config = settings.api_config()?;
@@ -60,8 +68,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         ),
     };
     let database = ferric_db::redact(&settings.database_url);
-    // The store's error already names the (redacted) database and the cause.
-    let store = Store::open(&settings.database_url).await?;
+    let store = open_store(&settings, schema).await?;
     tracing::info!(database = %database, backend = store.backend_name(), role = role.as_str(), "database ready");
 
     let (drivers, conductor_config) = settings.conductor()?;
@@ -218,13 +225,13 @@ pub(crate) async fn start_inspector(
 }
 
 /// `ferric inspector`: the inspection service alone, on the same database.
-pub(crate) fn run_inspector(settings: Settings) -> anyhow::Result<()> {
+pub(crate) fn run_inspector(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let store = Store::open(&settings.database_url).await?;
+        let store = open_store(&settings, schema).await?;
         let (drivers, _) = settings.conductor()?;
         let shutdown = tokio_util::sync::CancellationToken::new();
         let signal = shutdown_signal()?;
