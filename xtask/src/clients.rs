@@ -32,9 +32,10 @@ usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,
 ";
 
 /// Ferric configured as `scripts/ironic-standalone.sh` configures the reference Ironic, as
-/// far as Ferric has the settings: the same two hardware types. (Ironic also narrows each
-/// interface kind with `enabled_<kind>_interfaces`; Ferric has no such settings, so its
-/// fake-hardware lists more interfaces: see tests/clients/README.md.)
+/// far as the goldens need: the same two hardware types. (Ironic also narrows each interface
+/// kind with `enabled_<kind>_interfaces`; Ferric has the same settings but the suite leaves
+/// them at their defaults, so its fake-hardware lists more interfaces: see
+/// tests/clients/README.md.)
 const REFERENCE_SETTINGS: &[(&str, &str)] = &[(
     "FERRIC_ENABLED_HARDWARE_TYPES",
     r#"["fake-hardware", "manual-management"]"#,

@@ -547,11 +547,21 @@ pub async fn node_update(
 
 /// Checks the hardware type and fills unset interfaces with its defaults. When the driver
 /// changes, interfaces the same request did not set go back to the new type's defaults.
+/// An update that changes neither the driver nor an interface is not checked, as in Ironic:
+/// a node whose interface the site has since disabled can still be edited (and fixed).
 fn apply_driver_defaults(
     state: &ApiState,
     before: Option<&Node>,
     node: &mut Node,
 ) -> Result<(), ApiError> {
+    if let Some(before) = before
+        && before.driver == node.driver
+        && InterfaceKind::ALL
+            .into_iter()
+            .all(|kind| before.interface(kind) == node.interface(kind))
+    {
+        return Ok(());
+    }
     if let Some(before) = before
         && before.driver != node.driver
     {
