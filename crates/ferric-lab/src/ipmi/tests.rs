@@ -190,6 +190,31 @@ async fn ferric_client_is_refused_with_wrong_credentials() {
     assert!(bmc.machine.actions().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferric_client_without_a_suite_asks_the_bmc_which_it_lists() {
+    let bmc = start().await;
+    let mut node = node(bmc.port, "admin", PASSWORD, 17);
+    node.driver_info.remove("ipmi_cipher_suite");
+    let interfaces = drivers().load(&node).expect("interfaces");
+    // Twice: the first session asks Get Channel Cipher Suites, the second reuses the choice.
+    for _ in 0..2 {
+        interfaces
+            .power
+            .set_power(&node, DriverPowerAction::On, None)
+            .await
+            .expect("power on");
+        assert_eq!(
+            interfaces
+                .power
+                .get_power_state(&node)
+                .await
+                .expect("state"),
+            NodePowerState::On
+        );
+    }
+    assert_eq!(bmc.machine.actions(), [PowerAction::On, PowerAction::On]);
+}
+
 fn node_with_user(port: u16, username: &str, suite: u8) -> Node {
     node(port, username, PASSWORD, suite)
 }
