@@ -6,8 +6,8 @@
 
 use chrono::{Duration, TimeZone, Utc};
 use ferric_db::{
-    AllocationFilter, ConductorFilter, NodeFilter, Page, PortFilter, PortgroupFilter,
-    RunbookFilter, Store, VolumeFilter,
+    AllocationFilter, ConductorFilter, Introspection, IntrospectionRule, NodeFilter, Page,
+    PortFilter, PortgroupFilter, RunbookFilter, Store, VolumeFilter,
 };
 use ferric_model::ProvisionState;
 use ferric_model::resources::{
@@ -215,7 +215,16 @@ pub(crate) async fn populate(store: &Store) {
         .conductor_request_create("conductor-a", node(4), r#"{"action":"provide"}"#, deadline)
         .await
         .unwrap();
-    store.node_abort_request_set(node(12)).await.unwrap();
+    let aborted = store
+        .node_get(&ferric_model::resources::Ident::Uuid(node(12)))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .node_abort_request_set(aborted.uuid, aborted.version, &[aborted.provision_state])
+            .await
+            .unwrap()
+    );
 
     // Migration 0005: deploy templates and runbooks.
     let mut template = DeployTemplate::new(id(8, 1));
@@ -233,6 +242,9 @@ pub(crate) async fn populate(store: &Store) {
     runbook.owner = Some("project-a".to_owned());
     runbook.public = true;
     runbook.disable_ramdisk = false;
+    // Migration 0008: runbook traits and description (API 1.112).
+    runbook.traits = vec!["CUSTOM_WIPE".to_owned(), "CUSTOM_SECURE_ERASE".to_owned()];
+    runbook.description = Some("wipe the disks' metadata".to_owned());
     runbook.steps = vec![RunbookStep {
         interface: "deploy".to_owned(),
         step: "erase_devices_metadata".to_owned(),
@@ -253,6 +265,72 @@ pub(crate) async fn populate(store: &Store) {
     target.volume_id = "vol-0001".to_owned();
     target.properties = object(json!({"target_iqn": "iqn.x", "auth_password": "p"}));
     store.volume_target_create(&target).await.unwrap();
+
+    // Migration 0007: the inspection service's state — a finished introspection with its
+    // data, one still waiting, and a rule.
+    let started = Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap();
+    store
+        .introspection_upsert(&Introspection {
+            node: node(5),
+            state: "finished".to_owned(),
+            manage_boot: true,
+            macs: vec!["52:54:00:00:00:05".to_owned()],
+            bmc_addresses: vec!["10.0.0.5".to_owned()],
+            error: None,
+            started_at: started,
+            finished_at: Some(started + Duration::minutes(3)),
+        })
+        .await
+        .unwrap();
+    store
+        .introspection_data_set(
+            node(5),
+            &object(json!({"inventory": {"cpu": {"count": 4}}})),
+        )
+        .await
+        .unwrap();
+    store
+        .introspection_upsert(&Introspection {
+            node: node(6),
+            state: "waiting".to_owned(),
+            manage_boot: false,
+            macs: vec![],
+            bmc_addresses: vec![],
+            error: Some("first try timed out".to_owned()),
+            started_at: started + Duration::minutes(10),
+            finished_at: None,
+        })
+        .await
+        .unwrap();
+    store
+        .introspection_rule_create(&IntrospectionRule {
+            uuid: id(12, 1),
+            description: Some("set the resource class".to_owned()),
+            scope: Some("rack-1".to_owned()),
+            conditions: vec![object(
+                json!({"op": "ge", "field": "memory_mb", "value": 1024}),
+            )],
+            actions: vec![object(
+                json!({"action": "set-attribute", "path": "/resource_class", "value": "big"}),
+            )],
+            created_at: started,
+        })
+        .await
+        .unwrap();
+}
+
+fn introspection_json(introspection: Option<Introspection>) -> Value {
+    introspection.map_or(Value::Null, |introspection| {
+        json!({
+            "state": introspection.state,
+            "manage_boot": introspection.manage_boot,
+            "macs": introspection.macs,
+            "bmc_addresses": introspection.bmc_addresses,
+            "error": introspection.error,
+            "started_at": introspection.started_at,
+            "finished_at": introspection.finished_at,
+        })
+    })
 }
 
 /// Sets every optional node field, so each column of the node table holds a value somewhere.
@@ -307,6 +385,8 @@ pub(crate) async fn read_all(store: &Store) -> Value {
         let firmware = store.node_firmware_list(uuid).await.unwrap();
         let inventory = store.node_inventory_get(uuid).await.unwrap();
         let abort = store.node_abort_request_exists(uuid).await.unwrap();
+        let introspection = store.introspection_get(uuid).await.unwrap();
+        let introspection_data = store.introspection_data_get(uuid).await.unwrap();
         per_node.insert(
             uuid.to_string(),
             json!({
@@ -316,6 +396,8 @@ pub(crate) async fn read_all(store: &Store) -> Value {
                 "firmware": firmware,
                 "inventory": inventory,
                 "abort_requested": abort,
+                "introspection": introspection_json(introspection),
+                "introspection_data": introspection_data,
             }),
         );
     }
@@ -358,5 +440,19 @@ pub(crate) async fn read_all(store: &Store) -> Value {
         "volume_targets": to_json(
             &store.volume_target_list(&VolumeFilter::default(), &Page::all()).await.unwrap()
         ),
+        "introspection_rules": store
+            .introspection_rule_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|rule| json!({
+                "uuid": rule.uuid,
+                "description": rule.description,
+                "scope": rule.scope,
+                "conditions": rule.conditions,
+                "actions": rule.actions,
+                "created_at": rule.created_at,
+            }))
+            .collect::<Vec<_>>(),
     })
 }
