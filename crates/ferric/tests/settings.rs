@@ -90,6 +90,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("INSPECTOR_ADD_PORTS", "all"),
         ("INSPECTOR_OVERWRITE_EXISTING", "true"),
         ("INSPECTOR_DISCOVERY", "true"),
+        ("INSPECTOR_DISCOVERY_DRIVER", "redfish"),
         ("INSPECTOR_TIMEOUT", "60"),
         ("ENABLED_HARDWARE_TYPES", "fake-hardware,redfish"),
         ("ENABLED_BIOS_INTERFACES", "no-bios"),
