@@ -77,6 +77,7 @@ fuzz_target!(|data: &[u8]| {
         ][usize::from(flags & 3)],
         overwrite_existing: flags & 4 != 0,
         disk_partitioning_spacing: flags & 8 != 0,
+        require_interfaces: flags & 16 != 0,
     };
     for mac in process::payload_macs(&payload) {
         assert_eq!(process::normalize_mac(&mac).as_deref(), Some(mac.as_str()));
