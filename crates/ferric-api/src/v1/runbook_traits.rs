@@ -7,19 +7,18 @@ use std::collections::BTreeSet;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::header::LOCATION;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::put;
 use axum::{Json, Router};
 use ferric_model::Microversion;
 use ferric_model::resources::Runbook;
 use serde_json::{Value, json};
 
+use super::db_error;
 use super::resource::require_endpoint;
 use super::runbooks::{RUNBOOK_TRAITS_SINCE, load};
-use super::traits::{check_trait, has_body, traits_body};
-use super::{base_url, db_error};
+use super::traits::{check_trait_add, trait_added, traits_body};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -105,25 +104,15 @@ pub async fn runbook_trait_add(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let runbook = traits_runbook(&state, version, &ident).await?;
-    if has_body(&body) {
-        return Err(ApiError::bad_request(
-            "No body should be provided when adding a trait",
-        ));
-    }
-    check_trait("trait", &trait_name)?;
+    check_trait_add(&body, &trait_name)?;
     let mut traits: BTreeSet<String> = runbook.traits.iter().cloned().collect();
     if traits.insert(trait_name.clone()) {
         save_traits(&state, &runbook, traits).await?;
     }
-    let location = format!(
-        "{}/v1/runbooks/{ident}/traits/{trait_name}",
-        base_url(&headers)
-    );
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(location) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(LOCATION, location);
-    }
-    Ok(response)
+    Ok(trait_added(
+        &headers,
+        &format!("/v1/runbooks/{ident}/traits/{trait_name}"),
+    ))
 }
 
 /// `DELETE /v1/runbooks/{runbook_ident}/traits/{trait_name}`: removes one; removing a trait

@@ -188,6 +188,27 @@ pub(crate) fn traits_body(body: &[u8], one_or_all: &str) -> Result<BTreeSet<Stri
     Ok(traits)
 }
 
+/// The checks of a request adding one trait (to a node or a runbook), made after the owner
+/// was found: no body, and a valid trait name.
+pub(crate) fn check_trait_add(body: &[u8], trait_name: &str) -> Result<(), ApiError> {
+    if has_body(body) {
+        return Err(ApiError::bad_request(
+            "No body should be provided when adding a trait",
+        ));
+    }
+    check_trait("trait", trait_name)
+}
+
+/// The answer to an added trait: 204 with the trait's URL (`path` below the API's base URL)
+/// as `Location`.
+pub(crate) fn trait_added(headers: &HeaderMap, path: &str) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    if let Ok(location) = HeaderValue::from_str(&format!("{}{path}", base_url(headers))) {
+        response.headers_mut().insert(LOCATION, location);
+    }
+    response
+}
+
 /// Whether a request that must have no body has one (`{}`, `[]` and `null` count as none).
 pub(crate) fn has_body(body: &[u8]) -> bool {
     match serde_json::from_slice::<Value>(body) {
@@ -209,26 +230,15 @@ pub async fn trait_add(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let node = traits_node(&state, version, &ident).await?;
-    if has_body(&body) {
-        return Err(ApiError::bad_request(
-            "No body should be provided when adding a trait",
-        ));
-    }
-    check_trait("trait", &trait_name)?;
+    check_trait_add(&body, &trait_name)?;
     let mut traits: BTreeSet<String> = node.traits.iter().cloned().collect();
-    if !traits.contains(&trait_name) {
-        traits.insert(trait_name.clone());
+    if traits.insert(trait_name.clone()) {
         save_traits(&state, &node, traits).await?;
     }
-    let location = format!(
-        "{}/v1/nodes/{ident}/traits/{trait_name}",
-        base_url(&headers)
-    );
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(location) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(LOCATION, location);
-    }
-    Ok(response)
+    Ok(trait_added(
+        &headers,
+        &format!("/v1/nodes/{ident}/traits/{trait_name}"),
+    ))
 }
 
 /// `DELETE /v1/nodes/{node_ident}/traits/{trait_name}`: removes one; 404 if the node does not
