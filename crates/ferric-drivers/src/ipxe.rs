@@ -553,6 +553,50 @@ mod tests {
         assert!(boot_file_url(base, "").is_err());
     }
 
+    #[tokio::test]
+    async fn http_boot_needs_uefi_a_bmc_that_selects_it_and_the_loader() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let redfish = [BootDevice::Pxe, BootDevice::Disk, BootDevice::Uefihttp];
+        let http = boot(dir.path()).with_interface("http", &redfish);
+        assert_eq!(http.network_boot_device(), BootDevice::Uefihttp);
+        assert_eq!(boot(dir.path()).network_boot_device(), BootDevice::Pxe);
+        let mut node = Node::new(Uuid::nil(), "redfish", ProvisionState::Available);
+
+        let error = http.validate(&node).await.unwrap_err().to_string();
+        assert!(
+            error.contains("snponly.efi") && error.contains("install Debian's ipxe"),
+            "{error}"
+        );
+        std::fs::write(dir.path().join(UEFI_LOADER), b"loader").expect("loader");
+        http.validate(&node)
+            .await
+            .expect("UEFI by default, loader there");
+
+        node.properties
+            .insert("capabilities".into(), "boot_mode:bios".into());
+        let error = http.validate(&node).await.unwrap_err().to_string();
+        assert!(
+            error.contains("boot interface http is UEFI HTTP boot")
+                && error.contains("from properties.capabilities")
+                && error.contains("set boot_mode:uefi"),
+            "{error}"
+        );
+
+        node.properties
+            .insert("capabilities".into(), "boot_mode:uefi".into());
+        let ipmi = boot(dir.path()).with_interface("http-ipxe", &[BootDevice::Pxe]);
+        let error = ipmi.validate(&node).await.unwrap_err().to_string();
+        assert!(
+            error.contains("cannot select UEFI HTTP boot") || error.contains("needs a BMC"),
+            "{error}"
+        );
+        // `ipxe` asks nothing of the firmware; a bad boot mode is refused by every interface.
+        node.properties
+            .insert("capabilities".into(), "boot_mode:efi".into());
+        let error = boot(dir.path()).validate(&node).await.unwrap_err();
+        assert!(matches!(error, DriverError::InvalidParameter(_)), "{error}");
+    }
+
     /// Found while writing the `pxe_inputs` fuzz target: `driver_info` values went into the per-MAC
     /// script verbatim, so a line break in one added iPXE commands.
     #[test]

@@ -1,20 +1,28 @@
-//! A small bootable disk image for end-to-end tests and demos: an MBR disk whose one FAT
-//! partition holds syslinux, a kernel and an initramfs. Deployed to a lab machine, it proves
-//! that the disk the agent wrote is the disk that booted (its `/init` prints a marker on the
-//! serial console).
+//! A small bootable disk image for end-to-end tests and demos: a GPT disk whose one partition,
+//! an EFI system partition (FAT), holds a kernel and an initramfs and boots them both ways —
+//! legacy BIOS through syslinux (`gptmbr.bin` in the protective MBR chains to the partition
+//! marked legacy-BIOS-bootable) and UEFI through syslinux's EFI build at the removable-media
+//! path `\EFI\BOOT\BOOTX64.EFI`, which firmware boots with no boot entry of its own. Deployed
+//! to a lab machine, it proves that the disk the agent wrote is the disk that booted (its
+//! `/init` prints a marker on the serial console).
 //!
 //! Built from files only (lab-facts: no loop devices or mounts, which this host cannot do):
 //! `mkfs.vfat -C` makes the partition as a file, `syslinux --install` (the mtools flavour)
-//! makes it bootable, `mcopy` fills it, and the partition is copied into the disk file behind
-//! an MBR from `sfdisk` with syslinux's `mbr.bin` as boot code.
+//! makes it BIOS-bootable, `mcopy` fills it, and the partition is copied into the disk file
+//! behind a GPT from `sfdisk`, with syslinux's `gptmbr.bin` as boot code.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::host::{self, HostError};
 
-/// Where Debian's syslinux keeps its MBR boot code.
-pub const SYSLINUX_MBR: &str = "/usr/lib/syslinux/mbr/mbr.bin";
+/// Where Debian's syslinux keeps its boot code for GPT disks (the protective MBR's).
+pub const SYSLINUX_MBR: &str = "/usr/lib/syslinux/mbr/gptmbr.bin";
+/// syslinux for UEFI x86-64 (Debian's `syslinux-efi`) and its core module.
+pub const SYSLINUX_EFI: &str = "/usr/lib/SYSLINUX.EFI/efi64/syslinux.efi";
+pub const SYSLINUX_EFI_CORE: &str = "/usr/lib/syslinux/modules/efi64/ldlinux.e64";
+/// The GPT type of an EFI system partition.
+const ESP_TYPE: &str = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
 
 /// The partition starts at 1 MiB, as partitioning tools align it.
 const PARTITION_START_SECTOR: u64 = 2048;
@@ -43,7 +51,8 @@ impl BootImage {
     pub fn build(&self, output: &Path, work: &Path) -> Result<(), HostError> {
         std::fs::create_dir_all(work).map_err(|source| file_error(work, source))?;
         let disk_bytes = self.size_mib * 1024 * 1024;
-        let partition_bytes = disk_bytes - PARTITION_START_SECTOR * SECTOR;
+        // 1 MiB before the partition (protective MBR, GPT) and 1 MiB after it (the backup GPT).
+        let partition_bytes = disk_bytes - 2 * PARTITION_START_SECTOR * SECTOR;
 
         // The FAT partition as a file, bootable by syslinux, with the kernel and initramfs.
         let partition = work.join("partition.img");
@@ -67,15 +76,32 @@ impl BootImage {
             &config,
             format!(
                 "SERIAL 0 115200\nDEFAULT test\nPROMPT 0\nTIMEOUT 0\nLABEL test\n  \
-                 KERNEL vmlinuz\n  INITRD initrd\n  APPEND {}\n",
+                 KERNEL /vmlinuz\n  INITRD /initrd\n  APPEND {}\n",
                 self.append
             ),
         )
         .map_err(|source| file_error(&config, source))?;
+        let image = |arguments: &[&str]| {
+            host::run(
+                "mmd",
+                ["-i".to_owned(), partition.display().to_string()]
+                    .into_iter()
+                    .chain(arguments.iter().map(|argument| (*argument).to_owned())),
+            )
+        };
+        image(&["::EFI", "::EFI/BOOT"])?;
+        let (efi, efi_core) = (
+            PathBuf::from(SYSLINUX_EFI),
+            PathBuf::from(SYSLINUX_EFI_CORE),
+        );
         for (source, name) in [
             (&self.kernel, "vmlinuz"),
             (&self.initramfs, "initrd"),
             (&config, "syslinux.cfg"),
+            // UEFI: syslinux.efi reads its core module and configuration beside itself.
+            (&efi, "EFI/BOOT/BOOTX64.EFI"),
+            (&efi_core, "EFI/BOOT/ldlinux.e64"),
+            (&config, "EFI/BOOT/syslinux.cfg"),
         ] {
             host::run(
                 "mcopy",
@@ -89,14 +115,18 @@ impl BootImage {
             )?;
         }
 
-        // The disk: MBR partition table, syslinux's boot code, the partition at 1 MiB.
+        // The disk: GPT behind a protective MBR with syslinux's boot code, the partition at 1 MiB.
         let disk = std::fs::File::create(output).map_err(|source| file_error(output, source))?;
         disk.set_len(disk_bytes)
             .map_err(|source| file_error(output, source))?;
         drop(disk);
         sfdisk(
             output,
-            &format!("label: dos\nstart={PARTITION_START_SECTOR}, type=c, bootable\n"),
+            &format!(
+                "label: gpt\nstart={PARTITION_START_SECTOR}, size={}, type={ESP_TYPE}, \
+                 name=ESP, attrs=\"LegacyBIOSBootable\"\n",
+                partition_bytes / SECTOR
+            ),
         )?;
         let mbr = std::fs::read(SYSLINUX_MBR)
             .map_err(|source| file_error(Path::new(SYSLINUX_MBR), source))?;
@@ -163,8 +193,8 @@ fn sfdisk(disk: &Path, script: &str) -> Result<(), HostError> {
     Ok(())
 }
 
-/// Whether `disk` starts with a DOS partition table (the boot signature `55 AA` at byte 510).
-/// Cleaning through the agent wipes it.
+/// Whether `disk` starts with a partition table (the boot signature `55 AA` at byte 510, of a
+/// DOS table or of GPT's protective MBR). Cleaning through the agent wipes it.
 pub fn has_partition_table(disk: &Path) -> std::io::Result<bool> {
     let mut sector = [0u8; 512];
     std::fs::File::open(disk)?.read_exact(&mut sector)?;

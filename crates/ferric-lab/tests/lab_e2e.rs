@@ -1,5 +1,7 @@
-//! End-to-end: a real lab with one QEMU machine, driven over Redfish until iPXE does DHCP, then
-//! powered on and off over IPMI with ipmitool.
+//! End-to-end: a real lab with one UEFI QEMU machine (OVMF, no iPXE ROM), driven over Redfish
+//! until iPXE does DHCP three ways — the firmware's PXE client fetching iPXE over TFTP, UEFI
+//! HTTP boot fetching it over HTTP, and legacy BIOS with the NIC's iPXE ROM — each timed,
+//! then powered on and off over IPMI with ipmitool.
 //!
 //! Runs only with `--features lab-e2e` (root, qemu-system-x86, ipxe-qemu, dnsmasq):
 //! `cargo test -p ferric-lab --features lab-e2e --test lab_e2e`. It is a `harness = false`
@@ -69,6 +71,7 @@ fn scenario() -> anyhow::Result<()> {
             nodes: 1,
             memory: 384,
             boot_url: ferric_lab::layout::DEFAULT_BOOT_URL.into(),
+            firmware: ferric_lab::machine::Firmware::Uefi,
             lab: lab_args(&dir),
         },
         &this,
@@ -115,7 +118,31 @@ fn scenario() -> anyhow::Result<()> {
     }
 }
 
-/// Power Off → boot Pxe once → On → iPXE DHCP seen → ForceOff → Off, all over Redfish.
+/// Serves what a UEFI HTTP boot and the iPXE it starts fetch: the loader from Debian's `ipxe`
+/// and a `boot.ipxe` that leaves iPXE again (Ferric's boot file server, in small).
+async fn serve_boot_files(address: &str) -> anyhow::Result<()> {
+    let loader = std::fs::read(format!(
+        "{}/{}",
+        ferric_drivers::dhcp::IPXE_DIR,
+        ferric_drivers::dhcp::UEFI_LOADER
+    ))
+    .context("the UEFI iPXE loader is missing: install Debian's ipxe")?;
+    let app = axum::Router::new()
+        .route(
+            &format!("/{}", ferric_drivers::dhcp::UEFI_LOADER),
+            axum::routing::get(move || async move { loader.clone() }),
+        )
+        .route(
+            "/boot.ipxe",
+            axum::routing::get(|| async { "#!ipxe\necho lab_e2e boot.ipxe\nexit 0\n" }),
+        );
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(())
+}
+
+/// Over Redfish, three network boots, each Off → boot override once → On → iPXE DHCP seen →
+/// ForceOff → Off: UEFI PXE (iPXE over TFTP), UEFI HTTP boot, legacy BIOS (the NIC's ROM).
 fn redfish_scenario(dir: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(dir.join("lab.json"))?;
     let lab: LabState = serde_json::from_str(&text)?;
@@ -125,56 +152,78 @@ fn redfish_scenario(dir: &Path) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        let base = lab.boot_url.rsplit_once('/').map_or("", |(base, _)| base);
+        serve_boot_files(base.trim_start_matches("http://")).await?;
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         let request = |method: reqwest::Method, url: &str| {
             client
                 .request(method, url)
                 .basic_auth(&node.redfish_username, Some(&node.redfish_password))
         };
-        let power = || async {
+        let get = || async {
             let body: Value = request(reqwest::Method::GET, &system).send().await?.json().await?;
-            anyhow::Ok(body["PowerState"].as_str().unwrap_or("?").to_owned())
+            anyhow::Ok(body)
         };
+        let power = || async { anyhow::Ok(get().await?["PowerState"].as_str().unwrap_or("?").to_owned()) };
         ensure!(power().await? == "Off", "a new lab machine must be off");
-
-        let boot = json!({"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}});
-        let patched = request(reqwest::Method::PATCH, &system).json(&boot).send().await?;
-        ensure!(patched.status().is_success(), "PATCH Boot: {}", patched.status());
+        let body = get().await?;
+        ensure!(
+            body["Boot"]["BootSourceOverrideMode"] == "UEFI",
+            "a UEFI lab machine starts in UEFI mode: {}",
+            body["Boot"]
+        );
 
         let reset = format!("{system}/Actions/ComputerSystem.Reset");
-        let on_started = Instant::now();
-        let on = request(reqwest::Method::POST, &reset).json(&json!({"ResetType": "On"})).send().await?;
-        ensure!(on.status().as_u16() == 204, "Reset On: {}", on.status());
-        eprintln!("lab_e2e: Reset On answered in {:.2} s", on_started.elapsed().as_secs_f64());
-        ensure!(power().await? == "On", "the machine must be on after Reset On");
-
         let console = dir.join(&node.info.name).join("console.log");
         let dhcp_log = dir.join("dnsmasq.log");
         let discover = format!("DHCPDISCOVER(ferric-br0) {}", node.info.mac);
-        loop {
-            let console_text = String::from_utf8_lossy(&std::fs::read(&console).unwrap_or_default()).into_owned();
-            let dhcp_text = std::fs::read_to_string(&dhcp_log).unwrap_or_default();
-            let ipxe_configured = console_text.contains("iPXE") && console_text.contains("net0: 10.231.0.");
-            if ipxe_configured && dhcp_text.contains(&discover) {
-                break;
-            }
-            if on_started.elapsed() > BOOT_TIMEOUT {
-                bail!("no iPXE DHCP within {BOOT_TIMEOUT:?}; see {} and {}", console.display(), dhcp_log.display());
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        eprintln!("lab_e2e: power on → iPXE DHCP done: {:.2} s", on_started.elapsed().as_secs_f64());
+        let paths = [
+            ("UEFI PXE → TFTP → iPXE", "Pxe", "UEFI", "sent /usr/lib/ipxe/snponly.efi"),
+            ("UEFI HTTP boot → iPXE", "UefiHttp", "UEFI", "vendor class: HTTPClient"),
+            ("BIOS, the NIC's iPXE ROM", "Pxe", "Legacy", "SeaBIOS"),
+        ];
+        for (path, target, mode, evidence) in paths {
+            let console_from = std::fs::metadata(&console).map_or(0, |meta| meta.len() as usize);
+            let dhcp_from = std::fs::metadata(&dhcp_log).map_or(0, |meta| meta.len() as usize);
+            let boot = json!({"Boot": {"BootSourceOverrideTarget": target,
+                "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": mode}});
+            let patched = request(reqwest::Method::PATCH, &system).json(&boot).send().await?;
+            ensure!(patched.status().is_success(), "{path}: PATCH Boot: {}", patched.status());
 
-        let off_started = Instant::now();
-        let off = request(reqwest::Method::POST, &reset).json(&json!({"ResetType": "ForceOff"})).send().await?;
-        ensure!(off.status().as_u16() == 204, "Reset ForceOff: {}", off.status());
-        ensure!(power().await? == "Off", "the machine must be off after ForceOff");
-        eprintln!("lab_e2e: ForceOff → Off: {:.2} s", off_started.elapsed().as_secs_f64());
-        let system_body: Value = request(reqwest::Method::GET, &system).send().await?.json().await?;
-        ensure!(
-            system_body["Boot"]["BootSourceOverrideEnabled"] == "Disabled",
-            "the one-time boot override must be consumed"
-        );
+            let on_started = Instant::now();
+            let on = request(reqwest::Method::POST, &reset).json(&json!({"ResetType": "On"})).send().await?;
+            ensure!(on.status().as_u16() == 204, "{path}: Reset On: {}", on.status());
+            ensure!(power().await? == "On", "{path}: the machine must be on after Reset On");
+            loop {
+                let since = |path: &Path, from: usize| {
+                    let bytes = std::fs::read(path).unwrap_or_default();
+                    String::from_utf8_lossy(bytes.get(from..).unwrap_or_default()).into_owned()
+                };
+                let console_text = since(&console, console_from);
+                let dhcp_text = since(&dhcp_log, dhcp_from);
+                let ipxe_configured = console_text.contains("iPXE") && console_text.contains("net0: 10.231.0.");
+                let seen = |text: &str| console_text.contains(text) || dhcp_text.contains(text);
+                if ipxe_configured && dhcp_text.contains(&discover) && seen(evidence) {
+                    break;
+                }
+                if on_started.elapsed() > BOOT_TIMEOUT {
+                    bail!("{path}: no iPXE DHCP (or no \"{evidence}\") within {BOOT_TIMEOUT:?}; see {} and {}", console.display(), dhcp_log.display());
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            eprintln!("lab_e2e: {path}: power on → iPXE DHCP done: {:.2} s", on_started.elapsed().as_secs_f64());
+
+            let off_started = Instant::now();
+            let off = request(reqwest::Method::POST, &reset).json(&json!({"ResetType": "ForceOff"})).send().await?;
+            ensure!(off.status().as_u16() == 204, "{path}: Reset ForceOff: {}", off.status());
+            ensure!(power().await? == "Off", "{path}: the machine must be off after ForceOff");
+            eprintln!("lab_e2e: ForceOff → Off: {:.2} s", off_started.elapsed().as_secs_f64());
+            let system_body = get().await?;
+            ensure!(
+                system_body["Boot"]["BootSourceOverrideEnabled"] == "Disabled",
+                "{path}: the one-time boot override must be consumed"
+            );
+        }
         Ok(())
     })?;
     ipmi_scenario(node)

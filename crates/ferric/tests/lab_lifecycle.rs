@@ -16,6 +16,12 @@
 //! partition table, checked on the disk file); abort in `wait call-back`; a callback timeout;
 //! then discovery (`lab_lifecycle/discovery.rs`): node-2, enrolled nowhere, PXE-boots the
 //! inspection ramdisk and becomes a node in `enroll`.
+//! The lab's machines are UEFI (OVMF, no iPXE ROM): node-0 boots its ramdisk through the
+//! firmware's PXE client, TFTP and iPXE (`pxe` boot interface), boots its GPT/ESP image from
+//! disk after deploy and again after a cold power cycle with no boot override; its abort
+//! phases boot the ramdisk in legacy BIOS mode (`boot_mode:bios`: SeaBIOS and the NIC's iPXE
+//! ROM) and by UEFI HTTP boot (`http` boot interface). Each path's power-on → first
+//! heartbeat is printed as a phase.
 //! When it fails it keeps the directory with consoles, logs and the database, and says where.
 
 use std::path::{Path, PathBuf};
@@ -311,6 +317,19 @@ impl Client {
         .map(|_| ())
     }
 
+    /// Waits until the node has left `state` (a request to move on was accepted).
+    fn wait_while(&self, uuid: &str, state: &str) -> anyhow::Result<()> {
+        let started = Instant::now();
+        while self.node(uuid)?["provision_state"] == state {
+            ensure!(
+                started.elapsed() < PHASE_TIMEOUT,
+                "node {uuid} still in {state} after {PHASE_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
     /// Waits until the node's agent heartbeats (a heartbeat time other than `before`).
     fn wait_for_heartbeat(&self, uuid: &str, before: Option<&str>) -> anyhow::Result<()> {
         let started = Instant::now();
@@ -357,12 +376,26 @@ fn phase(name: &str, started: Instant) {
 }
 
 /// How many times the machine's firmware started (power-on or reset): SeaBIOS prints its
-/// banner on the serial console at each start, and the console keeps every boot.
+/// banner on the serial console at each start, OVMF its boot manager's first load, and the
+/// console keeps every boot.
 fn firmware_starts(dir: &Path, machine: &str) -> usize {
-    let console = dir.join(format!("lab/{machine}/console.log"));
-    String::from_utf8_lossy(&std::fs::read(console).unwrap_or_default())
-        .matches("SeaBIOS (version")
-        .count()
+    let text = console_since(dir, machine, 0);
+    text.matches("SeaBIOS (version").count() + text.matches(OVMF_START).count()
+}
+
+/// What OVMF writes on the serial console when it starts: its terminal's mode escape (its
+/// release build prints no banner).
+const OVMF_START: &str = "\x1b[=3h";
+
+/// The machine's console from byte `from` on.
+fn console_since(dir: &Path, machine: &str, from: usize) -> String {
+    let bytes = std::fs::read(dir.join(format!("lab/{machine}/console.log"))).unwrap_or_default();
+    String::from_utf8_lossy(bytes.get(from..).unwrap_or_default()).into_owned()
+}
+
+/// The length of a file now (where to start reading what comes next).
+fn file_len(path: &Path) -> usize {
+    std::fs::metadata(path).map_or(0, |meta| usize::try_from(meta.len()).unwrap_or(0))
 }
 
 /// Whether the node's history mentions `text` since the `seen` entries already read; returns
@@ -434,7 +467,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         let mut body = json!({
             "name": machine["name"],
             "driver": "redfish",
-            "boot_interface": "ipxe",
+            "boot_interface": "pxe",
             "deploy_interface": "direct",
             "driver_info": {
                 "redfish_address": machine["redfish_address"],
@@ -671,6 +704,30 @@ fn lifecycle(
         std::thread::sleep(Duration::from_secs(1));
     }
     phase("boot from disk", booted);
+
+    // A cold power cycle with no boot override at the BMC: the machine boots its disk by
+    // itself (UEFI: the ESP's \EFI\BOOT\BOOTX64.EFI, no boot entry needed).
+    let cycled = Instant::now();
+    bmc_patch(
+        machine,
+        json!({"Boot": {"BootSourceOverrideTarget": "None", "BootSourceOverrideEnabled": "Disabled"}}),
+    )?;
+    let console_before = file_len(&console);
+    set_power(client, uuid, "power off")?;
+    ensure!(bmc_power(machine)? == "Off", "{name} did not power off");
+    set_power(client, uuid, "power on")?;
+    loop {
+        if console_since(dir, name, console_before).contains(marker.trim()) {
+            break;
+        }
+        ensure!(
+            cycled.elapsed() < PHASE_TIMEOUT,
+            "after a cold power cycle with no boot override the image did not boot; see {}",
+            console.display()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    phase("cold power cycle, no boot override: boot from disk", cycled);
     // The image went onto the array, so both disks hold it, each with an md superblock at
     // its end; the machine booted the first one like a plain disk.
     let image = std::fs::read(dir.join("boot/images/marker.img"))?;
@@ -696,7 +753,15 @@ fn lifecycle(
     let started = Instant::now();
     client.provision(uuid, json!({"target": "deleted"}))?;
     client.wait_for_heartbeat(uuid, before.as_str())?;
-    phase("power-on to first heartbeat (undeploy's cleaning)", started);
+    phase(
+        "power-on to first heartbeat (undeploy's cleaning; UEFI PXE → TFTP → iPXE)",
+        started,
+    );
+    let dhcp = std::fs::read_to_string(dir.join("lab/dnsmasq.log")).unwrap_or_default();
+    ensure!(
+        dhcp.contains("sent /usr/lib/ipxe/snponly.efi"),
+        "the firmware's PXE client never fetched iPXE over TFTP; see lab/dnsmasq.log"
+    );
     client.wait_for(uuid, "available")?;
     phase("undeploy (cleaning)", started);
     // The array stays (cleaning erases it, not its members): both disks lose the table.
@@ -708,8 +773,11 @@ fn lifecycle(
     }
 
     // Fast track off from here: the aborts need the node to wait for a freshly booted agent.
-    let mut patch =
-        vec![json!({"op": "replace", "path": "/driver_info/fast_track", "value": false})];
+    // They boot it in legacy BIOS mode (SeaBIOS, the NIC's iPXE ROM), then by UEFI HTTP boot.
+    let mut patch = vec![
+        json!({"op": "replace", "path": "/driver_info/fast_track", "value": false}),
+        json!({"op": "add", "path": "/properties/capabilities", "value": "boot_mode:bios"}),
+    ];
     // Undeploy forgot the instance; name the image again.
     patch.extend(
         image_info(digest)
@@ -737,7 +805,20 @@ fn lifecycle(
     let refused = client.expect(reqwest::Method::DELETE, &abort_path, None, 404)?;
     eprintln!("lab_lifecycle: DELETE with nothing running: 404 {refused}");
     let started = Instant::now();
+    let console_before = file_len(&console);
+    let before = client.node(uuid)?["driver_internal_info"]["agent_last_heartbeat"].clone();
     client.provision(uuid, json!({"target": "active"}))?;
+    client.wait_while(uuid, "deploy failed")?;
+    client.wait_for_heartbeat(uuid, before.as_str())?;
+    phase(
+        "power-on to first heartbeat (BIOS: SeaBIOS, iPXE ROM)",
+        started,
+    );
+    ensure!(
+        console_since(dir, name, console_before).contains("SeaBIOS (version"),
+        "boot_mode:bios did not boot {name} in legacy mode; see {}",
+        console.display()
+    );
     let writing = Instant::now();
     loop {
         let node = client.node(uuid)?;
@@ -771,12 +852,45 @@ fn lifecycle(
     );
     phase("deploy aborted by DELETE during write_image", started);
 
+    // UEFI HTTP boot from here: interfaces change only at rest or in maintenance.
+    client.expect(
+        reqwest::Method::PUT,
+        &format!("/v1/nodes/{uuid}/maintenance"),
+        Some(json!({"reason": "switching to UEFI HTTP boot"})),
+        202,
+    )?;
+    client.patch(
+        uuid,
+        json!([
+            {"op": "replace", "path": "/boot_interface", "value": "http"},
+            {"op": "replace", "path": "/properties/capabilities", "value": "boot_mode:uefi"},
+        ]),
+    )?;
+    client.expect(
+        reqwest::Method::DELETE,
+        &format!("/v1/nodes/{uuid}/maintenance"),
+        None,
+        202,
+    )?;
+
     // Issue 21: a DELETE in the reserved `wait` step (after the agent booted, before the
     // image) is carried out at once, not when the pause ends.
     let started = Instant::now();
+    let dhcp_log = dir.join("lab/dnsmasq.log");
+    let dhcp_before = file_len(&dhcp_log);
+    let before = client.node(uuid)?["driver_internal_info"]["agent_last_heartbeat"].clone();
     let wait = json!({"interface": "deploy", "step": "wait", "priority": 90,
                       "args": {"seconds": 3600}});
     client.provision(uuid, json!({"target": "active", "deploy_steps": [wait]}))?;
+    client.wait_while(uuid, "deploy failed")?;
+    client.wait_for_heartbeat(uuid, before.as_str())?;
+    phase("power-on to first heartbeat (UEFI HTTP boot)", started);
+    let dhcp = std::fs::read(&dhcp_log).unwrap_or_default();
+    ensure!(
+        String::from_utf8_lossy(dhcp.get(dhcp_before..).unwrap_or_default())
+            .contains("vendor class: HTTPClient"),
+        "{name} did not boot by UEFI HTTP boot; see lab/dnsmasq.log"
+    );
     loop {
         let node = client.node(uuid)?;
         let state = node["provision_state"].as_str().unwrap_or("?");
@@ -937,6 +1051,52 @@ fn silent_node(client: &Client, uuid: &str, machine: &Value, digest: &str) -> an
         node["deploy_step"]
     );
     Ok(())
+}
+
+/// A PATCH of `machine`'s ComputerSystem at its BMC (what an operator does by hand).
+fn bmc_patch(machine: &Value, body: Value) -> anyhow::Result<()> {
+    let url = format!(
+        "{}{}",
+        machine["redfish_address"].as_str().unwrap_or(""),
+        machine["redfish_system_id"].as_str().unwrap_or("")
+    );
+    let response = reqwest::blocking::Client::new()
+        .patch(&url)
+        .basic_auth(
+            machine["redfish_username"].as_str().unwrap_or(""),
+            machine["redfish_password"].as_str(),
+        )
+        .json(&body)
+        .send()?;
+    ensure!(
+        response.status().is_success(),
+        "PATCH {url}: {}",
+        response.status()
+    );
+    Ok(())
+}
+
+/// `PUT /v1/nodes/{node}/states/power` and a wait until the node shows the new state.
+fn set_power(client: &Client, uuid: &str, target: &str) -> anyhow::Result<()> {
+    client.expect(
+        reqwest::Method::PUT,
+        &format!("/v1/nodes/{uuid}/states/power"),
+        Some(json!({"target": target})),
+        202,
+    )?;
+    let started = Instant::now();
+    loop {
+        let node = client.node(uuid)?;
+        if node["power_state"] == target && node["target_power_state"].is_null() {
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed() < PHASE_TIMEOUT,
+            "node {uuid} did not reach {target}: {}",
+            node["last_error"]
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// The power state the lab's BMC reports for `machine`, read over Redfish.

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::Redfish;
 use crate::bmc::{BmcSettings, BmcState};
-use crate::interfaces::PowerInterface;
+use crate::interfaces::{BootMode, PowerInterface};
 
 #[derive(Default)]
 struct Stub {
@@ -208,4 +208,43 @@ async fn one_bmc_serves_no_more_requests_at_once_than_the_limit() {
     }
     assert_eq!(stub.basic_requests.load(Ordering::SeqCst), 8);
     assert!(stub.max_in_flight.load(Ordering::SeqCst) <= 2);
+}
+
+#[test]
+fn the_override_carries_the_nodes_boot_mode_where_the_bmc_allows_it() {
+    let mut node = node("http://bmc", "basic");
+    let system = |allowed: serde_json::Value| {
+        serde_json::json!({"Boot": {
+            "BootSourceOverrideMode": "Legacy",
+            "BootSourceOverrideMode@Redfish.AllowableValues": allowed,
+        }})
+    };
+    // UEFI by default; no property, nothing to send.
+    let both = system(serde_json::json!(["UEFI", "Legacy"]));
+    assert_eq!(
+        super::override_mode(&node, &both).unwrap(),
+        Some((BootMode::Uefi, "UEFI"))
+    );
+    assert_eq!(
+        super::override_mode(&node, &serde_json::json!({"Boot": {}})).unwrap(),
+        None
+    );
+    let legacy_only = system(serde_json::json!(["Legacy"]));
+    let error = super::override_mode(&node, &legacy_only)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("allows boot mode Legacy only")
+            && error.contains("asks for uefi (from the default")
+            && error.contains("set boot_mode:bios"),
+        "{error}"
+    );
+    node.instance_info.insert(
+        "capabilities".into(),
+        serde_json::json!({"boot_mode": "bios"}),
+    );
+    assert_eq!(
+        super::override_mode(&node, &legacy_only).unwrap(),
+        Some((BootMode::Bios, "Legacy"))
+    );
 }
