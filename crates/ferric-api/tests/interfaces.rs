@@ -39,7 +39,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
                 if kind == "deploy" {
                     "'direct'"
                 } else {
-                    "'ipxe', 'pxe'"
+                    "'ipxe', 'pxe', 'http', 'http-ipxe'"
                 }
             )
         );
