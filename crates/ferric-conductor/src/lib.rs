@@ -33,6 +33,7 @@ mod steps;
 mod task;
 mod templates;
 mod vendor;
+mod view;
 mod worker;
 
 use std::collections::HashMap;
