@@ -4,8 +4,26 @@
 //! into the `--dhcp-hostsdir` of one the operator runs; in both cases the `ipxe` boot
 //! interface lists a node's MACs in that directory only while the node is in a ramdisk phase.
 //! The lab starts one on its private segment with the same flags.
+//!
+//! Three kinds of client get a boot file, told apart by what they send (tags are made
+//! mutually exclusive, so no entry depends on dnsmasq's order of preference):
+//! - iPXE (option 175, e.g. a NIC's iPXE ROM or the loader below once it runs): the HTTP
+//!   URL of `boot.ipxe`;
+//! - a firmware's own PXE client (no 175; architecture in option 93): an iPXE loader from
+//!   dnsmasq's TFTP server, `snponly.efi` for UEFI x86-64 (7, 9), `undionly.kpxe` for BIOS
+//!   (0) — which then asks again as iPXE;
+//! - UEFI HTTP boot (vendor class `HTTPClient`, option 60, echoed in the answer as the
+//!   UEFI specification requires): the HTTP URL of the same UEFI loader.
 
 use std::path::PathBuf;
+
+/// Where Debian's `ipxe` package installs the iPXE loaders firmware network boot fetches.
+pub const IPXE_DIR: &str = "/usr/lib/ipxe";
+/// The iPXE loader for UEFI x86-64 clients: it drives the NIC through the firmware's own
+/// network driver (SNP), so it works on any NIC the firmware can use, for PXE and HTTP boot.
+pub const UEFI_LOADER: &str = "snponly.efi";
+/// The iPXE loader for BIOS PXE clients: it uses the NIC's PXE ROM (UNDI).
+pub const BIOS_LOADER: &str = "undionly.kpxe";
 
 /// What one dnsmasq instance serves.
 #[derive(Debug, Clone)]
@@ -28,6 +46,13 @@ pub struct DnsmasqOptions {
     /// Send IPv6 router advertisements (the interface needs an IPv6 address): without them
     /// iPXE waits ~13 s for IPv6 autoconfiguration.
     pub router_advertisements: bool,
+    /// Serve the iPXE loaders ([`UEFI_LOADER`], [`BIOS_LOADER`]) from this directory over
+    /// TFTP to firmware PXE clients (native PXE). `None`: only clients that are iPXE already
+    /// get a boot file.
+    pub tftp_root: Option<PathBuf>,
+    /// The HTTP URL of the UEFI loader for UEFI HTTP boot clients. `None`: they get no offer
+    /// they can use.
+    pub http_boot_url: Option<String>,
 }
 
 impl DnsmasqOptions {
@@ -77,6 +102,32 @@ impl DnsmasqOptions {
             args.push("--enable-ra".into());
             args.push(format!("--dhcp-range=::,constructor:{interface},ra-only"));
         }
+        if self.tftp_root.is_some() || self.http_boot_url.is_some() {
+            // Option 93, the client's architecture (RFC 4578, IANA): 7 and 9 are UEFI x86-64
+            // (firmwares send either), 0 is BIOS.
+            args.extend([
+                "--dhcp-match=set:efi64,option:client-arch,7".into(),
+                "--dhcp-match=set:efi64,option:client-arch,9".into(),
+                "--dhcp-match=set:bios,option:client-arch,0".into(),
+                "--dhcp-vendorclass=set:httpclient,HTTPClient".into(),
+            ]);
+        }
+        if let Some(root) = &self.tftp_root {
+            args.extend([
+                "--enable-tftp".into(),
+                format!("--tftp-root={}", root.display()),
+                format!("--dhcp-boot=tag:efi64,tag:!ipxe,tag:!httpclient,{UEFI_LOADER}"),
+                format!("--dhcp-boot=tag:bios,tag:!ipxe,tag:!httpclient,{BIOS_LOADER}"),
+            ]);
+        }
+        if let Some(url) = &self.http_boot_url {
+            args.extend([
+                // A UEFI HTTP boot client ignores an offer without option 60 = HTTPClient.
+                "--dhcp-option-force=tag:httpclient,tag:!ipxe,option:vendor-class,HTTPClient"
+                    .into(),
+                format!("--dhcp-boot=tag:httpclient,tag:!ipxe,{url}"),
+            ]);
+        }
         args
     }
 }
@@ -97,6 +148,8 @@ mod tests {
             pid_file: None,
             known_hosts_only: true,
             router_advertisements: false,
+            tftp_root: None,
+            http_boot_url: None,
         };
         let args = options.args();
         for flag in [
@@ -114,5 +167,45 @@ mod tests {
             );
         }
         assert!(!args.iter().any(|arg| arg == "--enable-ra"));
+        assert!(
+            !args
+                .iter()
+                .any(|arg| arg.contains("tftp") || arg.contains("HTTPClient"))
+        );
+    }
+
+    #[test]
+    fn firmware_clients_get_ipxe_by_architecture_and_http_clients_a_url() {
+        let options = DnsmasqOptions {
+            interface: "br0".into(),
+            range: "10.0.0.100,10.0.0.199,255.255.255.0,1h".into(),
+            boot_url: "http://10.0.0.1:8080/boot.ipxe".into(),
+            hosts_dir: "/state/hosts".into(),
+            lease_file: "/state/leases".into(),
+            log_file: None,
+            pid_file: None,
+            known_hosts_only: false,
+            router_advertisements: true,
+            tftp_root: Some(IPXE_DIR.into()),
+            http_boot_url: Some("http://10.0.0.1:8080/snponly.efi".into()),
+        };
+        let args = options.args();
+        for flag in [
+            "--dhcp-boot=tag:ipxe,http://10.0.0.1:8080/boot.ipxe",
+            "--enable-tftp",
+            "--tftp-root=/usr/lib/ipxe",
+            "--dhcp-match=set:efi64,option:client-arch,7",
+            "--dhcp-match=set:bios,option:client-arch,0",
+            "--dhcp-boot=tag:efi64,tag:!ipxe,tag:!httpclient,snponly.efi",
+            "--dhcp-boot=tag:bios,tag:!ipxe,tag:!httpclient,undionly.kpxe",
+            "--dhcp-vendorclass=set:httpclient,HTTPClient",
+            "--dhcp-option-force=tag:httpclient,tag:!ipxe,option:vendor-class,HTTPClient",
+            "--dhcp-boot=tag:httpclient,tag:!ipxe,http://10.0.0.1:8080/snponly.efi",
+        ] {
+            assert!(
+                args.iter().any(|arg| arg == flag),
+                "{flag} missing: {args:?}"
+            );
+        }
     }
 }

@@ -354,9 +354,8 @@ impl DirectDeploy {
         forget_agent(node);
         node.driver_internal_info.remove(PROGRESS_KEY);
         self.boot.prepare_ramdisk(node).await?;
-        self.management
-            .set_boot_device(node, BootDevice::Pxe, false)
-            .await?;
+        let device = self.boot.network_boot_device();
+        self.management.set_boot_device(node, device, false).await?;
         let action = match self.power.get_power_state(node).await? {
             PowerState::On => PowerAction::Reboot,
             _ => PowerAction::On,

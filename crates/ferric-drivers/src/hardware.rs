@@ -128,7 +128,7 @@ const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     supported: [
         &["redfish", "no-bios"],
-        &["ipxe", "pxe", "fake"],
+        &["ipxe", "pxe", "http", "http-ipxe", "fake"],
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware", "redfish"],
@@ -148,7 +148,7 @@ const IPMI: HardwareType = HardwareType {
     name: "ipmi",
     supported: [
         &["no-bios"],
-        &["ipxe", "pxe", "fake"],
+        &["ipxe", "pxe", "http", "http-ipxe", "fake"],
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware"],
@@ -382,7 +382,16 @@ impl Drivers {
                 _ => return Err(unsupported(InterfaceKind::Management)),
             };
         let boot: Arc<dyn BootInterface> = match name(InterfaceKind::Boot).as_str() {
-            "ipxe" | "pxe" => Arc::new(IpxeBoot::new(self.settings.boot.clone(), ports)),
+            name @ ("ipxe" | "pxe" | "http" | "http-ipxe") => {
+                let name = ["ipxe", "pxe", "http", "http-ipxe"]
+                    .into_iter()
+                    .find(|known| *known == name)
+                    .unwrap_or("ipxe");
+                Arc::new(
+                    IpxeBoot::new(self.settings.boot.clone(), ports)
+                        .with_interface(name, &management.supported_boot_devices(&node)),
+                )
+            }
             _ => Arc::new(FakeBoot),
         };
         let direct = match name(InterfaceKind::Deploy).as_str() {

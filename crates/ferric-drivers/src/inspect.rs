@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::DriverError;
 use crate::fast_track::{self, FastTrackSettings};
 use crate::interfaces::{
-    BootDevice, BootInterface, InspectInterface, Inspection, InspectionStatus, ManagementInterface,
+    BootInterface, InspectInterface, Inspection, InspectionStatus, ManagementInterface,
     PowerAction, PowerInterface, Validate,
 };
 use crate::settings::InspectorSettings;
@@ -52,11 +52,8 @@ impl InspectBoot {
     /// token when it posts its data.
     async fn reboot_into_ramdisk(&self, node: &mut Node) -> Result<(), DriverError> {
         crate::agent_client::forget_agent(node);
-        match self
-            .management
-            .set_boot_device(node, BootDevice::Pxe, false)
-            .await
-        {
+        let device = self.boot.network_boot_device();
+        match self.management.set_boot_device(node, device, false).await {
             Ok(()) | Err(DriverError::Unsupported { .. }) => {}
             Err(error) => return Err(error),
         }

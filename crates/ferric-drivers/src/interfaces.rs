@@ -365,6 +365,11 @@ pub trait DeployInterface: Validate {
 /// Network boot: what makes a machine boot the agent ramdisk, and stop doing so.
 #[async_trait]
 pub trait BootInterface: Validate {
+    /// The boot device that starts this interface's boot of the ramdisk (`uefihttp` for UEFI
+    /// HTTP boot).
+    fn network_boot_device(&self) -> BootDevice {
+        BootDevice::Pxe
+    }
     /// Makes the node boot the agent ramdisk from the network at its next power-on.
     async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
     /// Stops the node from booting the ramdisk (it boots its own disk again).

@@ -1,4 +1,12 @@
-//! The `ipxe` boot interface (and its alias `pxe`): network boot of the agent ramdisk.
+//! The network boot interfaces — `ipxe`, `pxe`, `http` and `http-ipxe` — all of which boot
+//! the agent ramdisk through iPXE; they differ in how the machine's firmware reaches iPXE:
+//! - `ipxe`: the NIC runs iPXE already (an iPXE ROM); DHCP hands it `boot.ipxe`.
+//! - `pxe`: the firmware's own PXE client; DHCP hands it an iPXE loader over TFTP, chosen by
+//!   its architecture (`dhcp.rs`), and that iPXE asks again and gets `boot.ipxe`.
+//! - `http`, `http-ipxe`: UEFI HTTP boot; the BMC selects it (boot device `uefihttp`), DHCP
+//!   answers the `HTTPClient` vendor class with the loader's HTTP URL on the boot file server
+//!   (copied there from Debian's `ipxe` at server start). Ironic's `http` loads GRUB where
+//!   Ferric's loads iPXE: the kernel and ramdisk come over HTTP either way.
 //!
 //! Theory of operation: every machine that DHCP chains into iPXE fetches the generic
 //! `boot.ipxe` from Ferric's boot file server. That script chains to `ipxe/<mac>.ipxe`, which
@@ -15,7 +23,8 @@ use ferric_model::resources::{Node, Port};
 use serde_json::Value;
 
 use crate::DriverError;
-use crate::interfaces::{BootInterface, Validate};
+use crate::dhcp::{BIOS_LOADER, IPXE_DIR, UEFI_LOADER};
+use crate::interfaces::{BootDevice, BootInterface, BootMode, Validate};
 use crate::settings::BootSettings;
 
 /// The generic script DHCP hands to iPXE (`--dhcp-boot=tag:ipxe,<http_url>/boot.ipxe`).
@@ -29,9 +38,23 @@ echo No network boot requested for ${mac}; booting from the next device.\n\
 exit 0\n";
 
 /// Writes `boot.ipxe` into the boot file server's root (at server start).
+/// Also copies the UEFI iPXE loader from Debian's `ipxe` beside it, for UEFI HTTP boot
+/// (`<http_url>/snponly.efi`); without the package the `http` interfaces refuse to validate.
 pub fn write_boot_script(settings: &BootSettings) -> std::io::Result<()> {
     std::fs::create_dir_all(settings.http_root.join("ipxe"))?;
     std::fs::create_dir_all(settings.http_root.join("images"))?;
+    let loader = Path::new(IPXE_DIR).join(UEFI_LOADER);
+    if loader.exists() {
+        let copy = settings.http_root.join(UEFI_LOADER);
+        let temporary = copy.with_extension("tmp");
+        std::fs::copy(&loader, &temporary)?;
+        std::fs::rename(&temporary, &copy)?;
+    } else {
+        tracing::warn!(
+            loader = %loader.display(),
+            "no UEFI iPXE loader (install Debian's ipxe): UEFI HTTP boot is unavailable"
+        );
+    }
     write_atomically(&settings.http_root.join("boot.ipxe"), BOOT_SCRIPT)
 }
 
@@ -143,22 +166,116 @@ pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> 
     Ok(format!("{}/{relative}", http_url.trim_end_matches('/')))
 }
 
-/// The `ipxe` boot interface of one node.
+/// How the firmware reaches iPXE (the module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkBoot {
+    /// `ipxe`: the NIC boots iPXE itself.
+    Ipxe,
+    /// `pxe`: the firmware's PXE client, then iPXE over TFTP.
+    Pxe,
+    /// `http`, `http-ipxe`: UEFI HTTP boot of iPXE.
+    Http,
+}
+
+impl NetworkBoot {
+    /// The implementation for a boot interface name, if it is one of these.
+    pub fn from_interface(name: &str) -> Option<Self> {
+        match name {
+            "ipxe" => Some(Self::Ipxe),
+            "pxe" => Some(Self::Pxe),
+            "http" | "http-ipxe" => Some(Self::Http),
+            _ => None,
+        }
+    }
+}
+
+/// The network boot interface of one node.
 #[derive(Debug, Clone)]
 pub struct IpxeBoot {
     pub(crate) settings: BootSettings,
     /// The node's MACs that may network-boot (ports with `pxe_enabled`).
     pub(crate) macs: Vec<String>,
+    pub(crate) kind: NetworkBoot,
+    /// The interface's name as the node names it (for messages).
+    pub(crate) name: &'static str,
+    /// Whether the node's management interface can select UEFI HTTP boot.
+    pub(crate) http_selectable: bool,
 }
 
 impl IpxeBoot {
+    /// The `ipxe` interface.
     pub fn new(settings: BootSettings, ports: &[Port]) -> Self {
         let macs = ports
             .iter()
             .filter(|port| port.pxe_enabled)
             .map(|port| port.address.to_ascii_lowercase())
             .collect();
-        Self { settings, macs }
+        Self {
+            settings,
+            macs,
+            kind: NetworkBoot::Ipxe,
+            name: "ipxe",
+            http_selectable: false,
+        }
+    }
+
+    /// The same for the interface `name` (`pxe`, `http`, …), whose BMC can select the boot
+    /// devices `selectable`.
+    #[must_use]
+    pub fn with_interface(mut self, name: &'static str, selectable: &[BootDevice]) -> Self {
+        self.kind = NetworkBoot::from_interface(name).unwrap_or(NetworkBoot::Ipxe);
+        self.name = name;
+        self.http_selectable = selectable.contains(&BootDevice::Uefihttp);
+        self
+    }
+
+    /// Checks what the firmware needs to reach iPXE this way, in the node's boot mode.
+    fn validate_path(&self, node: &Node) -> Result<(), DriverError> {
+        let (mode, source) = crate::boot_mode::boot_mode(node)?;
+        let name = self.name;
+        match self.kind {
+            NetworkBoot::Ipxe => Ok(()),
+            NetworkBoot::Pxe => {
+                let loader = match mode {
+                    BootMode::Uefi => UEFI_LOADER,
+                    BootMode::Bios => BIOS_LOADER,
+                };
+                let path = Path::new(IPXE_DIR).join(loader);
+                if path.exists() {
+                    return Ok(());
+                }
+                Err(DriverError::InvalidParameter(format!(
+                    "Node {}: boot interface {name} hands {mode} machines {} over TFTP, and it                      is missing; install Debian's ipxe package, or set boot_interface ipxe if                      the machine's NIC runs iPXE itself.",
+                    node.uuid,
+                    path.display()
+                )))
+            }
+            NetworkBoot::Http => {
+                if mode != BootMode::Uefi {
+                    return Err(DriverError::InvalidParameter(format!(
+                        "Node {}: boot interface {name} is UEFI HTTP boot, but the node boots                          in {mode} mode (from {}); set boot_mode:uefi in                          properties.capabilities, or use boot_interface pxe or ipxe.",
+                        node.uuid,
+                        source.field()
+                    )));
+                }
+                if !self.http_selectable {
+                    return Err(DriverError::InvalidParameter(format!(
+                        "Node {}: boot interface {name} needs a BMC that can select UEFI HTTP                          boot, and its management interface {} cannot; use the redfish driver,                          or boot_interface pxe.",
+                        node.uuid,
+                        node.management_interface.as_deref().unwrap_or("(default)")
+                    )));
+                }
+                let loader = self.settings.http_root.join(UEFI_LOADER);
+                if loader.exists() {
+                    return Ok(());
+                }
+                Err(DriverError::InvalidParameter(format!(
+                    "Node {}: boot interface {name} serves {} to UEFI HTTP boot, and it is                      missing; install Debian's ipxe package ({IPXE_DIR}/{UEFI_LOADER}) and                      restart ferric server, which copies it there.",
+                    node.uuid,
+                    loader.display()
+                )))
+            }
+        }
     }
 
     fn script_path(&self, mac: &str) -> PathBuf {
@@ -274,12 +391,20 @@ impl Validate for IpxeBoot {
             )));
         }
         // Renders the script, so a bad kernel name or a missing API URL shows up here.
-        self.ramdisk_script(node, &self.macs[0]).map(|_| ())
+        self.ramdisk_script(node, &self.macs[0])?;
+        self.validate_path(node)
     }
 }
 
 #[async_trait]
 impl BootInterface for IpxeBoot {
+    fn network_boot_device(&self) -> BootDevice {
+        match self.kind {
+            NetworkBoot::Http => BootDevice::Uefihttp,
+            NetworkBoot::Ipxe | NetworkBoot::Pxe => BootDevice::Pxe,
+        }
+    }
+
     async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
         self.prepare_ramdisk_with(node, &[]).await
     }

@@ -10,6 +10,7 @@
 
 pub mod agent_client;
 mod bmc;
+pub mod boot_mode;
 mod configdrive;
 pub mod dhcp;
 pub mod direct;

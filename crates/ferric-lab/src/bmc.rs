@@ -47,6 +47,8 @@ pub(crate) async fn serve(paths: LabPaths) -> anyhow::Result<()> {
                 log_file: paths.qemu_log(name),
                 sercon_file: paths.sercon(),
                 soft_off_timeout: SOFT_OFF_TIMEOUT,
+                firmware: node.firmware,
+                nvram: paths.nvram(name),
             },
         ));
         let bmc = Arc::new(RedfishBmc::new(

@@ -1,9 +1,11 @@
-//! dnsmasq for the lab's segment: DHCP, router advertisements and the iPXE chain to HTTP.
+//! dnsmasq for the lab's segment: DHCP, router advertisements, TFTP of iPXE for the
+//! firmware's PXE client, the UEFI HTTP boot answer and the iPXE chain to HTTP; and
+//! `deny-dhcp`/`allow-dhcp`, which make it ignore one machine.
 //!
 //! The flags are Ferric's own (`ferric_drivers::dhcp`); `ferric server` writes its nodes'
 //! hostsdir entries into `DIR/dhcp-hosts/` when started with `--dhcp-hostsdir` pointing there.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::host::{self, HostError};
@@ -47,9 +49,20 @@ impl DnsmasqConfig {
             pid_file: Some(self.pid_file.clone()),
             known_hosts_only: false,
             router_advertisements: true,
+            // Firmware PXE clients (UEFI machines have no iPXE ROM) get iPXE over TFTP from
+            // Debian's `ipxe`; UEFI HTTP boot gets it from Ferric's boot file server, which
+            // copies it beside boot.ipxe.
+            tftp_root: Some(ferric_drivers::dhcp::IPXE_DIR.into()),
+            http_boot_url: Some(http_boot_url(&self.boot_url)),
         }
         .args()
     }
+}
+
+/// The UEFI loader's URL on the boot file server that serves `boot_url` (`…/boot.ipxe`).
+fn http_boot_url(boot_url: &str) -> String {
+    let base = boot_url.rsplit_once('/').map_or(boot_url, |(base, _)| base);
+    format!("{base}/{}", ferric_drivers::dhcp::UEFI_LOADER)
 }
 
 /// Starts dnsmasq inside the namespace; it daemonises, so this returns once it is up.
@@ -70,6 +83,73 @@ pub fn start(config: &DnsmasqConfig) -> Result<u32, HostError> {
         command: "dnsmasq".into(),
         stderr: format!("started but wrote no pid to {}", config.pid_file.display()),
     })
+}
+
+/// The hostsdir file that makes dnsmasq ignore `mac` (`lab deny-dhcp`).
+fn deny_file(hosts_dir: &Path, mac: &str) -> PathBuf {
+    hosts_dir.join(format!(
+        "lab-deny-{}",
+        mac.to_ascii_lowercase().replace(':', "-")
+    ))
+}
+
+/// Makes dnsmasq ignore every DHCP request from `mac` (a `MAC,ignore` host entry), for
+/// DHCP-less tests: the machine then gets no lease and no boot file. Returns whether the
+/// entry is new. dnsmasq reads new hostsdir files by itself; the SIGHUP makes it certain.
+pub fn deny(config: &DnsmasqConfig, mac: &str) -> Result<bool, HostError> {
+    std::fs::create_dir_all(&config.hosts_dir).map_err(|source| HostError::File {
+        path: config.hosts_dir.clone(),
+        source,
+    })?;
+    let path = deny_file(&config.hosts_dir, mac);
+    let new = !path.exists();
+    let entry = format!("{},ignore\n", mac.to_ascii_lowercase());
+    std::fs::write(&path, entry).map_err(|source| HostError::File { path, source })?;
+    reload(config)?;
+    Ok(new)
+}
+
+/// Undoes [`deny`]: removes the entry and has dnsmasq re-read its hostsdir (a removed file
+/// is forgotten only on SIGHUP). Returns whether there was an entry.
+pub fn allow(config: &DnsmasqConfig, mac: &str) -> Result<bool, HostError> {
+    let path = deny_file(&config.hosts_dir, mac);
+    let existed = match std::fs::remove_file(&path) {
+        Ok(()) => true,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => return Err(HostError::File { path, source }),
+    };
+    reload(config)?;
+    Ok(existed)
+}
+
+/// The MACs [`deny`] lists now.
+pub fn denied(config: &DnsmasqConfig) -> Vec<String> {
+    let mut macs: Vec<String> = std::fs::read_dir(&config.hosts_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("lab-deny-")
+                .map(|mac| mac.replace('-', ":"))
+        })
+        .collect();
+    macs.sort();
+    macs
+}
+
+/// SIGHUP: dnsmasq re-reads its hostsdir, forgetting entries of removed files.
+fn reload(config: &DnsmasqConfig) -> Result<(), HostError> {
+    let pid = host::read_pid(&config.pid_file)
+        .filter(|pid| host::pid_alive(*pid))
+        .ok_or_else(|| HostError::Failed {
+            command: "dnsmasq".into(),
+            stderr: format!(
+                "the lab's dnsmasq is not running (no live pid in {}); `lab down` then `lab up`",
+                config.pid_file.display()
+            ),
+        })?;
+    host::run("kill", ["-HUP", &pid.to_string()]).map(|_| ())
 }
 
 /// Stops the dnsmasq recorded in the pid file, if it runs.
@@ -103,8 +183,29 @@ mod tests {
             "--dhcp-match=set:ipxe,175",
             "--dhcp-option=tag:ipxe,encap:175,176,1",
             "--dhcp-boot=tag:ipxe,http://10.231.0.1:8080/boot.ipxe",
+            "--tftp-root=/usr/lib/ipxe",
+            "--dhcp-boot=tag:efi64,tag:!ipxe,tag:!httpclient,snponly.efi",
+            "--dhcp-boot=tag:httpclient,tag:!ipxe,http://10.231.0.1:8080/snponly.efi",
         ] {
             assert!(args.iter().any(|arg| arg == expected), "missing {expected}");
         }
+    }
+
+    #[test]
+    fn deny_writes_an_ignore_entry_and_allow_removes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = LabPaths {
+            dir: dir.path().to_owned(),
+        };
+        let config = DnsmasqConfig::new(&paths, "ns", "br0", "http://x/boot.ipxe");
+        // Not running: the entry is written, and the error says what to do.
+        let error = deny(&config, "52:54:00:FE:1A:01").unwrap_err();
+        assert!(error.to_string().contains("lab down"), "{error}");
+        let entry = std::fs::read_to_string(config.hosts_dir.join("lab-deny-52-54-00-fe-1a-01"))
+            .expect("entry written");
+        assert_eq!(entry, "52:54:00:fe:1a:01,ignore\n");
+        assert_eq!(denied(&config), ["52:54:00:fe:1a:01"]);
+        assert!(allow(&config, "52:54:00:fe:1a:01").is_err());
+        assert!(denied(&config).is_empty());
     }
 }

@@ -15,24 +15,39 @@ use serde_json::json;
 use crate::dnsmasq::{self, DnsmasqConfig};
 use crate::host;
 use crate::layout::{self, LabPaths, LabState, NodeState};
+use crate::machine::Firmware;
+use crate::qemu::{OVMF_CODE, OVMF_VARS};
 use crate::{LabArgs, SelfCommand};
 
 /// iPXE for virtio-net from Debian's `ipxe-qemu` (legacy BIOS and UEFI in one ROM); QEMU loads
 /// it by default, we only check that it is installed.
 pub const NIC_ROM: &str = "/usr/lib/ipxe/qemu/efi-virtio.rom";
+/// The iPXE loader dnsmasq hands UEFI PXE clients over TFTP (Debian's `ipxe`).
+const IPXE_UEFI_LOADER: &str = "/usr/lib/ipxe/snponly.efi";
 /// Set when `lab status` re-runs itself inside the namespace to reach the BMCs.
 const INSIDE_ENV: &str = "FERRIC_LAB_INSIDE_NAMESPACE";
 /// Unix socket paths (QMP) are limited to 108 bytes including the terminator.
 const MAX_SOCKET_PATH: usize = 107;
 
-fn preflight() -> anyhow::Result<()> {
+fn preflight(firmware: Firmware) -> anyhow::Result<()> {
     if !host::is_root() {
         bail!("the lab needs root (network namespaces, taps); run it with sudo or as root");
     }
+    // UEFI machines need OVMF; every machine's firmware PXE client needs the iPXE loaders
+    // dnsmasq serves over TFTP (a legacy boot uses the NIC's ROM).
+    let files: &[&str] = match firmware {
+        Firmware::Uefi => &[NIC_ROM, OVMF_CODE, OVMF_VARS, IPXE_UEFI_LOADER],
+        Firmware::Bios => &[NIC_ROM],
+    };
     let missing: Vec<&str> = ["ip", "qemu-system-x86_64", "qemu-img", "dnsmasq"]
         .into_iter()
         .filter(|program| host::find_program(program).is_none())
-        .chain((!Path::new(NIC_ROM).exists()).then_some(NIC_ROM))
+        .chain(
+            files
+                .iter()
+                .copied()
+                .filter(|file| !Path::new(file).exists()),
+        )
         .collect();
     if !missing.is_empty() {
         bail!(
@@ -65,9 +80,10 @@ pub(crate) fn up(
     n_nodes: u32,
     memory_mib: u32,
     boot_url: &str,
+    firmware: Firmware,
     this: &SelfCommand,
 ) -> anyhow::Result<()> {
-    preflight()?;
+    preflight(firmware)?;
     let paths = LabPaths::new(&args.dir).context("cannot resolve the lab directory")?;
     if host::namespace_exists(&args.namespace) || bmc_running(&paths).is_some() {
         eprintln!(
@@ -87,11 +103,13 @@ pub(crate) fn up(
     let started = Instant::now();
     let nodes = (0..n_nodes)
         .map(|index| {
-            Ok(NodeState::new(
+            let mut node = NodeState::new(
                 index,
                 memory_mib,
                 crate::secret::random_hex(layout::PASSWORD_BYTES)?,
-            ))
+            );
+            node.firmware = firmware;
+            Ok(node)
         })
         .collect::<std::io::Result<Vec<_>>>()
         .context("cannot generate BMC passwords")?;
@@ -111,7 +129,7 @@ pub(crate) fn up(
         json!({"nodes": lab.nodes.iter().map(NodeState::enrollment).collect::<Vec<_>>()});
     println!("{}", serde_json::to_string_pretty(&enrollment)?);
     eprintln!(
-        "lab: up in {:.1} s: {} machine(s), powered off, in namespace {} (bridge {} {}/{}); boot script URL {}",
+        "lab: up in {:.1} s: {} {firmware:?} machine(s), powered off, in namespace {} (bridge {} {}/{}); boot script URL {}",
         started.elapsed().as_secs_f64(),
         lab.nodes.len(),
         lab.namespace,
@@ -290,6 +308,53 @@ pub(crate) fn down(args: &LabArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `lab deny-dhcp` / `lab allow-dhcp`: one machine's DHCP off or on again.
+pub(crate) fn set_dhcp(args: &LabArgs, node: &str, allow: bool) -> anyhow::Result<()> {
+    let paths = LabPaths::new(&args.dir).context("cannot resolve the lab directory")?;
+    let Some(lab) = load_state(&paths)? else {
+        bail!(
+            "no lab in {} (start one with `lab up`, or name its --dir)",
+            paths.dir.display()
+        );
+    };
+    let Some(machine) = lab.nodes.iter().find(|candidate| {
+        candidate.info.name == node || candidate.info.mac.eq_ignore_ascii_case(node)
+    }) else {
+        bail!(
+            "the lab has no machine {node}; its machines: {}",
+            lab.nodes
+                .iter()
+                .map(|candidate| format!("{} ({})", candidate.info.name, candidate.info.mac))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    let dnsmasq = DnsmasqConfig::new(&paths, &lab.namespace, &lab.bridge, &lab.boot_url);
+    let (name, mac) = (&machine.info.name, &machine.info.mac);
+    if allow {
+        let changed = dnsmasq::allow(&dnsmasq, mac)?;
+        eprintln!(
+            "lab: DHCP {} for {name} ({mac})",
+            if changed {
+                "allowed again"
+            } else {
+                "was already allowed"
+            }
+        );
+    } else {
+        let changed = dnsmasq::deny(&dnsmasq, mac)?;
+        eprintln!(
+            "lab: DHCP {} for {name} ({mac}): dnsmasq ignores it until `lab allow-dhcp {name}`",
+            if changed {
+                "denied"
+            } else {
+                "was already denied"
+            }
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn status(args: &LabArgs, this: &SelfCommand) -> anyhow::Result<()> {
     let paths = LabPaths::new(&args.dir).context("cannot resolve the lab directory")?;
     let Some(lab) = load_state(&paths)? else {
@@ -346,6 +411,15 @@ pub(crate) fn status(args: &LabArgs, this: &SelfCommand) -> anyhow::Result<()> {
         lab.boot_url,
         paths.dnsmasq_log().display()
     );
+    let denied = dnsmasq::denied(&DnsmasqConfig::new(
+        &paths,
+        &lab.namespace,
+        &lab.bridge,
+        &lab.boot_url,
+    ));
+    if !denied.is_empty() {
+        println!("DHCP denied (lab deny-dhcp) for {}", denied.join(", "));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

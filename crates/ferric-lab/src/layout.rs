@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::machine::MachineInfo;
+use crate::machine::{Firmware, MachineInfo};
 
 pub const DEFAULT_NAMESPACE: &str = "ferric-lab";
 pub const BRIDGE: &str = "ferric-br0";
@@ -63,6 +63,9 @@ pub struct NodeState {
     pub ipmi_username: String,
     #[serde(default)]
     pub ipmi_password: String,
+    /// `lab up --firmware`; a `lab.json` from before it had BIOS machines.
+    #[serde(default = "Firmware::legacy")]
+    pub firmware: Firmware,
 }
 
 fn bridge_address() -> String {
@@ -95,6 +98,7 @@ impl NodeState {
             ipmi_port: IPMI_PORT_BASE + offset,
             ipmi_username: BMC_USERNAME.to_owned(),
             ipmi_password: password,
+            firmware: Firmware::default(),
         }
     }
 
@@ -196,6 +200,10 @@ impl LabPaths {
     pub fn qemu_log(&self, name: &str) -> PathBuf {
         self.node_dir(name).join("qemu.log")
     }
+    /// The machine's UEFI variables (its NVRAM), a copy of OVMF's template.
+    pub fn nvram(&self, name: &str) -> PathBuf {
+        self.node_dir(name).join("OVMF_VARS.fd")
+    }
 }
 
 #[cfg(test)]
@@ -257,8 +265,15 @@ mod tests {
         ] {
             old.as_object_mut().unwrap().remove(key);
         }
+        old.as_object_mut().unwrap().remove("firmware");
         let node: NodeState = serde_json::from_value(old).unwrap();
         assert_eq!(node.ipmi_address, BRIDGE_ADDRESS);
         assert_eq!(node.ipmi_port, 0);
+        assert_eq!(
+            node.firmware,
+            Firmware::Bios,
+            "older labs were BIOS machines"
+        );
+        assert_eq!(NodeState::new(0, 512, "pw".into()).firmware, Firmware::Uefi);
     }
 }

@@ -39,6 +39,11 @@ pub enum LabCommand {
         /// The iPXE script URL handed out by DHCP (Ferric's boot file server serves it).
         #[arg(long, default_value = layout::DEFAULT_BOOT_URL)]
         boot_url: String,
+        /// The machines' firmware: `uefi` (OVMF, no iPXE ROM on the NIC: the firmware's own
+        /// PXE and HTTP boot; legacy boot on request) or `bios` (SeaBIOS only, with the NIC's
+        /// iPXE ROM).
+        #[arg(long, value_enum, default_value_t = machine::Firmware::Uefi)]
+        firmware: machine::Firmware,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -49,6 +54,21 @@ pub enum LabCommand {
     },
     /// Stop the BMCs, machines and dnsmasq and delete the namespace. Logs and consoles stay.
     Down {
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Make the lab's dnsmasq ignore one machine (no lease, no boot file), for DHCP-less
+    /// tests such as virtual media with static addresses; `allow-dhcp` undoes it.
+    DenyDhcp {
+        /// The machine's name (`node-0`) or MAC address.
+        node: String,
+        #[command(flatten)]
+        lab: LabArgs,
+    },
+    /// Let the lab's dnsmasq serve a machine `deny-dhcp` made it ignore.
+    AllowDhcp {
+        /// The machine's name (`node-0`) or MAC address.
+        node: String,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -96,10 +116,13 @@ pub fn run_with(command: LabCommand, this: &SelfCommand) -> anyhow::Result<()> {
             nodes,
             memory,
             boot_url,
+            firmware,
             lab,
-        } => lab::up(&lab, nodes, memory, &boot_url, this),
+        } => lab::up(&lab, nodes, memory, &boot_url, firmware, this),
         LabCommand::Status { lab } => lab::status(&lab, this),
         LabCommand::Down { lab } => lab::down(&lab),
+        LabCommand::DenyDhcp { node, lab } => lab::set_dhcp(&lab, &node, false),
+        LabCommand::AllowDhcp { node, lab } => lab::set_dhcp(&lab, &node, true),
         LabCommand::ServeBmc { lab } => lab::serve_bmc(&lab),
     }
 }

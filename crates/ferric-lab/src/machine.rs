@@ -81,6 +81,8 @@ pub enum BootTarget {
     Hdd,
     Cd,
     BiosSetup,
+    /// UEFI HTTP boot (Redfish `UefiHttp`): the firmware's HTTP client, not its PXE client.
+    UefiHttp,
 }
 
 /// Whether the boot target applies to the next boot only, to every boot, or not at all.
@@ -96,6 +98,32 @@ pub enum BootMode {
     Legacy,
     #[serde(rename = "UEFI")]
     Uefi,
+}
+
+/// The firmware a machine has, as `lab up --firmware` chose it: `Uefi` machines run OVMF
+/// and can also boot legacy (SeaBIOS, as a server's compatibility module does); `Bios`
+/// machines are legacy-only, as old servers are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Firmware {
+    #[default]
+    Uefi,
+    Bios,
+}
+
+impl Firmware {
+    /// The boot modes the machine can boot in, its default first.
+    pub fn boot_modes(self) -> &'static [BootMode] {
+        match self {
+            Firmware::Uefi => &[BootMode::Uefi, BootMode::Legacy],
+            Firmware::Bios => &[BootMode::Legacy],
+        }
+    }
+
+    /// What a lab state file written before `--firmware` existed had: BIOS machines.
+    pub fn legacy() -> Self {
+        Firmware::Bios
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +177,10 @@ pub trait MachineControl: Send + Sync + 'static {
     fn power_state(&self) -> impl Future<Output = Result<PowerState, MachineError>> + Send;
     fn power(&self, action: PowerAction) -> impl Future<Output = Result<(), MachineError>> + Send;
     fn boot(&self) -> BootSettings;
+    /// The boot modes the machine supports (a BMC's allowable `BootSourceOverrideMode`s).
+    fn boot_modes(&self) -> &'static [BootMode] {
+        Firmware::Uefi.boot_modes()
+    }
     /// Stores boot settings; they take effect at the next power-on or restart.
     fn set_boot(&self, boot: BootSettings)
     -> impl Future<Output = Result<(), MachineError>> + Send;

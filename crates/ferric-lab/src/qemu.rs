@@ -7,6 +7,15 @@
 //! (QEMU restores `order` on the next reset), so no `bootindex` properties are ever set: they
 //! would override `-boot`. A boot change while running is applied by restarting the process on
 //! the next restart request, because `-boot order` cannot be changed in a live QEMU.
+//!
+//! Boot mode UEFI runs OVMF from pflash (Debian's `ovmf`: the shared code image read-only,
+//! the machine's own NVRAM variables file, copied from the template on first use) instead of
+//! SeaBIOS. OVMF ignores `-boot`, so the order is `bootindex` properties, which QEMU hands it
+//! as the fw_cfg `bootorder` file; the NIC then carries no option ROM (`romfile=`), so the
+//! firmware's own PXE and HTTP boot clients do network boot, as on a real UEFI server. A
+//! one-time override under UEFI marks the process for a restart at the next BMC restart, the
+//! way back to the persistent order. UEFI HTTP boot turns the firmware's PXE off (fw_cfg
+//! `opt/org.tianocore/IPv4PXESupport`), so the NIC's boot options are its HTTP ones.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -18,13 +27,16 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 use crate::machine::{
-    BootMode, BootOverride, BootSettings, BootTarget, MachineControl, MachineError, MachineInfo,
-    PowerAction, PowerState,
+    BootMode, BootOverride, BootSettings, BootTarget, Firmware, MachineControl, MachineError,
+    MachineInfo, PowerAction, PowerState,
 };
 use crate::qmp::Qmp;
 
-/// Where Debian's `ovmf` package puts the UEFI firmware; only needed for UEFI boot mode.
-pub const OVMF_PATH: &str = "/usr/share/ovmf/OVMF.fd";
+/// OVMF's code from Debian's `ovmf` package (4 MiB flash layout, no secure boot, no SMM), run
+/// read-only from pflash; only needed for UEFI boot mode.
+pub const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+/// The empty NVRAM variables store that matches [`OVMF_CODE`]; each machine gets a copy.
+pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 
 /// Everything needed to start one machine's QEMU.
 #[derive(Debug, Clone)]
@@ -40,6 +52,11 @@ pub struct QemuConfig {
     /// The fw_cfg file holding `f8 03` (0x3f8, COM1) so SeaBIOS and iPXE print to the serial port.
     pub sercon_file: PathBuf,
     pub soft_off_timeout: Duration,
+    /// UEFI (OVMF, legacy boot possible) or BIOS only.
+    pub firmware: Firmware,
+    /// The machine's UEFI variables (boot entries survive power cycles, as in a server's
+    /// NVRAM); created from [`OVMF_VARS`] at the first UEFI power-on.
+    pub nvram: PathBuf,
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +87,8 @@ pub struct QemuMachine {
 /// afterwards (a one-time override is consumed by the boot it applies to).
 pub(crate) fn boot_argument(boot: BootSettings) -> (String, BootSettings) {
     let drive = |target: BootTarget| match target {
-        BootTarget::Pxe => "n",
+        // SeaBIOS has no HTTP boot: the NIC's PXE ROM is its network boot.
+        BootTarget::Pxe | BootTarget::UefiHttp => "n",
         BootTarget::Cd => "d",
         // No override, disk and setup all start from the disk, as a server's default order does.
         BootTarget::None | BootTarget::Hdd | BootTarget::BiosSetup => "c",
@@ -101,13 +119,74 @@ pub(crate) fn boot_argument(boot: BootSettings) -> (String, BootSettings) {
     }
 }
 
+/// A boot device as OVMF sees it through `bootindex`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UefiDevice {
+    Disk,
+    Network,
+    Cd,
+}
+
+/// A UEFI power-on's boot order: the device that goes first (the others follow: disk, then
+/// network), and whether the NIC boots by HTTP only (its PXE client turned off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UefiOrder {
+    pub(crate) first: UefiDevice,
+    pub(crate) http_only: bool,
+}
+
+impl UefiOrder {
+    /// The `bootindex` of `device` (1 boots first).
+    pub(crate) fn bootindex(self, device: UefiDevice) -> usize {
+        let mut order = vec![self.first];
+        for next in [UefiDevice::Disk, UefiDevice::Network, UefiDevice::Cd] {
+            if !order.contains(&next) {
+                order.push(next);
+            }
+        }
+        order
+            .iter()
+            .position(|candidate| *candidate == device)
+            .map_or(order.len() + 1, |index| index + 1)
+    }
+}
+
+/// [`boot_argument`] for UEFI: the order of a power-on with these settings, and the settings
+/// to keep afterwards (a one-time override is consumed by the boot it applies to).
+pub(crate) fn uefi_order(boot: BootSettings) -> (UefiOrder, BootSettings) {
+    let order = |target: BootTarget| UefiOrder {
+        first: match target {
+            BootTarget::Pxe | BootTarget::UefiHttp => UefiDevice::Network,
+            BootTarget::Cd => UefiDevice::Cd,
+            BootTarget::None | BootTarget::Hdd | BootTarget::BiosSetup => UefiDevice::Disk,
+        },
+        http_only: target == BootTarget::UefiHttp,
+    };
+    match boot.enabled {
+        BootOverride::Disabled => (order(BootTarget::None), boot),
+        BootOverride::Continuous => (order(boot.target), boot),
+        BootOverride::Once => (
+            order(boot.target),
+            BootSettings {
+                enabled: BootOverride::Disabled,
+                ..boot
+            },
+        ),
+    }
+}
+
 impl QemuMachine {
     pub fn new(info: MachineInfo, config: QemuConfig) -> Self {
+        // A machine starts in its firmware's default mode, as a server leaves the factory.
+        let boot = BootSettings {
+            mode: config.firmware.boot_modes()[0],
+            ..BootSettings::default()
+        };
         Self {
             shared: Arc::new(Shared {
                 info,
                 config,
-                boot: Mutex::new(BootSettings::default()),
+                boot: Mutex::new(boot),
                 process: tokio::sync::Mutex::new(Process::default()),
             }),
         }
@@ -178,9 +257,10 @@ impl QemuMachine {
         }
     }
 
-    fn command(&self, boot_argument: &str, boot: BootSettings) -> Result<Command, MachineError> {
+    fn command(&self, boot: BootSettings) -> Result<Command, MachineError> {
         let info = &self.shared.info;
         let config = &self.shared.config;
+        let uefi = (boot.mode == BootMode::Uefi).then(|| uefi_order(boot).0);
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -227,12 +307,21 @@ impl QemuMachine {
                 config.sercon_file.display()
             ))
             .args(config.disks.iter().enumerate().flat_map(|(index, disk)| {
+                // Under UEFI only the first disk is a boot device, as the boot order names it.
+                let bootindex = match uefi {
+                    Some(order) if index == 0 => {
+                        format!(",bootindex={}", order.bootindex(UefiDevice::Disk))
+                    }
+                    _ => String::new(),
+                };
                 [
                     "-drive".to_owned(),
                     format!("file={},if=none,id=disk{index},format=raw", disk.display()),
                     "-device".to_owned(),
                     // A serial number, so root device hints can tell the disks apart.
-                    format!("virtio-blk-pci,drive=disk{index},serial=ferric-disk{index}"),
+                    format!(
+                        "virtio-blk-pci,drive=disk{index},serial=ferric-disk{index}{bootindex}"
+                    ),
                 ]
             }))
             .arg("-netdev")
@@ -240,13 +329,19 @@ impl QemuMachine {
                 "tap,id=net0,ifname={},script=no,downscript=no",
                 config.tap
             ))
-            // No `romfile=`: QEMU's default for virtio-net is iPXE's efi-virtio.rom from
-            // `ipxe-qemu`, and naming that same file explicitly made SeaBIOS skip the ROM
-            // (QEMU 7.2, SeaBIOS 1.16.2): no network boot entry at all.
             .arg("-device")
-            .arg(format!("virtio-net-pci,netdev=net0,mac={}", info.mac))
-            .arg("-boot")
-            .arg(boot_argument)
+            .arg(match uefi {
+                // Legacy: no `romfile=`: QEMU's default for virtio-net is iPXE's efi-virtio.rom
+                // from `ipxe-qemu` (the NIC's PXE ROM), and naming that same file explicitly
+                // made SeaBIOS skip the ROM (QEMU 7.2, SeaBIOS 1.16.2): no network boot at all.
+                None => format!("virtio-net-pci,netdev=net0,mac={}", info.mac),
+                // UEFI: no option ROM, so OVMF's own virtio-net driver, PXE and HTTP boot run.
+                Some(order) => format!(
+                    "virtio-net-pci,netdev=net0,mac={},romfile=,bootindex={}",
+                    info.mac,
+                    order.bootindex(UefiDevice::Network)
+                ),
+            })
             .arg("-qmp")
             .arg(format!(
                 "unix:{},server=on,wait=off",
@@ -256,8 +351,28 @@ impl QemuMachine {
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_for_stderr));
-        if boot.mode == BootMode::Uefi {
-            command.arg("-bios").arg(OVMF_PATH);
+        match uefi {
+            None => {
+                command.arg("-boot").arg(boot_argument(boot).0);
+            }
+            Some(order) => {
+                command
+                    .arg("-drive")
+                    .arg(format!(
+                        "if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}"
+                    ))
+                    .arg("-drive")
+                    .arg(format!(
+                        "if=pflash,format=raw,unit=1,file={}",
+                        config.nvram.display()
+                    ))
+                    // No IPv6 PXE: the lab's segment has router advertisements but no DHCPv6,
+                    // and a firmware trying it only waits.
+                    .args(["-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no"]);
+                if order.http_only {
+                    command.args(["-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no"]);
+                }
+            }
         }
         Ok(command)
     }
@@ -265,11 +380,21 @@ impl QemuMachine {
     async fn start(&self, process: &mut Process) -> Result<(), MachineError> {
         let config = &self.shared.config;
         let boot = self.stored_boot();
-        let (argument, after) = boot_argument(boot);
+        let (argument, after) = match boot.mode {
+            BootMode::Legacy => boot_argument(boot),
+            BootMode::Uefi => {
+                if !config.nvram.exists() {
+                    std::fs::copy(OVMF_VARS, &config.nvram)
+                        .map_err(self.process_error("create the UEFI variables file"))?;
+                }
+                let (order, after) = uefi_order(boot);
+                (format!("UEFI {order:?}"), after)
+            }
+        };
         let _ = std::fs::remove_file(&config.qmp_socket);
         let log_start = std::fs::metadata(&config.log_file).map_or(0, |meta| meta.len());
         let mut child = self
-            .command(&argument, boot)?
+            .command(boot)?
             .spawn()
             .map_err(self.process_error("start QEMU"))?;
         tracing::info!(machine = %self.shared.info.name, boot = %argument, "powered on");
@@ -294,7 +419,10 @@ impl QemuMachine {
         }
         self.store_boot(after);
         process.child = Some(child);
-        process.boot_dirty = false;
+        // OVMF's order lives in the running process (bootindex): after a one-time override a
+        // BMC restart must start a new process to return to the persistent order. SeaBIOS's
+        // `-boot once` restores the order by itself.
+        process.boot_dirty = boot.mode == BootMode::Uefi && after != boot;
         process.soft_off = None;
         Ok(())
     }
@@ -456,12 +584,30 @@ impl MachineControl for QemuMachine {
         self.stored_boot()
     }
 
+    fn boot_modes(&self) -> &'static [BootMode] {
+        self.shared.config.firmware.boot_modes()
+    }
+
     async fn set_boot(&self, boot: BootSettings) -> Result<(), MachineError> {
-        if boot.mode == BootMode::Uefi && !Path::new(OVMF_PATH).exists() {
+        if !self.boot_modes().contains(&boot.mode) {
             return Err(MachineError::Unsupported {
                 machine: self.name(),
                 message: format!(
-                    "UEFI boot needs {OVMF_PATH} (Debian package ovmf); install it or use Legacy"
+                    "its firmware is {:?}, which boots {:?} only; ask for that boot mode",
+                    self.shared.config.firmware,
+                    self.boot_modes()
+                ),
+            });
+        }
+        if boot.mode == BootMode::Uefi
+            && let Some(missing) = [OVMF_CODE, OVMF_VARS]
+                .into_iter()
+                .find(|path| !Path::new(path).exists())
+        {
+            return Err(MachineError::Unsupported {
+                machine: self.name(),
+                message: format!(
+                    "UEFI boot needs {missing} (Debian package ovmf); install it or use Legacy"
                 ),
             });
         }
@@ -509,5 +655,37 @@ mod tests {
         }
         let (argument, _) = boot_argument(settings(BootTarget::Pxe, BootOverride::Disabled));
         assert_eq!(argument, "order=cn");
+    }
+
+    fn uefi(target: BootTarget, enabled: BootOverride) -> BootSettings {
+        BootSettings {
+            target,
+            enabled,
+            mode: BootMode::Uefi,
+        }
+    }
+
+    #[test]
+    fn uefi_orders_are_bootindexes() {
+        // No override: the disk first, the network after it (an empty disk falls through).
+        let (order, _) = uefi_order(uefi(BootTarget::Pxe, BootOverride::Disabled));
+        assert_eq!(order.bootindex(UefiDevice::Disk), 1);
+        assert_eq!(order.bootindex(UefiDevice::Network), 2);
+        assert!(!order.http_only);
+        // Once: the network this time, then back to no override.
+        let (order, after) = uefi_order(uefi(BootTarget::Pxe, BootOverride::Once));
+        assert_eq!(order.bootindex(UefiDevice::Network), 1);
+        assert_eq!(order.bootindex(UefiDevice::Disk), 2);
+        assert_eq!(after, uefi(BootTarget::Pxe, BootOverride::Disabled));
+        // HTTP boot is the network without PXE.
+        let (order, after) = uefi_order(uefi(BootTarget::UefiHttp, BootOverride::Continuous));
+        assert_eq!(order.bootindex(UefiDevice::Network), 1);
+        assert!(order.http_only);
+        assert_eq!(after, uefi(BootTarget::UefiHttp, BootOverride::Continuous));
+        let (order, _) = uefi_order(uefi(BootTarget::Cd, BootOverride::Once));
+        assert_eq!(
+            [UefiDevice::Cd, UefiDevice::Disk, UefiDevice::Network].map(|d| order.bootindex(d)),
+            [1, 2, 3]
+        );
     }
 }

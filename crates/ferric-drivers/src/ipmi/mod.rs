@@ -270,8 +270,8 @@ impl ManagementInterface for Ipmi {
                     "The ipmitool management interface cannot set boot device {device}."
                 ))
             })?;
-        // Ironic's default boot mode is UEFI: only a node set to BIOS boots legacy.
-        let efi = node.boot_mode.as_deref() != Some(BootMode::Bios.as_str());
+        // The node's boot mode rides on the EFI flag (Ironic's default: UEFI).
+        let efi = crate::boot_mode::boot_mode(node)?.0 == BootMode::Uefi;
         let flags = 0x80 | if persistent { 0x40 } else { 0 } | if efi { 0x20 } else { 0 };
         self.with_session(&info, async |session| {
             session

@@ -36,11 +36,12 @@ use client::RedfishError;
 use info::RedfishInfo;
 
 /// Boot devices and their `BootSourceOverrideTarget` names.
-const TARGETS: [(BootDevice, &str); 4] = [
+const TARGETS: [(BootDevice, &str); 5] = [
     (BootDevice::Pxe, "Pxe"),
     (BootDevice::Disk, "Hdd"),
     (BootDevice::Cdrom, "Cd"),
     (BootDevice::Bios, "BiosSetup"),
+    (BootDevice::Uefihttp, "UefiHttp"),
 ];
 
 /// The `redfish` power and management interface; one value serves both kinds.
@@ -205,6 +206,42 @@ pub(crate) fn boot_mode_of(system: &Value) -> Option<BootMode> {
     }
 }
 
+/// The node's boot mode ([`crate::boot_mode`]) as the system's `BootSourceOverrideMode`, if
+/// the system has that property; a mode outside its allowable values is refused with what
+/// to set.
+pub(crate) fn override_mode(
+    node: &Node,
+    system: &Value,
+) -> Result<Option<(BootMode, &'static str)>, DriverError> {
+    if system.pointer("/Boot/BootSourceOverrideMode").is_none() {
+        return Ok(None);
+    }
+    let (mode, source) = crate::boot_mode::boot_mode(node)?;
+    let name = match mode {
+        BootMode::Uefi => "UEFI",
+        BootMode::Bios => "Legacy",
+    };
+    let allowed: Option<Vec<&str>> = system
+        .pointer("/Boot/BootSourceOverrideMode@Redfish.AllowableValues")
+        .and_then(Value::as_array)
+        .map(|values| values.iter().filter_map(Value::as_str).collect());
+    if let Some(allowed) = allowed
+        && !allowed.contains(&name)
+    {
+        let other = match mode {
+            BootMode::Uefi => "bios",
+            BootMode::Bios => "uefi",
+        };
+        return Err(DriverError::InvalidParameter(format!(
+            "Node {}: its BMC allows boot mode {} only, and the node asks for {mode} (from {});              set boot_mode:{other} in properties.capabilities (or instance_info.capabilities).",
+            node.uuid,
+            allowed.join(", "),
+            source.field()
+        )));
+    }
+    Ok(Some((mode, name)))
+}
+
 /// Ironic's mapping: transitional states count as where they lead.
 pub(crate) fn power_state_of(system: &Value) -> PowerState {
     match system.get("PowerState").and_then(Value::as_str) {
@@ -297,19 +334,23 @@ impl ManagementInterface for Redfish {
                     "The redfish management interface cannot set boot device {device}."
                 ))
             })?;
-        let path = self.system_path(&info).await?;
+        let (path, system) = self.system(&info).await?;
         let enabled = if persistent { "Continuous" } else { "Once" };
+        let mut boot = json!({
+            "BootSourceOverrideTarget": target,
+            "BootSourceOverrideEnabled": enabled,
+        });
+        // Every boot Ferric arranges carries the node's boot mode, where the BMC has one.
+        let mode = override_mode(node, &system)?;
+        if let Some((_, name)) = mode {
+            boot["BootSourceOverrideMode"] = name.into();
+        }
         self.clients()
-            .send(
-                &info,
-                Method::PATCH,
-                &path,
-                Some(&json!({"Boot": {
-                    "BootSourceOverrideTarget": target,
-                    "BootSourceOverrideEnabled": enabled,
-                }})),
-            )
+            .send(&info, Method::PATCH, &path, Some(&json!({ "Boot": boot })))
             .await?;
+        if let Some((mode, _)) = mode {
+            node.boot_mode = Some(mode.as_str().to_owned());
+        }
         Ok(())
     }
 

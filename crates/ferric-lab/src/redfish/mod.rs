@@ -28,12 +28,13 @@ use crate::machine::{
 };
 use crate::secret;
 
-const TARGETS: [(BootTarget, &str); 5] = [
+const TARGETS: [(BootTarget, &str); 6] = [
     (BootTarget::None, "None"),
     (BootTarget::Pxe, "Pxe"),
     (BootTarget::Hdd, "Hdd"),
     (BootTarget::Cd, "Cd"),
     (BootTarget::BiosSetup, "BiosSetup"),
+    (BootTarget::UefiHttp, "UefiHttp"),
 ];
 const OVERRIDES: [(BootOverride, &str); 3] = [
     (BootOverride::Once, "Once"),
@@ -450,6 +451,14 @@ async fn system_get<M: MachineControl>(
         PowerState::PoweringOff => "PoweringOff",
     };
     let boot = bmc.machine.boot();
+    let modes = bmc.machine.boot_modes();
+    // UEFI HTTP boot exists only where the firmware is UEFI.
+    let targets: Vec<&str> = TARGETS
+        .iter()
+        .filter(|(target, _)| *target != BootTarget::UefiHttp || modes.contains(&BootMode::Uefi))
+        .map(|(_, name)| *name)
+        .collect();
+    let mode_names: Vec<&str> = modes.iter().map(|mode| name_of(&MODES, *mode)).collect();
     let bios_version = bmc.lock_firmware().bios_version.clone();
     let resets: Vec<&str> = PowerAction::ALL
         .iter()
@@ -471,11 +480,11 @@ async fn system_get<M: MachineControl>(
             "Status": {"State": "Enabled", "Health": "OK"},
             "Boot": {
                 "BootSourceOverrideTarget": name_of(&TARGETS, boot.target),
-                "BootSourceOverrideTarget@Redfish.AllowableValues": names(&TARGETS),
+                "BootSourceOverrideTarget@Redfish.AllowableValues": targets,
                 "BootSourceOverrideEnabled": name_of(&OVERRIDES, boot.enabled),
                 "BootSourceOverrideEnabled@Redfish.AllowableValues": names(&OVERRIDES),
                 "BootSourceOverrideMode": name_of(&MODES, boot.mode),
-                "BootSourceOverrideMode@Redfish.AllowableValues": names(&MODES),
+                "BootSourceOverrideMode@Redfish.AllowableValues": mode_names,
             },
             "ProcessorSummary": {
                 "Count": info.cpus,
@@ -568,6 +577,18 @@ async fn system_patch<M: MachineControl>(
 ) -> Result<Json<Value>, RedfishError> {
     bmc.check_system(&id, &format!("/redfish/v1/Systems/{id}"))?;
     let boot = patched_boot(bmc.machine.boot(), &parse_object(&body)?)?;
+    if !bmc.machine.boot_modes().contains(&boot.mode) {
+        return Err(RedfishError::ValueNotInList {
+            property: "Boot/BootSourceOverrideMode".into(),
+            value: format!("\"{}\"", name_of(&MODES, boot.mode)),
+        });
+    }
+    if boot.target == BootTarget::UefiHttp && boot.mode != BootMode::Uefi {
+        return Err(RedfishError::ValueNotInList {
+            property: "Boot/BootSourceOverrideTarget".into(),
+            value: "\"UefiHttp\" (UEFI HTTP boot needs BootSourceOverrideMode UEFI)".into(),
+        });
+    }
     bmc.machine
         .set_boot(boot)
         .await

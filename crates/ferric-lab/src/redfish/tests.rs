@@ -121,7 +121,7 @@ async fn system_has_the_dmtf_shape() {
     assert_eq!(system["Boot"]["BootSourceOverrideEnabled"], "Disabled");
     assert_eq!(
         system["Boot"]["BootSourceOverrideTarget@Redfish.AllowableValues"],
-        json!(["None", "Pxe", "Hdd", "Cd", "BiosSetup"])
+        json!(["None", "Pxe", "Hdd", "Cd", "BiosSetup", "UefiHttp"])
     );
     assert_eq!(system["ProcessorSummary"]["Count"], 1);
     assert_eq!(system["MemorySummary"]["TotalSystemMemoryGiB"], 0.5);

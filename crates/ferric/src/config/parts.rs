@@ -299,6 +299,13 @@ impl Settings {
             pid_file: None,
             known_hosts_only: true,
             router_advertisements: self.dhcp_enable_ra,
+            // Firmware PXE clients get iPXE from Debian's `ipxe` over dnsmasq's TFTP; without
+            // the package only clients that are iPXE already can boot (the `pxe` and `http`
+            // boot interfaces say so at validate).
+            tftp_root: Path::new(ferric_drivers::dhcp::IPXE_DIR)
+                .is_dir()
+                .then(|| PathBuf::from(ferric_drivers::dhcp::IPXE_DIR)),
+            http_boot_url: Some(format!("{boot_url}/{}", ferric_drivers::dhcp::UEFI_LOADER)),
         }))
     }
 
