@@ -1,7 +1,7 @@
 //! `GET /v1/nodes/{node}/validate` and the deploy it vouches for can never disagree (issue
 //! #27): for nodes valid and invalid in the ways operators meet — an `ipxe` node with its
 //! PXE port (which validate once refused because it built the interfaces without the ports),
-//! without one, with only a port that may not netboot, with a bad image checksum — validate's
+//! without one, with only a port that may not netboot, with an unsupported image checksum — validate's
 //! power, deploy and boot answers are all true exactly when `active` is accepted, and when it
 //! is refused the refusal is the reason validate gave.
 #![allow(
@@ -43,53 +43,53 @@ struct Case {
     deployable: bool,
 }
 
-fn image(checksum: &str) -> Value {
+fn image(algorithm: &str) -> Value {
     json!({
         "image_source": "http://images.test/os.raw",
-        "image_os_hash_algo": "sha256",
-        "image_os_hash_value": checksum,
+        "image_os_hash_algo": algorithm,
+        "image_os_hash_value": "ab".repeat(32),
     })
 }
 
 fn cases() -> Vec<Case> {
-    let good = "ab".repeat(32);
-    let ipxe = |checksum: &str| {
+    let good = "sha256";
+    let ipxe = |algorithm: &str| {
         json!({
             "driver": "fake-hardware",
             "boot_interface": "ipxe",
             "deploy_interface": "direct",
             "automated_clean": false,
-            "instance_info": image(checksum),
+            "instance_info": image(algorithm),
         })
     };
     vec![
         Case {
             name: "ipxe with a PXE port",
-            node: ipxe(&good),
+            node: ipxe(good),
             ports: &[("52:54:00:ee:00:01", true)],
             deployable: true,
         },
         Case {
             name: "ipxe with a second, non-PXE port",
-            node: ipxe(&good),
+            node: ipxe(good),
             ports: &[("52:54:00:ee:00:02", false), ("52:54:00:ee:00:03", true)],
             deployable: true,
         },
         Case {
             name: "ipxe without ports",
-            node: ipxe(&good),
+            node: ipxe(good),
             ports: &[],
             deployable: false,
         },
         Case {
             name: "ipxe with only a non-PXE port",
-            node: ipxe(&good),
+            node: ipxe(good),
             ports: &[("52:54:00:ee:00:04", false)],
             deployable: false,
         },
         Case {
-            name: "ipxe with a malformed image checksum",
-            node: ipxe("not-a-digest"),
+            name: "ipxe with an unsupported checksum algorithm",
+            node: ipxe("crc32"),
             ports: &[("52:54:00:ee:00:05", true)],
             deployable: false,
         },
