@@ -34,6 +34,7 @@ mod task;
 mod templates;
 mod vendor;
 mod view;
+mod vmedia;
 mod worker;
 
 use std::collections::HashMap;
