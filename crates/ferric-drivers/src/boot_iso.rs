@@ -325,7 +325,7 @@ fn newc_entry(archive: &mut Vec<u8>, inode: u32, mode: u32, name: &str, data: &[
 }
 
 fn pad4(archive: &mut Vec<u8>) {
-    while archive.len() % 4 != 0 {
+    while !archive.len().is_multiple_of(4) {
         archive.push(0);
     }
 }
@@ -391,7 +391,7 @@ mod tests {
     #[test]
     fn the_network_data_archive_is_a_valid_newc_cpio() {
         let archive = newc_archive(NETWORK_DATA_PATH, b"{}");
-        assert_eq!(archive.len() % 4, 0);
+        assert!(archive.len().is_multiple_of(4));
         // Two directories, the file and the trailer.
         assert_eq!(
             archive

@@ -331,7 +331,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             "driver_info": driver_info,
             "network_data": network_data,
             "instance_info": {
-                "image_source": "images/pattern.img",
+                "image_source": "pattern.img",
                 "image_disk_format": "raw",
                 "image_os_hash_algo": "sha256",
                 "image_os_hash_value": digest.trim(),
