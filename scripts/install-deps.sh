@@ -94,10 +94,11 @@ if [ "${1:-}" = "--lab" ]; then
   # syslinux/mtools/dosfstools/fdisk to build the bootable test image of the end-to-end suite
   # without mounts; mdadm goes into the ramdisk for the software RAID steps. UEFI machines: ovmf
   # (their firmware), ipxe (the loaders dnsmasq serves to firmware PXE and HTTP boot) and
-  # syslinux-efi (the test image boots under UEFI too).
+  # syslinux-efi (the test image boots under UEFI too). GRUB (BIOS and UEFI images) and xorriso
+  # for the virtual-media ISOs (`grub-mkrescue`).
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
     linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm \
-    ovmf ipxe syslinux-efi; do
+    ovmf ipxe syslinux-efi grub-common grub-pc-bin grub-efi-amd64-bin xorriso; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done

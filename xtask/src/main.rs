@@ -23,7 +23,8 @@ commands:
   ci      lint, test, deb-test, clients, a bounded run of every fuzz target (20 s each),
           then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
-          ferric-lab's lab_e2e and ferric's lab_lifecycle (a node's whole life on the lab)
+          ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
+          lab_vmedia (virtual media with DHCP denied)
   deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
           (`cargo xtask deb --help`; docs/operator-guide.md#packages)
   deb-test
@@ -191,6 +192,20 @@ fn e2e() -> anyhow::Result<()> {
             "lab-e2e",
             "--test",
             "lab_lifecycle",
+        ],
+        &[("FERRIC_E2E_AGENT", &agent)],
+    )?;
+    run(
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "ferric",
+            "--features",
+            "lab-e2e",
+            "--test",
+            "lab_vmedia",
         ],
         &[("FERRIC_E2E_AGENT", &agent)],
     )

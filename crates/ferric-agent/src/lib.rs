@@ -33,6 +33,7 @@ pub mod erase;
 pub mod image;
 pub mod inventory;
 pub mod logs;
+pub mod network_data;
 pub mod power;
 pub mod raid;
 pub mod ramdisk;

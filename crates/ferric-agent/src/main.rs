@@ -71,6 +71,11 @@ struct Args {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
+
+    /// Static addresses to configure before the lookup: the node's network_data (OpenStack
+    /// network_data.json), which a virtual-media boot puts here; ignored when absent.
+    #[arg(long, default_value = ferric_agent::network_data::NETWORK_DATA_PATH, value_name = "FILE")]
+    network_data: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -90,6 +95,19 @@ fn main() -> ExitCode {
         builder.init();
     }
 
+    match ferric_agent::network_data::apply_file(&args.network_data, &args.sys_root) {
+        Ok(Some(plan)) => tracing::info!(
+            interfaces = ?plan.interfaces,
+            nameservers = ?plan.nameservers,
+            "static addresses from network_data configured"
+        ),
+        Ok(None) => {}
+        // The lookup still tries whatever network there is (DHCP on other NICs).
+        Err(error) => tracing::error!(
+            file = %args.network_data.display(),
+            "cannot configure network_data: {error}"
+        ),
+    }
     let cmdline = std::fs::read_to_string(args.proc_root.join("cmdline")).unwrap_or_default();
     let kernel = KernelArgs::parse(&cmdline);
     let mut config = AgentConfig::new(if args.api_urls.is_empty() {

@@ -401,6 +401,9 @@ ip link set lo up
 for path in /sys/class/net/*; do
   name=${{path##*/}}
   [ "$name" = lo ] && continue
+  # NICs the node's network_data (virtual media, no DHCP) names get static addresses from
+  # ferric-agent instead.
+  grep -qi "$(cat "$path/address")" /etc/ferric/network_data.json 2>/dev/null && continue
   ip link set "$name" up
   udhcpc -i "$name" -s /usr/share/udhcpc/default.script -t 20 -T 2 -b -S &
 done

@@ -112,6 +112,7 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .merge(v1::volumes::routes())
         .merge(v1::node_management::routes())
         .merge(v1::vendor::routes())
+        .merge(v1::vmedia::routes())
         .fallback(error::not_found)
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(

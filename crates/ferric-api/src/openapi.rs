@@ -587,6 +587,28 @@ fn schemas() -> Value {
             "target": { "type": "boolean" },
         }), &["target"]),
         "InjectNmiRequest": object(json!({}), &[]),
+        "VmediaAttachRequest": object(json!({
+            "device_type": { "type": "string", "enum": ["cdrom", "floppy", "disk"] },
+            "image_url": { "type": "string", "format": "uri" },
+            "image_download_source": { "type": "string", "enum": ["http"] },
+        }), &["device_type", "image_url"]),
+        "VmediaList": {
+            "type": "object",
+            "properties": {
+                "vmedia": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "device_type": { "type": "string" },
+                            "image_url": { "type": "string", "nullable": true },
+                            "inserted": { "type": "boolean" },
+                            "location": { "type": "string" },
+                        },
+                    },
+                },
+            },
+        },
         "VendorMethods": {
             "type": "object",
             "description": "Each vendor method by name.",
@@ -1496,6 +1518,25 @@ pub(crate) fn operations() -> Vec<Operation> {
             .refs(NODE)
             .body("InjectNmiRequest")
             .ok(204, None)
+            .errors(&[409, 503]),
+        op("post", "/v1/nodes/{node_ident}/vmedia", "node_vmedia_attach")
+            .summary("Attach an image as the node's virtual CD, floppy or USB disk")
+            .since(89)
+            .refs(NODE)
+            .body("VmediaAttachRequest")
+            .ok(204, None)
+            .errors(&[409, 503]),
+        op("delete", "/v1/nodes/{node_ident}/vmedia", "node_vmedia_detach")
+            .summary("Eject the node's virtual media (?device_types=cdrom,… limits it)")
+            .since(89)
+            .refs(NODE)
+            .ok(204, None)
+            .errors(&[409, 503]),
+        op("get", "/v1/nodes/{node_ident}/vmedia", "node_vmedia_list")
+            .summary("The node's virtual media devices as its BMC reports them")
+            .since(93)
+            .refs(NODE)
+            .ok(200, Some("VmediaList"))
             .errors(&[409, 503]),
         // Vendor passthru.
         op("get", "/v1/nodes/{node_ident}/vendor_passthru/methods", "node_vendor_methods")

@@ -276,6 +276,9 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         NODE_MEMBERS,
         "PUT …/management/inject_nmi",
     ),
+    ("baremetal:node:vmedia:get", NODE_MEMBERS, "GET …/vmedia"),
+    ("baremetal:node:vmedia:attach", NODE_MEMBERS, "POST …/vmedia"),
+    ("baremetal:node:vmedia:detach", NODE_MEMBERS, "DELETE …/vmedia"),
     (
         "baremetal:node:vendor_passthru",
         &[Admin],

@@ -507,3 +507,89 @@ async fn redfish_bios_and_firmware_against_sushy_tools() {
         sushy.log()
     );
 }
+
+/// `POST/GET/DELETE /v1/nodes/{node}/vmedia` through the `redfish` driver against
+/// sushy-tools' VirtualMedia (under the system, as its Manager also links it): the emulator
+/// fetches the image from a loopback web server, shows it inserted, and ejects it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_media_against_sushy_tools() {
+    let sushy = Sushy::start("admin", "password").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let images = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/live.iso",
+        axum::routing::get(|| async { vec![0x42_u8; 4096] }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let api = api().await;
+    let uuid = enroll(
+        &api,
+        "redfish",
+        json!({
+            "redfish_address": sushy.address,
+            "redfish_username": "admin",
+            "redfish_password": "password",
+        }),
+    )
+    .await;
+    let path = format!("/v1/nodes/{uuid}/vmedia");
+    let url = format!("http://{images}/live.iso");
+    // Older clients do not see the endpoint; bad bodies are refused before the BMC is asked.
+    let old = api.send_at(88, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(old.status, StatusCode::NOT_FOUND);
+    for bad in [
+        json!({"device_type": "tape", "image_url": url}),
+        json!({"device_type": "cdrom", "image_url": "/srv/live.iso"}),
+        json!({"device_type": "cdrom", "image_url": url, "image_download_source": "swift"}),
+    ] {
+        let refused = api.send_at(LATEST, Method::POST, &path, Some(bad)).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    }
+    let attached = api
+        .send_at(
+            LATEST,
+            Method::POST,
+            &path,
+            Some(json!({"device_type": "cdrom", "image_url": url})),
+        )
+        .await;
+    assert_eq!(
+        attached.status,
+        StatusCode::NO_CONTENT,
+        "{}\n{}",
+        attached.body,
+        sushy.log()
+    );
+    let listed = api.send_at(LATEST, Method::GET, &path, None).await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    let cd = listed.body["vmedia"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|slot| slot["device_type"] == "cdrom")
+        .cloned()
+        .unwrap();
+    assert_eq!(cd["inserted"], true, "{}", listed.body);
+    assert_eq!(cd["image_url"], url.as_str());
+    let location = cd["location"].as_str().unwrap().to_owned();
+    assert!(location.starts_with(&sushy.system_path), "{location}");
+    let detached = api
+        .send_at(
+            LATEST,
+            Method::DELETE,
+            &format!("{path}?device_types=cdrom"),
+            None,
+        )
+        .await;
+    assert_eq!(detached.status, StatusCode::NO_CONTENT, "{}", detached.body);
+    let seen: Value = reqwest::Client::new()
+        .get(format!("{}{location}", sushy.address))
+        .basic_auth("admin", Some("password"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen["Inserted"], false, "{seen}");
+}

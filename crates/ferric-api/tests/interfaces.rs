@@ -39,7 +39,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
                 if kind == "deploy" {
                     "'direct'"
                 } else {
-                    "'ipxe', 'pxe', 'http', 'http-ipxe'"
+                    "'ipxe', 'pxe', 'http', 'http-ipxe', 'redfish-virtual-media'"
                 }
             )
         );
@@ -77,7 +77,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
     assert_eq!(redfish["enabled_deploy_interfaces"], json!(["direct"]));
     assert_eq!(
         redfish["enabled_boot_interfaces"],
-        json!(["ipxe", "pxe", "http", "http-ipxe"])
+        json!(["ipxe", "pxe", "http", "http-ipxe", "redfish-virtual-media"])
     );
     let fake = by_name("fake-hardware");
     assert_eq!(fake["default_deploy_interface"], "fake");

@@ -166,6 +166,11 @@ pub(crate) enum NodeCommand {
     /// Example: `ferric node bios list n1`.
     #[command(subcommand)]
     Bios(node_data::BiosCommand),
+    /// The node's virtual media (/v1/nodes/{node}/vmedia, API 1.89).
+    ///
+    /// Example: `ferric node vmedia attach n1 http://10.0.0.1:8080/images/live.iso`.
+    #[command(subcommand)]
+    Vmedia(node_data::VmediaCommand),
     /// The hardware inventory inspection stored (GET /v1/nodes/{node}/inventory, API 1.81);
     /// JSON, or YAML with -f yaml.
     ///
@@ -671,6 +676,7 @@ pub(crate) fn run(context: &Context, command: NodeCommand) -> Result<(), CliErro
         NodeCommand::Trait(command) => node_data::run_trait(context, command),
         NodeCommand::Vif(command) => node_data::run_vif(context, command),
         NodeCommand::Bios(command) => node_data::run_bios(context, command),
+        NodeCommand::Vmedia(command) => node_data::run_vmedia(context, command),
         NodeCommand::Inventory { node } => node_data::inventory(context, &node),
         NodeCommand::History(HistoryCommand::Get { node, event }) => {
             let path = format!("{}/history/{}", node_path(&node), segment(&event));

@@ -1,5 +1,5 @@
-//! `ferric node trait|vif|bios|inventory …`: the node sub-resources that are data rather than
-//! state (`/v1/nodes/{node}/traits`, `/vifs`, `/bios`, `/inventory`).
+//! `ferric node trait|vif|bios|inventory|vmedia …`: the node sub-resources that are data
+//! rather than state (`/v1/nodes/{node}/traits`, `/vifs`, `/bios`, `/inventory`, `/vmedia`).
 
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -89,6 +89,79 @@ pub(crate) enum BiosCommand {
         node: String,
         setting: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum VmediaCommand {
+    /// List the node's virtual media devices as its BMC reports them (GET
+    /// /v1/nodes/{node}/vmedia, API 1.93).
+    List {
+        /// Name or UUID of the node.
+        node: String,
+    },
+    /// Present an image as the node's virtual CD (or floppy, USB disk); the BMC fetches it
+    /// (POST /v1/nodes/{node}/vmedia, API 1.89).
+    ///
+    /// Example: `ferric node vmedia attach n1 http://10.0.0.1:8080/images/live.iso`.
+    Attach {
+        /// Name or UUID of the node.
+        node: String,
+        /// The http(s) URL the BMC fetches the image from.
+        image_url: String,
+        /// cdrom, floppy or disk.
+        #[arg(long, default_value = "cdrom")]
+        device_type: String,
+    },
+    /// Eject the node's virtual media (DELETE /v1/nodes/{node}/vmedia).
+    ///
+    /// Example: `ferric node vmedia detach n1 --device-type cdrom`.
+    Detach {
+        /// Name or UUID of the node.
+        node: String,
+        /// Only these kinds (repeatable; default: every kind).
+        #[arg(long = "device-type", value_name = "TYPE")]
+        device_types: Vec<String>,
+    },
+}
+
+pub(crate) fn run_vmedia(context: &Context, command: VmediaCommand) -> Result<(), CliError> {
+    let client = &context.client;
+    match command {
+        VmediaCommand::List { node } => {
+            let answer = client.get(&format!("{}/vmedia", node_path(&node)), &[])?;
+            let slots = answer
+                .get("vmedia")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            context.show_list(&slots, None, &["device_type", "inserted", "image_url"])
+        }
+        VmediaCommand::Attach {
+            node,
+            image_url,
+            device_type,
+        } => {
+            client.post(
+                &format!("{}/vmedia", node_path(&node)),
+                &json!({"device_type": device_type, "image_url": image_url}),
+            )?;
+            Ok(())
+        }
+        VmediaCommand::Detach { node, device_types } => {
+            let query = if device_types.is_empty() {
+                Vec::new()
+            } else {
+                vec![("device_types", device_types.join(","))]
+            };
+            client.send(
+                reqwest::Method::DELETE,
+                &format!("{}/vmedia", node_path(&node)),
+                &query,
+                None,
+            )?;
+            Ok(())
+        }
+    }
 }
 
 pub(crate) fn run_trait(context: &Context, command: TraitCommand) -> Result<(), CliError> {

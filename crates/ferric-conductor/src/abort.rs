@@ -263,17 +263,8 @@ impl Conductor {
                 )));
             };
             if let Some(kind) = flow.step_kind() {
-                let ports = inner
-                    .store
-                    .port_list(
-                        &ferric_db::PortFilter {
-                            node_uuid: Some(node),
-                            ..ferric_db::PortFilter::default()
-                        },
-                        &ferric_db::Page::all(),
-                    )
-                    .await?;
-                let interfaces = inner.drivers.load_with_ports(&current, &ports)?;
+                let ports = crate::view::ports(inner, node).await?;
+                let interfaces = crate::view::interfaces(inner, &current, &ports)?;
                 current_step_is_abortable(&interfaces, &current, kind)
                     .map_err(ConductorError::Forbidden)?;
             }

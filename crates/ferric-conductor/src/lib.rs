@@ -33,6 +33,8 @@ mod steps;
 mod task;
 mod templates;
 mod vendor;
+mod view;
+mod vmedia;
 mod worker;
 
 use std::collections::HashMap;

@@ -140,10 +140,11 @@ impl Conductor {
         Ok(interfaces.management.supported_boot_devices(&record))
     }
 
-    /// Validates every interface of the node (`GET /v1/nodes/{node}/validate`).
+    /// Validates every interface of the node (`GET /v1/nodes/{node}/validate`), seeing the
+    /// node as the flows do (`view.rs`): the same record, ports and interfaces.
     pub async fn validate(&self, node: Uuid) -> Result<NodeValidation, ConductorError> {
-        let record = self.inner.store.node_get(&Ident::Uuid(node)).await?;
-        let interfaces = self.inner.drivers.load(&record)?;
+        let (record, ports) = crate::view::read(&self.inner, node).await?;
+        let interfaces = crate::view::interfaces(&self.inner, &record, &ports)?;
         let mut answers = NodeValidation::new();
         for kind in InterfaceKind::ALL {
             let answer = match interfaces.validate(&record, kind).await {

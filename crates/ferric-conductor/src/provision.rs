@@ -2,9 +2,8 @@
 //! node under its lease, record the request as the first transition, and hand the rest to a
 //! worker (`reference/ironic.md` §1.3, §1.5, §1.6).
 
-use ferric_drivers::{DriverError, StepCall, StepKind};
+use ferric_drivers::{DriverError, Interfaces, StepCall, StepKind};
 use ferric_model::machine::check_verb;
-use ferric_model::resources::InterfaceKind;
 use ferric_model::{Event, Microversion, ProvisionState, Verb};
 use serde_json::Value;
 use uuid::Uuid;
@@ -91,6 +90,17 @@ fn invalid(error: DriverError) -> ConductorError {
     }
 }
 
+/// Validates the interfaces `event` needs (`view::checks_for`, which validate reports on too).
+async fn check(task: &Task, interfaces: &Interfaces, event: Event) -> Result<(), ConductorError> {
+    for kind in crate::view::checks_for(event) {
+        interfaces
+            .validate(&task.node, *kind)
+            .await
+            .map_err(invalid)?;
+    }
+    Ok(())
+}
+
 /// Checks `verb` against the node under the lease, records the request and says what work
 /// follows (`None`: the transition itself was all).
 async fn start(
@@ -116,16 +126,7 @@ async fn start(
                 )));
             }
             let interfaces = task.interfaces()?;
-            for kind in [
-                InterfaceKind::Power,
-                InterfaceKind::Deploy,
-                InterfaceKind::Boot,
-            ] {
-                interfaces
-                    .validate(&task.node, kind)
-                    .await
-                    .map_err(invalid)?;
-            }
+            check(task, &interfaces, event).await?;
             let requested = args.deploy_steps.unwrap_or_default();
             check_requested(&interfaces, StepKind::Deploy, &requested)?;
             let requested =
@@ -154,10 +155,7 @@ async fn start(
                      deleted; unset protected first."
                 )));
             }
-            task.interfaces()?
-                .validate(&task.node, InterfaceKind::Power)
-                .await
-                .map_err(invalid)?;
+            check(task, &task.interfaces()?, event).await?;
             clear_plan(&mut task.node, StepKind::Deploy);
             task.node.last_error = None;
         }
@@ -170,13 +168,7 @@ async fn start(
             task.node.last_error = None;
         }
         Event::Inspect => {
-            let interfaces = task.interfaces()?;
-            for kind in [InterfaceKind::Inspect, InterfaceKind::Power] {
-                interfaces
-                    .validate(&task.node, kind)
-                    .await
-                    .map_err(invalid)?;
-            }
+            check(task, &task.interfaces()?, event).await?;
             task.node.last_error = None;
         }
         Event::Clean | Event::Service => {
@@ -198,20 +190,14 @@ async fn start(
             task.node.last_error = None;
         }
         Event::Rescue => {
-            task.interfaces()?
-                .validate(&task.node, InterfaceKind::Rescue)
-                .await
-                .map_err(invalid)?;
+            check(task, &task.interfaces()?, event).await?;
             if let Some(password) = args.rescue_password {
                 set_rescue_password(&mut task.node, &password)?;
             }
             task.node.last_error = None;
         }
         Event::Unrescue => {
-            task.interfaces()?
-                .validate(&task.node, InterfaceKind::Rescue)
-                .await
-                .map_err(invalid)?;
+            check(task, &task.interfaces()?, event).await?;
             task.node.last_error = None;
         }
         Event::Adopt => {

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use ferric_db::{MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, REQUESTS_CHANNEL, Store};
+use ferric_drivers::vmedia::{VmediaDevice, VmediaSlot};
 use ferric_drivers::{
     BootDevice, BootDeviceSetting, BootMode, DriverError, Drivers, PowerAction, StepCall,
 };
@@ -66,6 +67,14 @@ enum Action {
         enabled: bool,
     },
     InjectNmi,
+    VmediaAttach {
+        device: String,
+        url: String,
+    },
+    VmediaDetach {
+        devices: Vec<String>,
+    },
+    VmediaList,
     VendorPassthru {
         method: String,
         http_method: String,
@@ -198,6 +207,10 @@ fn steps_from_json(steps: Option<Vec<JsonObject>>) -> Result<Option<Vec<StepCall
         .transpose()
 }
 
+fn vmedia_device(name: &str) -> Option<VmediaDevice> {
+    name.parse().ok()
+}
+
 fn boot_device(name: &str) -> Option<BootDevice> {
     BootDevice::ALL
         .into_iter()
@@ -266,6 +279,28 @@ async fn execute(
         Action::InjectNmi => {
             conductor.inject_nmi(node).await?;
             Ok(Value::Null)
+        }
+        Action::VmediaAttach { device, url } => {
+            let device =
+                vmedia_device(&device).ok_or_else(|| malformed(format!("device {device:?}")))?;
+            conductor.vmedia_attach(node, device, &url).await?;
+            Ok(Value::Null)
+        }
+        Action::VmediaDetach { devices } => {
+            let devices = devices
+                .iter()
+                .map(|name| {
+                    vmedia_device(name).ok_or_else(|| malformed(format!("device {name:?}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            conductor.vmedia_detach(node, &devices).await?;
+            Ok(Value::Null)
+        }
+        Action::VmediaList => {
+            let slots = conductor.vmedia_list(node).await?;
+            Ok(Value::Array(
+                slots.iter().map(VmediaSlot::to_json).collect(),
+            ))
         }
         Action::VendorPassthru {
             method,
@@ -830,6 +865,68 @@ impl Handoff {
             || Action::InjectNmi,
             |conductor| async move { conductor.inject_nmi(node).await },
             unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::vmedia_attach`] on the node's owner.
+    pub async fn vmedia_attach(
+        &self,
+        node: Uuid,
+        device: VmediaDevice,
+        url: &str,
+    ) -> Result<(), ConductorError> {
+        self.dispatch(
+            node,
+            || Action::VmediaAttach {
+                device: device.as_str().to_owned(),
+                url: url.to_owned(),
+            },
+            |conductor| async move { conductor.vmedia_attach(node, device, url).await },
+            unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::vmedia_detach`] on the node's owner.
+    pub async fn vmedia_detach(
+        &self,
+        node: Uuid,
+        devices: &[VmediaDevice],
+    ) -> Result<(), ConductorError> {
+        self.dispatch(
+            node,
+            || Action::VmediaDetach {
+                devices: devices
+                    .iter()
+                    .map(|device| device.as_str().to_owned())
+                    .collect(),
+            },
+            |conductor| async move { conductor.vmedia_detach(node, devices).await },
+            unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::vmedia_list`] on the node's owner, as the API shows it.
+    pub async fn vmedia_list(&self, node: Uuid) -> Result<Vec<Value>, ConductorError> {
+        self.dispatch(
+            node,
+            || Action::VmediaList,
+            |conductor| async move {
+                Ok(conductor
+                    .vmedia_list(node)
+                    .await?
+                    .iter()
+                    .map(VmediaSlot::to_json)
+                    .collect())
+            },
+            |value| {
+                value
+                    .as_array()
+                    .cloned()
+                    .ok_or_else(|| "not a list".to_owned())
+            },
         )
         .await
     }

@@ -68,36 +68,15 @@ impl Task {
             inner.unmark_busy(node);
             return Err(error.into());
         }
-        let record = match inner.store.node_get(&Ident::Uuid(node)).await {
-            Ok(record) => record,
+        let (record, ports) = match crate::view::read(inner, node).await {
+            Ok(read) => read,
             Err(error) => {
                 let _ = inner
                     .store
                     .node_lease_release(node, &inner.config.hostname)
                     .await;
                 inner.unmark_busy(node);
-                return Err(error.into());
-            }
-        };
-        let ports = inner
-            .store
-            .port_list(
-                &ferric_db::PortFilter {
-                    node_uuid: Some(node),
-                    ..ferric_db::PortFilter::default()
-                },
-                &ferric_db::Page::all(),
-            )
-            .await;
-        let ports = match ports {
-            Ok(ports) => ports,
-            Err(error) => {
-                let _ = inner
-                    .store
-                    .node_lease_release(node, &inner.config.hostname)
-                    .await;
-                inner.unmark_busy(node);
-                return Err(error.into());
+                return Err(error);
             }
         };
         let lost = Arc::new(AtomicBool::new(false));
@@ -120,10 +99,7 @@ impl Task {
 
     /// The node's driver interfaces.
     pub(crate) fn interfaces(&self) -> Result<Interfaces, ConductorError> {
-        Ok(self
-            .inner
-            .drivers
-            .load_with_ports(&self.node, &self.ports)?)
+        crate::view::interfaces(&self.inner, &self.node, &self.ports)
     }
 
     /// Whether someone asked to stop the deployment this task runs. The request is a row in

@@ -26,7 +26,9 @@ use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
 use crate::raid::AgentRaid;
-use crate::redfish::{Redfish, RedfishBios, RedfishFirmware, RedfishInspect};
+use crate::redfish::{
+    Redfish, RedfishBios, RedfishFirmware, RedfishInspect, RedfishVirtualMediaBoot,
+};
 use crate::settings::DriverSettings;
 
 /// A hardware type: a name and, per interface kind, the implementations it supports, the
@@ -128,7 +130,7 @@ const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     supported: [
         &["redfish", "no-bios"],
-        &["ipxe", "pxe", "http", "http-ipxe", "fake"],
+        &["ipxe", "pxe", "http", "http-ipxe", "fake", "redfish-virtual-media"],
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware", "redfish"],
@@ -392,6 +394,11 @@ impl Drivers {
                         .with_interface(name, &management.supported_boot_devices(&node)),
                 )
             }
+            "redfish-virtual-media" => Arc::new(RedfishVirtualMediaBoot {
+                redfish: redfish(),
+                settings: self.settings.boot.clone(),
+                ports: ports.to_vec(),
+            }),
             _ => Arc::new(FakeBoot),
         };
         let direct = match name(InterfaceKind::Deploy).as_str() {

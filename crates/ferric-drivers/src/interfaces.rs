@@ -12,6 +12,7 @@ use ferric_model::resources::{InterfaceKind, JsonObject, Node, PowerState};
 use serde_json::Value;
 
 use crate::DriverError;
+use crate::vmedia::{VmediaDevice, VmediaSlot};
 
 /// What a step or an asynchronous operation did: finished, or started something the node
 /// will call back about (the conductor then parks the node in the matching wait state).
@@ -323,6 +324,39 @@ pub trait ManagementInterface: Validate {
     /// Turns UEFI secure boot on or off (`PUT /v1/nodes/{node}/states/secure_boot`) and
     /// records it in `node.secure_boot`.
     async fn set_secure_boot(&self, node: &mut Node, _enabled: bool) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// The machine's virtual media devices (`GET /v1/nodes/{node}/vmedia`, `vmedia.rs`).
+    async fn virtual_media(&self, node: &Node) -> Result<Vec<VmediaSlot>, DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// Presents the image at `url` as the machine's virtual `device` (`POST …/vmedia`).
+    async fn attach_virtual_media(
+        &self,
+        node: &Node,
+        _device: VmediaDevice,
+        _url: &str,
+    ) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// Ejects what the devices of the given kinds (every kind when empty) present.
+    async fn detach_virtual_media(
+        &self,
+        node: &Node,
+        _devices: &[VmediaDevice],
+    ) -> Result<(), DriverError> {
         Err(DriverError::Unsupported {
             driver: node.driver.clone(),
             kind: InterfaceKind::Management,

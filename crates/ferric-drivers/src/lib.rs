@@ -10,6 +10,7 @@
 
 pub mod agent_client;
 mod bmc;
+pub mod boot_iso;
 pub mod boot_mode;
 mod configdrive;
 pub mod dhcp;
@@ -32,6 +33,7 @@ mod redfish;
 pub mod settings;
 #[cfg(feature = "simulator")]
 pub mod simulator;
+pub mod vmedia;
 
 pub use bmc::BmcSettings;
 pub use enabled::{InterfaceSettings, known_implementations};

@@ -17,6 +17,7 @@ use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
     Validate,
 };
+use crate::vmedia::{VmediaDevice, VmediaSlot};
 
 /// `inner`, with each BMC call recorded under `driver` (the interface's name).
 pub(crate) struct Measured<T> {
@@ -138,6 +139,42 @@ impl<T: ManagementInterface> ManagementInterface for Measured<T> {
         let result = self.inner.set_secure_boot(node, enabled).await;
         if !matches!(result, Err(DriverError::Unsupported { .. })) {
             self.record("set_secure_boot", started, &result);
+        }
+        result
+    }
+
+    async fn virtual_media(&self, node: &Node) -> Result<Vec<VmediaSlot>, DriverError> {
+        let started = Instant::now();
+        let result = self.inner.virtual_media(node).await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("virtual_media", started, &result);
+        }
+        result
+    }
+
+    async fn attach_virtual_media(
+        &self,
+        node: &Node,
+        device: VmediaDevice,
+        url: &str,
+    ) -> Result<(), DriverError> {
+        let started = Instant::now();
+        let result = self.inner.attach_virtual_media(node, device, url).await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("attach_virtual_media", started, &result);
+        }
+        result
+    }
+
+    async fn detach_virtual_media(
+        &self,
+        node: &Node,
+        devices: &[VmediaDevice],
+    ) -> Result<(), DriverError> {
+        let started = Instant::now();
+        let result = self.inner.detach_virtual_media(node, devices).await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("detach_virtual_media", started, &result);
         }
         result
     }

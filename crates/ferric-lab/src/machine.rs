@@ -184,6 +184,13 @@ pub trait MachineControl: Send + Sync + 'static {
     /// Stores boot settings; they take effect at the next power-on or restart.
     fn set_boot(&self, boot: BootSettings)
     -> impl Future<Output = Result<(), MachineError>> + Send;
+    /// The URL of the image the machine's virtual CD drive presents, if any.
+    fn media(&self) -> Option<String>;
+    /// Fetches the ISO at `url` and puts it into the machine's CD drive (at once if it runs,
+    /// else at power-on), replacing what was there.
+    fn insert_media(&self, url: &str) -> impl Future<Output = Result<(), MachineError>> + Send;
+    /// Empties the CD drive.
+    fn eject_media(&self) -> impl Future<Output = Result<(), MachineError>> + Send;
 }
 
 /// An in-memory machine with the same contract, for front-end tests.
@@ -196,6 +203,7 @@ pub mod fake {
     pub struct FakeMachine {
         info: MachineInfo,
         state: Mutex<(PowerState, BootSettings, Vec<PowerAction>)>,
+        media: Mutex<Option<String>>,
     }
 
     impl FakeMachine {
@@ -203,6 +211,7 @@ pub mod fake {
             Self {
                 info,
                 state: Mutex::new((PowerState::Off, BootSettings::default(), Vec::new())),
+                media: Mutex::new(None),
             }
         }
 
@@ -253,6 +262,29 @@ pub mod fake {
 
         async fn set_boot(&self, boot: BootSettings) -> Result<(), MachineError> {
             self.lock().1 = boot;
+            Ok(())
+        }
+
+        fn media(&self) -> Option<String> {
+            self.media
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        }
+
+        async fn insert_media(&self, url: &str) -> Result<(), MachineError> {
+            *self
+                .media
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(url.to_owned());
+            Ok(())
+        }
+
+        async fn eject_media(&self) -> Result<(), MachineError> {
+            *self
+                .media
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
             Ok(())
         }
     }

@@ -75,7 +75,13 @@ struct Shared {
     config: QemuConfig,
     boot: Mutex<BootSettings>,
     process: tokio::sync::Mutex<Process>,
+    /// The URL of the ISO in the CD drive; its copy is [`QemuMachine::media_file`].
+    media: Mutex<Option<String>>,
 }
+
+/// The qdev id of the machine's CD drive (an IDE CD-ROM, empty until virtual media is
+/// inserted through the BMC).
+const CD_DEVICE: &str = "cd0";
 
 /// One QEMU machine; cheap to clone (background shutdown tasks hold a clone).
 #[derive(Debug, Clone)]
@@ -188,6 +194,7 @@ impl QemuMachine {
                 config,
                 boot: Mutex::new(boot),
                 process: tokio::sync::Mutex::new(Process::default()),
+                media: Mutex::new(None),
             }),
         }
     }
@@ -324,6 +331,7 @@ impl QemuMachine {
                     ),
                 ]
             }))
+            .args(self.cd_drive_args(uefi))
             .arg("-netdev")
             .arg(format!(
                 "tap,id=net0,ifname={},script=no,downscript=no",
@@ -500,6 +508,78 @@ impl QemuMachine {
         }
     }
 
+    /// Where the BMC keeps its copy of the inserted ISO: beside the machine's console log.
+    fn media_file(&self) -> PathBuf {
+        self.shared.config.console.with_file_name("vmedia.iso")
+    }
+
+    fn stored_media(&self) -> Option<String> {
+        self.shared
+            .media
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn store_media(&self, url: Option<String>) {
+        *self
+            .shared
+            .media
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = url;
+    }
+
+    /// The CD drive: an IDE CD-ROM on the second channel, holding the inserted ISO if any
+    /// (under UEFI with its place in the boot order).
+    fn cd_drive_args(&self, uefi: Option<UefiOrder>) -> [String; 4] {
+        let medium = if self.stored_media().is_some() {
+            format!(",file={},format=raw", self.media_file().display())
+        } else {
+            String::new()
+        };
+        [
+            "-drive".to_owned(),
+            format!("if=none,id=cdrom,media=cdrom,readonly=on{medium}"),
+            "-device".to_owned(),
+            format!(
+                "ide-cd,drive=cdrom,id={CD_DEVICE},bus=ide.1,unit=0{}",
+                uefi.map_or(String::new(), |order| format!(
+                    ",bootindex={}",
+                    order.bootindex(UefiDevice::Cd)
+                ))
+            ),
+        ]
+    }
+
+    /// Downloads `url` to the media file, as a BMC streams an image from a web server.
+    async fn download(&self, url: &str) -> Result<(), MachineError> {
+        let failed = |message: String| MachineError::Unsupported {
+            machine: self.name(),
+            message,
+        };
+        let response = reqwest::get(url)
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|error| {
+                failed(format!(
+                    "cannot fetch the virtual media image {url}: {error}"
+                ))
+            })?;
+        let bytes = response.bytes().await.map_err(|error| {
+            failed(format!(
+                "cannot fetch the virtual media image {url}: {error}"
+            ))
+        })?;
+        let target = self.media_file();
+        let partial = target.with_extension("iso.partial");
+        tokio::fs::write(&partial, &bytes)
+            .await
+            .map_err(self.process_error("store the virtual media image"))?;
+        tokio::fs::rename(&partial, &target)
+            .await
+            .map_err(self.process_error("store the virtual media image"))
+    }
+
     /// Stops QEMU for `lab down` / BMC shutdown.
     pub async fn shutdown(&self) -> Result<(), MachineError> {
         let mut process = self.shared.process.lock().await;
@@ -617,6 +697,66 @@ impl MachineControl for QemuMachine {
         }
         self.store_boot(boot);
         Ok(())
+    }
+
+    fn media(&self) -> Option<String> {
+        self.stored_media()
+    }
+
+    async fn insert_media(&self, url: &str) -> Result<(), MachineError> {
+        let mut process = self.shared.process.lock().await;
+        if self.is_alive(&mut process) && self.stored_media().is_some() {
+            self.change_medium(None).await?;
+        }
+        self.download(url).await?;
+        if self.is_alive(&mut process) {
+            self.change_medium(Some(&self.media_file())).await?;
+        }
+        self.store_media(Some(url.to_owned()));
+        tracing::info!(machine = %self.shared.info.name, url, "virtual media inserted");
+        Ok(())
+    }
+
+    async fn eject_media(&self) -> Result<(), MachineError> {
+        let mut process = self.shared.process.lock().await;
+        if self.is_alive(&mut process) {
+            self.change_medium(None).await?;
+        }
+        self.store_media(None);
+        let _ = std::fs::remove_file(self.media_file());
+        tracing::info!(machine = %self.shared.info.name, "virtual media ejected");
+        Ok(())
+    }
+}
+
+impl QemuMachine {
+    /// Changes the running machine's CD (QMP `blockdev-change-medium`, or `eject`).
+    async fn change_medium(&self, file: Option<&Path>) -> Result<(), MachineError> {
+        match file {
+            Some(file) => self
+                .qmp()
+                .execute(
+                    "blockdev-change-medium",
+                    Some(serde_json::json!({
+                        "id": CD_DEVICE,
+                        "filename": file.display().to_string(),
+                        "format": "raw",
+                        "read-only-mode": "read-only",
+                    })),
+                )
+                .await
+                .map(drop)
+                .map_err(self.qmp_error("insert the virtual CD")),
+            None => self
+                .qmp()
+                .execute(
+                    "eject",
+                    Some(serde_json::json!({"id": CD_DEVICE, "force": true})),
+                )
+                .await
+                .map(drop)
+                .map_err(self.qmp_error("eject the virtual CD")),
+        }
     }
 }
 

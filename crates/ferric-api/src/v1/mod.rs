@@ -42,6 +42,7 @@ pub(crate) mod step_lists;
 pub mod traits;
 pub mod vendor;
 pub mod vifs;
+pub mod vmedia;
 pub mod volumes;
 
 use axum::http::HeaderMap;

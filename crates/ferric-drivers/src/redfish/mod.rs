@@ -11,6 +11,7 @@ pub(crate) mod client;
 mod firmware;
 mod info;
 mod inspect;
+mod vmedia;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ pub(crate) use client::Clients;
 pub(crate) use firmware::RedfishFirmware;
 pub(crate) use info::PROPERTIES;
 pub(crate) use inspect::RedfishInspect;
+pub(crate) use vmedia::RedfishVirtualMediaBoot;
 
 use crate::DriverError;
 use crate::bmc::BmcState;
@@ -32,6 +34,7 @@ use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
     Validate,
 };
+use crate::vmedia::{VmediaDevice, VmediaSlot};
 use client::RedfishError;
 use info::RedfishInfo;
 
@@ -410,6 +413,27 @@ impl ManagementInterface for Redfish {
             .await?;
         node.secure_boot = Some(enabled);
         Ok(())
+    }
+
+    async fn virtual_media(&self, node: &Node) -> Result<Vec<VmediaSlot>, DriverError> {
+        self.media_slots(node).await
+    }
+
+    async fn attach_virtual_media(
+        &self,
+        node: &Node,
+        device: VmediaDevice,
+        url: &str,
+    ) -> Result<(), DriverError> {
+        self.insert_media(node, device, url).await
+    }
+
+    async fn detach_virtual_media(
+        &self,
+        node: &Node,
+        devices: &[VmediaDevice],
+    ) -> Result<(), DriverError> {
+        self.eject_media(node, devices).await
     }
 }
 

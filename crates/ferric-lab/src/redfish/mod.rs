@@ -8,6 +8,7 @@
 
 mod error;
 pub mod firmware;
+mod vmedia;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -203,6 +204,7 @@ pub fn router<M: MachineControl>(bmc: Arc<RedfishBmc<M>>) -> Router {
         .route("/redfish/v1/TaskService/Tasks/{task}", get(task_get))
         .route("/redfish/v1/Managers", get(managers))
         .route("/redfish/v1/Managers/{id}", get(manager_get))
+        .merge(vmedia::routes::<M>())
         .route_layer(middleware::from_fn_with_state(
             bmc.clone(),
             require_auth::<M>,
@@ -499,6 +501,7 @@ async fn system_get<M: MachineControl>(
             "Memory": {"@odata.id": format!("{uri}/Memory")},
             "SimpleStorage": {"@odata.id": format!("{uri}/SimpleStorage")},
             "EthernetInterfaces": {"@odata.id": format!("{uri}/EthernetInterfaces")},
+            "VirtualMedia": {"@odata.id": vmedia::system_collection(&info.name)},
             "Links": {"ManagedBy": [{"@odata.id": format!("/redfish/v1/Managers/{MANAGER_ID}")}]},
             "Actions": {
                 "#ComputerSystem.Reset": {
@@ -838,6 +841,7 @@ async fn manager_get<M: MachineControl>(
             "ManagerType": "BMC",
             "FirmwareVersion": version,
             "Status": {"State": "Enabled", "Health": "OK"},
+            "VirtualMedia": {"@odata.id": vmedia::manager_collection()},
             "Links": {"ManagerForServers": [{"@odata.id": bmc.system_uri()}]},
         }),
     ))

@@ -507,3 +507,120 @@ async fn simple_update_runs_a_task_that_raises_the_version() {
     let (status, _) = call(&router, "POST", &action, Some(json!({"Targets": [SYSTEM]}))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn virtual_media_under_the_manager_and_the_system_is_one_cd() {
+    let (router, machine) = setup();
+    for base in [
+        "/redfish/v1/Managers/BMC/VirtualMedia".to_owned(),
+        format!("{SYSTEM}/VirtualMedia"),
+    ] {
+        let (status, list) = call(&router, "GET", &base, None).await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        assert_eq!(list["Members"][0]["@odata.id"], format!("{base}/Cd"));
+    }
+    let (_, system) = call(&router, "GET", SYSTEM, None).await;
+    assert_eq!(
+        system["VirtualMedia"]["@odata.id"],
+        format!("{SYSTEM}/VirtualMedia")
+    );
+    let cd = "/redfish/v1/Managers/BMC/VirtualMedia/Cd";
+    let (_, before) = call(&router, "GET", cd, None).await;
+    assert_eq!(before["Inserted"], false);
+    assert_eq!(before["MediaTypes"], json!(["CD", "DVD"]));
+    let insert = before["Actions"]["#VirtualMedia.InsertMedia"]["target"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = call(
+        &router,
+        "POST",
+        &insert,
+        Some(json!({"Image": "http://10.231.0.1:8080/vmedia/n.iso", "Inserted": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        machine.media().as_deref(),
+        Some("http://10.231.0.1:8080/vmedia/n.iso")
+    );
+    // The same drive under the system.
+    let (_, under_system) = call(&router, "GET", &format!("{SYSTEM}/VirtualMedia/Cd"), None).await;
+    assert_eq!(under_system["Inserted"], true);
+    assert_eq!(under_system["ImageName"], "n.iso");
+    // Bad input: no image, a file path.
+    for body in [json!({}), json!({"Image": "/etc/passwd"})] {
+        let (status, _) = call(&router, "POST", &insert, Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+    let (status, _) = call(
+        &router,
+        "POST",
+        &format!("{SYSTEM}/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(machine.media(), None);
+    // PATCH, as BMCs without the actions take it.
+    let (status, patched) = call(
+        &router,
+        "PATCH",
+        cd,
+        Some(json!({"Image": "http://h/x.iso", "Inserted": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["Image"], "http://h/x.iso");
+    let (status, _) = call(
+        &router,
+        "GET",
+        "/redfish/v1/Managers/BMC/VirtualMedia/Floppy",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Ferric's own Redfish driver against this BMC over HTTP: attach, list, detach.
+#[tokio::test]
+async fn ferric_attaches_and_ejects_virtual_media_through_the_lab_bmc() {
+    use ferric_drivers::vmedia::VmediaDevice;
+    let (router, machine) = setup();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let mut node = ferric_model::resources::Node::new(
+        uuid::Uuid::new_v4(),
+        "redfish",
+        ferric_model::ProvisionState::Manageable,
+    );
+    for (key, value) in [
+        ("redfish_address", format!("http://{address}")),
+        ("redfish_system_id", SYSTEM.to_owned()),
+        ("redfish_username", "admin".to_owned()),
+        ("redfish_password", "secret".to_owned()),
+    ] {
+        node.driver_info.insert(key.into(), value.into());
+    }
+    let management = ferric_drivers::Drivers::default()
+        .load(&node)
+        .unwrap()
+        .management;
+    management
+        .attach_virtual_media(&node, VmediaDevice::Cdrom, "http://h/live.iso")
+        .await
+        .unwrap();
+    assert_eq!(machine.media().as_deref(), Some("http://h/live.iso"));
+    let slots = management.virtual_media(&node).await.unwrap();
+    assert_eq!(slots.len(), 1, "{slots:?}");
+    assert!(slots[0].inserted);
+    assert_eq!(slots[0].location, format!("{SYSTEM}/VirtualMedia/Cd"));
+    let error = management
+        .attach_virtual_media(&node, VmediaDevice::Floppy, "http://h/f.img")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("no virtual floppy"), "{error}");
+    management.detach_virtual_media(&node, &[]).await.unwrap();
+    assert_eq!(machine.media(), None);
+}
