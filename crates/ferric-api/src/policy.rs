@@ -277,8 +277,16 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "PUT …/management/inject_nmi",
     ),
     ("baremetal:node:vmedia:get", NODE_MEMBERS, "GET …/vmedia"),
-    ("baremetal:node:vmedia:attach", NODE_MEMBERS, "POST …/vmedia"),
-    ("baremetal:node:vmedia:detach", NODE_MEMBERS, "DELETE …/vmedia"),
+    (
+        "baremetal:node:vmedia:attach",
+        NODE_MEMBERS,
+        "POST …/vmedia",
+    ),
+    (
+        "baremetal:node:vmedia:detach",
+        NODE_MEMBERS,
+        "DELETE …/vmedia",
+    ),
     (
         "baremetal:node:vendor_passthru",
         &[Admin],

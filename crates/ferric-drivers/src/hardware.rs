@@ -130,7 +130,14 @@ const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     supported: [
         &["redfish", "no-bios"],
-        &["ipxe", "pxe", "http", "http-ipxe", "fake", "redfish-virtual-media"],
+        &[
+            "ipxe",
+            "pxe",
+            "http",
+            "http-ipxe",
+            "fake",
+            "redfish-virtual-media",
+        ],
         &["no-console"],
         &["direct", "fake"],
         &["no-firmware", "redfish"],
