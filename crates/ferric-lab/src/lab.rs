@@ -65,6 +65,7 @@ pub(crate) fn up(
     n_nodes: u32,
     memory_mib: u32,
     boot_url: &str,
+    hardware: &[crate::hardware::Hardware],
     this: &SelfCommand,
 ) -> anyhow::Result<()> {
     preflight()?;
@@ -87,11 +88,13 @@ pub(crate) fn up(
     let started = Instant::now();
     let nodes = (0..n_nodes)
         .map(|index| {
-            Ok(NodeState::new(
+            let mut node = NodeState::new(
                 index,
                 memory_mib,
                 crate::secret::random_hex(layout::PASSWORD_BYTES)?,
-            ))
+            );
+            node.hardware = crate::hardware::per_machine(hardware, index as usize);
+            Ok(node)
         })
         .collect::<std::io::Result<Vec<_>>>()
         .context("cannot generate BMC passwords")?;
@@ -110,10 +113,16 @@ pub(crate) fn up(
     let enrollment =
         json!({"nodes": lab.nodes.iter().map(NodeState::enrollment).collect::<Vec<_>>()});
     println!("{}", serde_json::to_string_pretty(&enrollment)?);
+    let kinds: Vec<String> = lab
+        .nodes
+        .iter()
+        .map(|node| format!("{} {}", node.info.name, node.hardware.name()))
+        .collect();
     eprintln!(
-        "lab: up in {:.1} s: {} machine(s), powered off, in namespace {} (bridge {} {}/{}); boot script URL {}",
+        "lab: up in {:.1} s: {} machine(s) ({}), powered off, in namespace {} (bridge {} {}/{}); boot script URL {}",
         started.elapsed().as_secs_f64(),
         lab.nodes.len(),
+        kinds.join(", "),
         lab.namespace,
         lab.bridge,
         lab.bridge_address,

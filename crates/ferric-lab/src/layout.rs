@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::hardware::Hardware;
 use crate::machine::MachineInfo;
 
 pub const DEFAULT_NAMESPACE: &str = "ferric-lab";
@@ -63,6 +64,9 @@ pub struct NodeState {
     pub ipmi_username: String,
     #[serde(default)]
     pub ipmi_password: String,
+    /// The machine's devices; a `lab.json` from before profiles is all virtio.
+    #[serde(default)]
+    pub hardware: Hardware,
 }
 
 fn bridge_address() -> String {
@@ -95,6 +99,7 @@ impl NodeState {
             ipmi_port: IPMI_PORT_BASE + offset,
             ipmi_username: BMC_USERNAME.to_owned(),
             ipmi_password: password,
+            hardware: Hardware::Virtio,
         }
     }
 

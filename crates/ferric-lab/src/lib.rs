@@ -4,15 +4,18 @@
 //! Entry points: [`LabCommand`] and [`run`], wired by the `ferric` binary as `ferric lab …`.
 //! Codemap: `lab` (up/down/status), `host` (iproute2, pids), `dnsmasq`, `bmc` (the background
 //! process serving every BMC), `redfish` (the protocol front-end), `machine` (the
-//! protocol-neutral control core), `qemu` (its real implementation) and `qmp`.
+//! protocol-neutral control core), `qemu` (its real implementation) and `qmp`; `hardware`
+//! (virtio or server devices per machine) and `lldp` (the bridge's LLDP announcements).
 
 mod bmc;
 pub mod dnsmasq;
+pub mod hardware;
 pub mod host;
 pub mod image;
 pub mod ipmi;
 mod lab;
 pub mod layout;
+pub mod lldp;
 pub mod machine;
 pub mod qemu;
 pub mod qmp;
@@ -39,6 +42,11 @@ pub enum LabCommand {
         /// The iPXE script URL handed out by DHCP (Ferric's boot file server serves it).
         #[arg(long, default_value = layout::DEFAULT_BOOT_URL)]
         boot_url: String,
+        /// The machines' devices: `virtio` (virtio NIC and disks) or `server` (an e1000e NIC,
+        /// an NVMe disk and a MegaRAID SAS disk). A list gives one per machine, the last
+        /// repeated: `virtio,server` makes node-0 virtio and the others servers.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "virtio")]
+        hardware: Vec<hardware::Hardware>,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -96,8 +104,9 @@ pub fn run_with(command: LabCommand, this: &SelfCommand) -> anyhow::Result<()> {
             nodes,
             memory,
             boot_url,
+            hardware,
             lab,
-        } => lab::up(&lab, nodes, memory, &boot_url, this),
+        } => lab::up(&lab, nodes, memory, &boot_url, &hardware, this),
         LabCommand::Status { lab } => lab::status(&lab, this),
         LabCommand::Down { lab } => lab::down(&lab),
         LabCommand::ServeBmc { lab } => lab::serve_bmc(&lab),

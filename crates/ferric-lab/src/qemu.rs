@@ -33,6 +33,8 @@ pub struct QemuConfig {
     pub tap: String,
     /// The machine's disks, first the one it boots from (two: software RAID can mirror them).
     pub disks: Vec<PathBuf>,
+    /// Its NIC and disk controllers.
+    pub hardware: crate::hardware::Hardware,
     pub console: PathBuf,
     pub qmp_socket: PathBuf,
     pub pid_file: PathBuf,
@@ -226,15 +228,7 @@ impl QemuMachine {
                 "name=etc/sercon-port,file={}",
                 config.sercon_file.display()
             ))
-            .args(config.disks.iter().enumerate().flat_map(|(index, disk)| {
-                [
-                    "-drive".to_owned(),
-                    format!("file={},if=none,id=disk{index},format=raw", disk.display()),
-                    "-device".to_owned(),
-                    // A serial number, so root device hints can tell the disks apart.
-                    format!("virtio-blk-pci,drive=disk{index},serial=ferric-disk{index}"),
-                ]
-            }))
+            .args(config.hardware.disk_arguments(&config.disks))
             .arg("-netdev")
             .arg(format!(
                 "tap,id=net0,ifname={},script=no,downscript=no",
@@ -244,7 +238,11 @@ impl QemuMachine {
             // `ipxe-qemu`, and naming that same file explicitly made SeaBIOS skip the ROM
             // (QEMU 7.2, SeaBIOS 1.16.2): no network boot entry at all.
             .arg("-device")
-            .arg(format!("virtio-net-pci,netdev=net0,mac={}", info.mac))
+            .arg(format!(
+                "{},netdev=net0,mac={}",
+                config.hardware.nic_model(),
+                info.mac
+            ))
             .arg("-boot")
             .arg(boot_argument)
             .arg("-qmp")
