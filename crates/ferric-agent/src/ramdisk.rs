@@ -91,6 +91,10 @@ pub struct BuildArgs {
     /// Leave one of the agent's tools out (the steps that need it then fail saying so).
     #[arg(long = "without", value_name = "TOOL", value_delimiter = ',')]
     pub without: Vec<String>,
+    /// Pack the agent with its debug info. By default it is left out (`strip --strip-debug`,
+    /// when binutils is installed): a debug build's is most of the image.
+    #[arg(long)]
+    pub keep_debug: bool,
 }
 
 /// Why the ramdisk could not be built.
@@ -186,6 +190,9 @@ pub struct BuildReport {
     pub tools_left_out: Vec<&'static str>,
     /// `--file` destinations.
     pub files: Vec<String>,
+    /// The agent's size as packed, and whether its debug info was stripped.
+    pub agent_bytes: u64,
+    pub agent_stripped: bool,
     pub libraries: Vec<PathBuf>,
 }
 
@@ -271,6 +278,18 @@ pub fn describe(report: &BuildReport) -> String {
             ),
         );
     }
+    line(
+        "agent",
+        format!(
+            "{:.1} MiB{}",
+            report.agent_bytes as f64 / MIB,
+            if report.agent_stripped {
+                " (debug info stripped)"
+            } else {
+                ""
+            }
+        ),
+    );
     line(
         "tools",
         format!(
@@ -520,7 +539,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
     if !agent_path.is_file() {
         return Err(RamdiskError::NoAgent(agent_path));
     }
-    let agent = read(&agent_path)?;
+    let (agent, agent_stripped) = agent_binary(&agent_path, &args.output, args.keep_debug)?;
     let mut libraries = programs::shared_libraries(&agent_path);
     let Tools {
         packed: tools,
@@ -629,6 +648,39 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         tools: tool_names,
         tools_left_out,
         files: files.into_iter().map(|entry| entry.path).collect(),
+        agent_bytes: agent.len() as u64,
+        agent_stripped,
         libraries,
     })
+}
+
+/// The agent's bytes, without debug info unless `keep_debug` (and binutils' `strip` is on
+/// this host); says whether it stripped.
+fn agent_binary(
+    agent: &Path,
+    work_dir: &Path,
+    keep_debug: bool,
+) -> Result<(Vec<u8>, bool), RamdiskError> {
+    let data = read(agent)?;
+    if keep_debug || !data.starts_with(b"\x7fELF") {
+        return Ok((data, false));
+    }
+    fs::create_dir_all(work_dir).map_err(|source| RamdiskError::Write {
+        path: work_dir.to_owned(),
+        source,
+    })?;
+    let stripped = work_dir.join(".ferric-agent.stripped");
+    let status = std::process::Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(agent)
+        .status();
+    let result = match status {
+        Ok(status) if status.success() => read(&stripped).map(|data| (data, true)),
+        // No binutils, or a file strip does not understand: pack it as it is.
+        _ => Ok((data, false)),
+    };
+    let _ = fs::remove_file(&stripped);
+    result
 }

@@ -75,6 +75,7 @@ fn fake_host(root: &Path) -> BuildArgs {
         extra_files: Vec::new(),
         tool_paths,
         without: Vec::new(),
+        keep_debug: false,
     }
 }
 
