@@ -69,6 +69,7 @@ fn scenario() -> anyhow::Result<()> {
             nodes: 1,
             memory: 384,
             boot_url: ferric_lab::layout::DEFAULT_BOOT_URL.into(),
+            hardware: vec![ferric_lab::hardware::Hardware::Virtio],
             lab: lab_args(&dir),
         },
         &this,
