@@ -262,7 +262,9 @@ mod tests {
         ] {
             old.as_object_mut().unwrap().remove(key);
         }
+        old.as_object_mut().unwrap().remove("hardware");
         let node: NodeState = serde_json::from_value(old).unwrap();
+        assert_eq!(node.hardware, Hardware::Virtio);
         assert_eq!(node.ipmi_address, BRIDGE_ADDRESS);
         assert_eq!(node.ipmi_port, 0);
     }
