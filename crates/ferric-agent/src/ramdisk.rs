@@ -119,7 +119,8 @@ pub enum RamdiskError {
     #[error("module file {0} is compressed; this builder packs uncompressed modules only")]
     CompressedModule(String),
     #[error(
-        "firmware {name} is not in {dir}: install {package} (scripts/install-deps.sh --firmware)"
+        "firmware {name} is not in {dir}: install Debian's {package} (from the non-free-firmware \
+         component, which scripts/install-deps.sh --firmware enables)"
     )]
     MissingFirmware {
         name: String,
@@ -257,6 +258,8 @@ pub fn describe(report: &BuildReport) -> String {
     );
     if report.firmware_left_out {
         line("firmware", "left out (--no-firmware)".to_owned());
+    } else if report.firmware.is_empty() {
+        line("firmware", "none found".to_owned());
     } else {
         line(
             "firmware",
@@ -272,8 +275,8 @@ pub fn describe(report: &BuildReport) -> String {
         line(
             "warning",
             format!(
-                "firmware {} (requested by {}) is not on this host, so not packed: install {} \
-                 (scripts/install-deps.sh --firmware) if your hardware needs it",
+                "firmware {} (requested by {}) is not on this host, so not packed: install \
+                 Debian's {} (scripts/install-deps.sh --firmware) if your hardware needs it",
                 missing.name, missing.module, missing.package
             ),
         );

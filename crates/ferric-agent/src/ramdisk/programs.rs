@@ -26,7 +26,7 @@ pub const TOOLS: &[Tool] = &[
         packed_as: "usr/sbin/nvme",
         host_path: "/usr/sbin/nvme",
         package: "nvme-cli",
-        purpose: "NVMe secure erase (nvme format)",
+        purpose: "NVMe secure erase with nvme format",
     },
     Tool {
         name: "hdparm",

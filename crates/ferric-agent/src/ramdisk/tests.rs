@@ -168,7 +168,7 @@ fn the_initramfs_holds_init_agent_drivers_firmware_and_tools() {
         "storage    ahci nvme megaraid_sas mpt3sas smartpqi",
         "firmware   2 files",
         "warning    firmware tigon/tg3_tso.bin (requested by tg3)",
-        "install firmware-misc-nonfree",
+        "install Debian's firmware-misc-nonfree",
         "tools      nvme hdparm ipmitool mdadm ca-certificates",
         "MiB gzipped",
     ] {
