@@ -92,18 +92,44 @@ if [ "${1:-}" = "--lab" ]; then
   lab_missing=()
   # Also: the host kernel and busybox for the agent ramdisk (`ferric ramdisk build`), and
   # syslinux/mtools/dosfstools/fdisk to build the bootable test image of the end-to-end suite
-  # without mounts; mdadm goes into the ramdisk for the software RAID steps. UEFI machines: ovmf
-  # (their firmware), ipxe (the loaders dnsmasq serves to firmware PXE and HTTP boot) and
-  # syslinux-efi (the test image boots under UEFI too). GRUB (BIOS and UEFI images) and xorriso
-  # for the virtual-media ISOs (`grub-mkrescue`).
+  # without mounts; mdadm, nvme-cli, hdparm, ipmitool and ca-certificates go into the ramdisk
+  # for software RAID, NVMe and ATA secure erase, the BMC address and HTTPS image URLs. UEFI
+  # machines: ovmf (their firmware), ipxe (the loaders dnsmasq serves to firmware PXE and HTTP
+  # boot) and syslinux-efi (the test image boots under UEFI too). GRUB (BIOS and UEFI images)
+  # and xorriso for the virtual-media ISOs (`grub-mkrescue`).
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
     linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm \
+    nvme-cli hdparm ipmitool ca-certificates \
     ovmf ipxe syslinux-efi grub-common grub-pc-bin grub-efi-amd64-bin xorriso; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done
   if [ "${#lab_missing[@]}" -gt 0 ]; then
     apt_install "${lab_missing[@]}"
+  fi
+fi
+
+# --- ramdisk firmware (only with --firmware): what the ramdisk's drivers may load -----------
+# `ferric ramdisk build` packs the firmware files its NIC drivers ask for (tg3's tigon/*, ice's
+# DDP package) from Debian's firmware-misc-nonfree, which is in the non-free-firmware
+# component: added for bookworm when no apt source has it yet. Without these files the build
+# still succeeds and names each missing file.
+if [ "${1:-}" = "--firmware" ]; then
+  if ! dpkg-query -W -f='${Status}' firmware-misc-nonfree 2>/dev/null | grep -q 'install ok installed'; then
+    if ! grep -rqs 'non-free-firmware' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      # The mirror the machine already uses for bookworm's main component.
+      mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '
+        /^URIs:/ { uri = $2 } /^Suites:/ { suites = $0 }
+        /^$/ { if (suites ~ / bookworm( |$)/ && uri != "") { print uri; exit } uri = ""; suites = "" }
+        END { if (suites ~ / bookworm( |$)/ && uri != "") print uri }' | head -1)
+      [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
+      [ -n "$mirror" ] || { log "no bookworm apt source found to add non-free-firmware to"; exit 1; }
+      log "adding Debian's non-free-firmware component from $mirror"
+      printf 'Types: deb\nURIs: %s\nSuites: bookworm bookworm-updates\nComponents: non-free-firmware\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$mirror" >/etc/apt/sources.list.d/ferric-non-free-firmware.sources
+      unset FERRIC_APT_UPDATED
+    fi
+    apt_install firmware-misc-nonfree
   fi
 fi
 

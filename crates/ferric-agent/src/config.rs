@@ -50,6 +50,9 @@ pub struct AgentConfig {
     pub inspection_callback_url: Option<String>,
     /// The mdadm program that builds software RAID (`mdadm` on the PATH by default).
     pub mdadm: PathBuf,
+    /// Listen for LLDP this long on every NIC when the inventory is collected
+    /// (`ipa-collect-lldp=1`, `ipa-lldp-timeout=`); `None`: do not (IPA's default).
+    pub lldp_timeout: Option<Duration>,
 }
 
 impl AgentConfig {
@@ -71,6 +74,7 @@ impl AgentConfig {
             allow_md5: false,
             inspection_callback_url: None,
             mdadm: PathBuf::from("mdadm"),
+            lldp_timeout: None,
         }
     }
 }
@@ -90,7 +94,22 @@ pub struct KernelArgs {
     pub pxe_mac: Option<String>,
     /// `ipa-inspection-callback-url=`.
     pub inspection_callback_url: Option<String>,
+    /// `ipa-collect-lldp=1` (also `true`, `yes`): report LLDP in the inventory.
+    pub collect_lldp: bool,
+    /// `ipa-lldp-timeout=` in seconds (IPA's default, 30, otherwise).
+    pub lldp_timeout: Option<Duration>,
 }
+
+impl KernelArgs {
+    /// How long to listen for LLDP: `None` unless `ipa-collect-lldp=1`.
+    pub fn lldp(&self) -> Option<Duration> {
+        self.collect_lldp
+            .then(|| self.lldp_timeout.unwrap_or(DEFAULT_LLDP_TIMEOUT))
+    }
+}
+
+/// IPA's `lldp_timeout`.
+pub const DEFAULT_LLDP_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KernelArgs {
     /// Parses a kernel command line (the content of `/proc/cmdline`).
@@ -117,6 +136,19 @@ impl KernelArgs {
                     args.inspection_callback_url = Some(value.to_owned())
                 }
                 "BOOTIF" => args.pxe_mac = bootif_mac(value),
+                "ipa-collect-lldp" => {
+                    args.collect_lldp = matches!(
+                        value.to_ascii_lowercase().as_str(),
+                        "1" | "true" | "yes" | "on"
+                    )
+                }
+                "ipa-lldp-timeout" => {
+                    args.lldp_timeout = value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+                        .map(Duration::from_secs_f64)
+                }
                 _ => {}
             }
         }
@@ -161,6 +193,23 @@ mod tests {
         );
         assert_eq!(args.agent_token.as_deref(), Some("abc"));
         assert_eq!(args.pxe_mac.as_deref(), Some("52:54:00:aa:bb:01"));
+    }
+
+    #[test]
+    fn lldp_is_collected_only_when_asked() {
+        assert_eq!(KernelArgs::parse("quiet").lldp(), None);
+        assert_eq!(
+            KernelArgs::parse("ipa-collect-lldp=1").lldp(),
+            Some(DEFAULT_LLDP_TIMEOUT)
+        );
+        assert_eq!(
+            KernelArgs::parse("ipa-collect-lldp=True ipa-lldp-timeout=7.5").lldp(),
+            Some(Duration::from_millis(7500))
+        );
+        assert_eq!(
+            KernelArgs::parse("ipa-collect-lldp=0 ipa-lldp-timeout=5").lldp(),
+            None
+        );
     }
 
     #[test]

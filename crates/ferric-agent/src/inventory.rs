@@ -40,7 +40,7 @@ pub fn collect(config: &AgentConfig, skip_bmc: bool) -> Result<Value, CommandErr
         bmc_addresses()
     };
     Ok(json!({
-        "interfaces": interfaces(config),
+        "interfaces": interfaces(config, true),
         "cpu": cpu(config),
         "disks": disks,
         "memory": memory(config),
@@ -57,13 +57,15 @@ pub fn collect(config: &AgentConfig, skip_bmc: bool) -> Result<Value, CommandErr
 
 /// The MACs of the physical NICs, for the lookup.
 pub fn mac_addresses(config: &AgentConfig) -> Vec<String> {
-    interfaces(config)
+    interfaces(config, false)
         .iter()
         .filter_map(|interface| interface["mac_address"].as_str().map(str::to_owned))
         .collect()
 }
 
-fn interfaces(config: &AgentConfig) -> Vec<Value> {
+/// The physical NICs; with `lldp`, each with what its switch port announced (when the agent
+/// was asked to collect LLDP).
+fn interfaces(config: &AgentConfig, lldp: bool) -> Vec<Value> {
     let net = config.sys_root.join("class/net");
     let Ok(entries) = fs::read_dir(&net) else {
         return Vec::new();
@@ -75,6 +77,7 @@ fn interfaces(config: &AgentConfig) -> Vec<Value> {
         .collect();
     names.sort();
     let mut found = Vec::new();
+    let mut physical = Vec::new();
     for name in names {
         let dir = net.join(&name);
         // Physical NICs only (virtual ones have no `device`), as IPA does by default.
@@ -114,6 +117,15 @@ fn interfaces(config: &AgentConfig) -> Vec<Value> {
             "pci_address": pci_address,
             "driver": link_name(&device.join("driver")),
         }));
+        physical.push(name);
+    }
+    // IPA's format: `[[type, hex], …]` per NIC when collected (empty when nothing was heard),
+    // null when not.
+    if let Some(timeout) = config.lldp_timeout.filter(|_| lldp) {
+        let heard = crate::lldp::collect(&physical, timeout);
+        for (interface, name) in found.iter_mut().zip(&physical) {
+            interface["lldp"] = json!(heard.get(name).cloned().unwrap_or_default());
+        }
     }
     found
 }
@@ -213,21 +225,53 @@ fn system_vendor(config: &AgentConfig) -> Value {
     })
 }
 
-/// The BMC's addresses through `ipmitool lan print`, when the machine has an IPMI device.
+/// The BMC's addresses through `ipmitool lan print CHANNEL`, when the machine has an IPMI
+/// device (the ramdisk loads `ipmi_si` + `ipmi_devintf`). As IPA does, channels 1–11 are tried
+/// in turn and the first with a configured address wins.
 fn bmc_addresses() -> (Option<String>, Option<String>) {
     if !Path::new("/dev/ipmi0").exists() {
         return (None, None);
     }
-    let output = std::process::Command::new("ipmitool")
-        .args(["lan", "print"])
-        .output();
-    let Ok(output) = output else {
-        return (None, None);
-    };
-    let text = String::from_utf8_lossy(&output.stdout);
-    let v4 = text.lines().find_map(|line| {
+    for channel in 1..=11 {
+        let output = std::process::Command::new("ipmitool")
+            .args(["lan", "print", &channel.to_string()])
+            .output();
+        let Ok(output) = output else {
+            tracing::warn!("ipmitool is missing: no BMC address in the inventory");
+            return (None, None);
+        };
+        if let Some(address) = lan_print_address(&String::from_utf8_lossy(&output.stdout)) {
+            return (Some(address), None);
+        }
+    }
+    (None, None)
+}
+
+/// The `IP Address` line of `ipmitool lan print`, unless unconfigured (0.0.0.0) or not an
+/// address.
+fn lan_print_address(text: &str) -> Option<String> {
+    text.lines().find_map(|line| {
         let (key, value) = line.split_once(':')?;
-        (key.trim() == "IP Address").then(|| value.trim().to_owned())
-    });
-    (v4.filter(|address| address != "0.0.0.0"), None)
+        let address = value.trim();
+        (key.trim() == "IP Address"
+            && address != "0.0.0.0"
+            && address.parse::<std::net::IpAddr>().is_ok())
+        .then(|| address.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bmc_address_comes_from_lan_print() {
+        let text = "Set in Progress         : Set Complete\n\
+                    IP Address Source       : Static Address\n\
+                    IP Address              : 10.1.2.3\n\
+                    Subnet Mask             : 255.255.255.0\n";
+        assert_eq!(lan_print_address(text).as_deref(), Some("10.1.2.3"));
+        assert_eq!(lan_print_address("IP Address : 0.0.0.0\n"), None);
+        assert_eq!(lan_print_address("Invalid channel 5\n"), None);
+    }
 }

@@ -32,6 +32,7 @@ pub mod disk;
 pub mod erase;
 pub mod image;
 pub mod inventory;
+pub mod lldp;
 pub mod logs;
 pub mod network_data;
 pub mod power;

@@ -110,6 +110,7 @@ fn main() -> ExitCode {
     }
     let cmdline = std::fs::read_to_string(args.proc_root.join("cmdline")).unwrap_or_default();
     let kernel = KernelArgs::parse(&cmdline);
+    let lldp_timeout = kernel.lldp();
     let mut config = AgentConfig::new(if args.api_urls.is_empty() {
         kernel.api_urls
     } else {
@@ -134,6 +135,7 @@ fn main() -> ExitCode {
     config.node_uuid = kernel.node_uuid;
     config.pxe_mac = kernel.pxe_mac;
     config.inspection_callback_url = kernel.inspection_callback_url;
+    config.lldp_timeout = lldp_timeout;
     config.lookup_timeout = Duration::from_secs(args.lookup_timeout);
     config.allow_md5 = args.allow_md5;
     if !config.standalone && config.api_urls.is_empty() {

@@ -1,60 +1,52 @@
 //! `ferric ramdisk build`: the reference ramdisk — the host's Debian kernel, an initramfs with
-//! the kernel modules a server (or a QEMU guest) needs, busybox, `ferric-agent` and the shared
-//! libraries it links, and an `/init` that loads the modules, brings every NIC up by DHCP and
-//! runs the agent.
+//! the drivers of common server NICs and disk controllers (and of QEMU guests), the firmware
+//! files those drivers ask for, busybox, `ferric-agent` and the tools it calls (nvme-cli,
+//! hdparm, ipmitool, mdadm, CA certificates) with the shared libraries they link, and an
+//! `/init` that loads the modules, brings every NIC up by DHCP and runs the agent.
 //!
-//! The initramfs is written here as a gzipped newc cpio (the `cpio` crate does the format), so
-//! no root, loop devices or mounts are needed. Module dependencies come from the kernel's own
-//! `modules.dep`; they are loaded with busybox `insmod` in dependency order.
+//! The initramfs is written here as a gzipped newc cpio (`archive`), so no root, loop devices
+//! or mounts are needed. Module dependencies come from the kernel's own `modules.dep` and
+//! firmware names from each module's `.modinfo` (`modules`); the modules are loaded with
+//! busybox `insmod` in dependency order. Anything asked for that cannot be found stops the
+//! build with its name and the Debian package that ships it — except firmware the default
+//! drivers merely *may* request, which is listed as a warning (`--no-firmware` leaves all
+//! firmware out).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod archive;
+pub mod modules;
+pub mod programs;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// The modules the ramdisk loads (their dependencies join them): NICs and disks of servers
-/// and of QEMU guests, the filesystems of images and config drives, and the ACPI power button.
-pub const MODULES: &[&str] = &[
-    "virtio_pci",
-    "virtio_net",
-    "virtio_blk",
-    "virtio_scsi",
-    "e1000",
-    "e1000e",
-    "ahci",
-    "sd_mod",
-    "nvme",
-    "crc32c_generic",
-    "ext4",
-    "vfat",
-    "nls_cp437",
-    "nls_iso8859_1",
-    "button",
-    "evdev",
-    // Software RAID (the `raid.*` steps): md itself and the levels mdadm builds.
-    "md_mod",
-    "raid0",
-    "raid1",
-    "raid10",
-    "raid456",
-];
+pub use modules::{NIC_MODULES, OTHER_MODULES, STORAGE_MODULES, default_modules, resolve_modules};
+pub use programs::TOOLS;
+
+use archive::Archive;
 
 /// Where the modules go inside the initramfs.
 const MODULE_DIR: &str = "lib/modules/ferric";
+/// Where the kernel looks for firmware files.
+const FIRMWARE_DIR: &str = "lib/firmware";
 
 /// `ferric ramdisk …`.
 #[derive(Debug, clap::Subcommand)]
 pub enum RamdiskCommand {
     /// Build the agent ramdisk from this host's kernel: writes ferric-agent.kernel and
-    /// ferric-agent.initramfs into DIR. Needs `busybox-static` and `linux-image-amd64`
-    /// (`scripts/install-deps.sh --lab`). Boot it with `ipa-api-url=http://API:6385` (or
+    /// ferric-agent.initramfs into DIR. Needs `busybox-static`, `linux-image-amd64`,
+    /// `nvme-cli`, `hdparm`, `ipmitool`, `mdadm` and `ca-certificates`
+    /// (`scripts/install-deps.sh --lab`), and for the drivers' firmware `firmware-misc-nonfree`
+    /// (`scripts/install-deps.sh --firmware`). Boot it with `ipa-api-url=http://API:6385` (or
     /// `ferric.api_url=`) on the kernel command line.
     Build(BuildArgs),
 }
 
 /// Flags of `ferric ramdisk build`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct BuildArgs {
     /// Directory to write the kernel and the initramfs to (created if missing).
     #[arg(long, value_name = "DIR")]
@@ -72,13 +64,37 @@ pub struct BuildArgs {
     /// Where kernel modules are found.
     #[arg(long, default_value = "/lib/modules", value_name = "DIR")]
     pub modules_dir: PathBuf,
+    /// Where firmware files are found.
+    #[arg(long, default_value = "/lib/firmware", value_name = "DIR")]
+    pub firmware_dir: PathBuf,
     /// A statically linked busybox.
     #[arg(long, default_value = "/bin/busybox", value_name = "PATH")]
     pub busybox: PathBuf,
-    /// mdadm, for software RAID (packed with the libraries it links; `apt-get install
-    /// mdadm`). Without it the ramdisk builds no RAID: the `raid.*` steps then fail saying so.
-    #[arg(long, default_value = "/sbin/mdadm", value_name = "PATH")]
-    pub mdadm: PathBuf,
+    /// Leave out the firmware files the drivers may request (a smaller image for machines
+    /// whose NICs need none: virtio, e1000e, igb, ixgbe, i40e, mlx5, bnxt).
+    #[arg(long)]
+    pub no_firmware: bool,
+    /// Another kernel module to load (with its dependencies); repeat or separate with commas.
+    #[arg(long = "module", value_name = "NAME", value_delimiter = ',')]
+    pub extra_modules: Vec<String>,
+    /// Another firmware file, named as under --firmware-dir (e.g. `bnx2x/bnx2x-e2-7.13.21.0.fw`).
+    #[arg(long = "firmware", value_name = "NAME", value_delimiter = ',')]
+    pub extra_firmware: Vec<String>,
+    /// Another file to pack: `SRC` (packed at the same path) or `SRC:DEST`. A dynamically
+    /// linked program brings its shared libraries along.
+    #[arg(long = "file", value_name = "SRC[:DEST]")]
+    pub extra_files: Vec<String>,
+    /// Where one of the agent's tools is on this host, when not where Debian puts it:
+    /// `NAME=PATH` with NAME one of nvme, hdparm, ipmitool, mdadm, ca-certificates.
+    #[arg(long = "tool", value_name = "NAME=PATH")]
+    pub tool_paths: Vec<String>,
+    /// Leave one of the agent's tools out (the steps that need it then fail saying so).
+    #[arg(long = "without", value_name = "TOOL", value_delimiter = ',')]
+    pub without: Vec<String>,
+    /// Pack the agent with its debug info. By default it is left out (`strip --strip-debug`,
+    /// when binutils is installed): a debug build's is most of the image.
+    #[arg(long)]
+    pub keep_debug: bool,
 }
 
 /// Why the ramdisk could not be built.
@@ -102,12 +118,55 @@ pub enum RamdiskError {
     MissingModule { module: String, dep: PathBuf },
     #[error("module file {0} is compressed; this builder packs uncompressed modules only")]
     CompressedModule(String),
+    #[error(
+        "firmware {name} is not in {dir}: install Debian's {package} (from the non-free-firmware \
+         component, which scripts/install-deps.sh --firmware enables)"
+    )]
+    MissingFirmware {
+        name: String,
+        dir: PathBuf,
+        package: &'static str,
+    },
+    #[error(
+        "{name} ({purpose}) is not at {path}: install {package} (scripts/install-deps.sh --lab), \
+         name its place with --tool {name}=PATH, or leave it out with --without {name}"
+    )]
+    MissingTool {
+        name: &'static str,
+        purpose: &'static str,
+        path: PathBuf,
+        package: &'static str,
+    },
+    #[error("no tool named {0:?}: the tools are {known}", known = tool_names())]
+    UnknownTool(String),
+    #[error("--tool takes NAME=PATH, not {0:?}")]
+    BadToolSpec(String),
+    #[error("the file {0} given with --file does not exist")]
+    MissingFile(PathBuf),
+    #[error("--file {0:?}: the destination must be an absolute path")]
+    BadFileSpec(String),
     #[error("{0} is not a statically linked program: install busybox-static")]
     BusyboxNotStatic(PathBuf),
     #[error(
         "the agent binary {0} does not exist: build it (cargo build --release -p ferric-agent) or pass --agent"
     )]
     NoAgent(PathBuf),
+}
+
+fn tool_names() -> String {
+    TOOLS
+        .iter()
+        .map(|tool| tool.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A firmware file a packed driver may request but that is not on the build host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingFirmware {
+    pub name: String,
+    pub module: String,
+    pub package: &'static str,
 }
 
 /// What `build` produced.
@@ -120,48 +179,145 @@ pub struct BuildReport {
     pub unpacked_bytes: u64,
     /// Module names in load order.
     pub modules: Vec<String>,
+    /// Firmware files packed (names under `/lib/firmware`), and their size.
+    pub firmware: Vec<String>,
+    pub firmware_bytes: u64,
+    /// Firmware the drivers may request that was not found (not packed).
+    pub missing_firmware: Vec<MissingFirmware>,
+    /// Firmware left out on purpose (`--no-firmware`).
+    pub firmware_left_out: bool,
+    /// The tools packed and those left out (`--without`).
+    pub tools: Vec<&'static str>,
+    pub tools_left_out: Vec<&'static str>,
+    /// `--file` destinations.
+    pub files: Vec<String>,
+    /// The agent's size as packed, and whether its debug info was stripped.
+    pub agent_bytes: u64,
+    pub agent_stripped: bool,
     pub libraries: Vec<PathBuf>,
-    /// Whether mdadm is in it (software RAID).
-    pub mdadm: bool,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, RamdiskError> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, RamdiskError> {
     fs::read(path).map_err(|source| RamdiskError::Read {
         path: path.to_owned(),
         source,
     })
 }
 
+const MIB: f64 = 1048576.0;
+
 /// `ferric ramdisk build`, printing what it made.
 pub fn run(command: RamdiskCommand) -> anyhow::Result<()> {
     match command {
         RamdiskCommand::Build(args) => {
             let report = build(&args)?;
-            println!(
-                "kernel     {} ({})",
-                report.kernel.display(),
-                report.kernel_version
-            );
-            println!(
-                "initramfs  {} ({:.1} MiB gzipped, {:.1} MiB unpacked)",
-                report.initramfs.display(),
-                report.initramfs_bytes as f64 / 1048576.0,
-                report.unpacked_bytes as f64 / 1048576.0
-            );
-            println!("modules    {}", report.modules.join(" "));
-            if !report.mdadm {
-                println!(
-                    "no mdadm   {} is missing: this ramdisk cannot build software RAID \
-                     (apt-get install mdadm)",
-                    args.mdadm.display()
-                );
-            }
-            println!(
-                "boot with  ipa-api-url=http://<ferric-api>:6385 (or ferric.api_url=) on the kernel command line"
-            );
+            print!("{}", describe(&report));
             Ok(())
         }
     }
+}
+
+/// What `ferric ramdisk build` prints: what is inside and how big it is.
+pub fn describe(report: &BuildReport) -> String {
+    let mut text = String::new();
+    let mut line = |label: &str, value: String| text.push_str(&format!("{label:<10} {value}\n"));
+    line(
+        "kernel",
+        format!("{} ({})", report.kernel.display(), report.kernel_version),
+    );
+    line(
+        "initramfs",
+        format!(
+            "{} ({:.1} MiB gzipped, {:.1} MiB unpacked)",
+            report.initramfs.display(),
+            report.initramfs_bytes as f64 / MIB,
+            report.unpacked_bytes as f64 / MIB
+        ),
+    );
+    let drivers = |list: &[&str]| {
+        list.iter()
+            .map(|name| {
+                if report.modules.iter().any(|module| module == name) {
+                    (*name).to_owned()
+                } else {
+                    format!("{name} (built in)")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    line("NICs", drivers(NIC_MODULES));
+    line("storage", drivers(STORAGE_MODULES));
+    line(
+        "modules",
+        format!(
+            "{} with dependencies, in load order: {}",
+            report.modules.len(),
+            report.modules.join(" ")
+        ),
+    );
+    if report.firmware_left_out {
+        line("firmware", "left out (--no-firmware)".to_owned());
+    } else if report.firmware.is_empty() {
+        line("firmware", "none found".to_owned());
+    } else {
+        line(
+            "firmware",
+            format!(
+                "{} files ({:.1} MiB): {}",
+                report.firmware.len(),
+                report.firmware_bytes as f64 / MIB,
+                report.firmware.join(" ")
+            ),
+        );
+    }
+    for missing in &report.missing_firmware {
+        line(
+            "warning",
+            format!(
+                "firmware {} (requested by {}) is not on this host, so not packed: install \
+                 Debian's {} (scripts/install-deps.sh --firmware) if your hardware needs it",
+                missing.name, missing.module, missing.package
+            ),
+        );
+    }
+    line(
+        "agent",
+        format!(
+            "{:.1} MiB{}",
+            report.agent_bytes as f64 / MIB,
+            if report.agent_stripped {
+                " (debug info stripped)"
+            } else {
+                ""
+            }
+        ),
+    );
+    line(
+        "tools",
+        format!(
+            "{} (and {} shared libraries)",
+            report.tools.join(" "),
+            report.libraries.len()
+        ),
+    );
+    for name in &report.tools_left_out {
+        if let Some(tool) = TOOLS.iter().find(|tool| tool.name == *name) {
+            line(
+                "left out",
+                format!("{name} (--without); needed for {}", tool.purpose),
+            );
+        }
+    }
+    if !report.files.is_empty() {
+        line("files", report.files.join(" "));
+    }
+    line(
+        "boot with",
+        "ipa-api-url=http://<ferric-api>:6385 (or ferric.api_url=) on the kernel command line"
+            .to_owned(),
+    );
+    text
 }
 
 /// The newest `vmlinuz-*` in `boot_dir`, or the one of `version`.
@@ -201,253 +357,179 @@ fn version_key(version: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
-fn module_name(file: &str) -> String {
-    let base = file.rsplit('/').next().unwrap_or(file);
-    let stem = base.split(".ko").next().unwrap_or(base);
-    stem.replace('-', "_")
+/// One file for the archive: where it goes, its mode and its bytes.
+struct Packed {
+    path: String,
+    mode: u32,
+    data: Vec<u8>,
 }
 
-/// The modules to load, dependencies first, with their files relative to the modules tree.
-pub fn resolve_modules(
-    modules_dir: &Path,
-    wanted: &[&str],
-) -> Result<Vec<(String, PathBuf)>, RamdiskError> {
-    let dep_path = modules_dir.join("modules.dep");
-    let dep_text = String::from_utf8_lossy(&read(&dep_path)?).into_owned();
-    let builtin: BTreeSet<String> = fs::read_to_string(modules_dir.join("modules.builtin"))
-        .unwrap_or_default()
-        .lines()
-        .map(module_name)
-        .collect();
-    let mut files = BTreeMap::new();
-    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in dep_text.lines() {
-        let Some((file, rest)) = line.split_once(':') else {
+/// The tools to pack (with their bytes), their names, and the names left out.
+struct Tools {
+    packed: Vec<Packed>,
+    names: Vec<&'static str>,
+    left_out: Vec<&'static str>,
+}
+
+/// The tools to pack, read from the host.
+fn gather_tools(args: &BuildArgs, libraries: &mut Vec<PathBuf>) -> Result<Tools, RamdiskError> {
+    let mut overrides = Vec::new();
+    for spec in &args.tool_paths {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| RamdiskError::BadToolSpec(spec.clone()))?;
+        if !TOOLS.iter().any(|tool| tool.name == name) {
+            return Err(RamdiskError::UnknownTool(name.to_owned()));
+        }
+        overrides.push((name.to_owned(), PathBuf::from(path)));
+    }
+    for name in &args.without {
+        if !TOOLS.iter().any(|tool| tool.name == name) {
+            return Err(RamdiskError::UnknownTool(name.clone()));
+        }
+    }
+    let (mut packed, mut names, mut left_out) = (Vec::new(), Vec::new(), Vec::new());
+    for tool in TOOLS {
+        if args.without.iter().any(|name| name == tool.name) {
+            left_out.push(tool.name);
             continue;
-        };
-        let name = module_name(file);
-        files.insert(name.clone(), PathBuf::from(file));
-        deps.insert(name, rest.split_whitespace().map(module_name).collect());
-    }
-    let mut order = Vec::new();
-    let mut seen = BTreeSet::new();
-    fn visit(
-        name: &str,
-        deps: &BTreeMap<String, Vec<String>>,
-        seen: &mut BTreeSet<String>,
-        order: &mut Vec<String>,
-    ) {
-        if !seen.insert(name.to_owned()) {
-            return;
         }
-        for dep in deps.get(name).into_iter().flatten() {
-            visit(dep, deps, seen, order);
-        }
-        order.push(name.to_owned());
-    }
-    for module in wanted {
-        let name = module.replace('-', "_");
-        if files.contains_key(&name) {
-            visit(&name, &deps, &mut seen, &mut order);
-        } else if !builtin.contains(&name) {
-            return Err(RamdiskError::MissingModule {
-                module: name,
-                dep: dep_path,
+        let path = overrides
+            .iter()
+            .rev()
+            .find(|(name, _)| name == tool.name)
+            .map_or_else(|| PathBuf::from(tool.host_path), |(_, path)| path.clone());
+        if !path.is_file() {
+            return Err(RamdiskError::MissingTool {
+                name: tool.name,
+                purpose: tool.purpose,
+                path,
+                package: tool.package,
             });
         }
+        let data = read(&path)?;
+        if data.starts_with(b"\x7fELF") {
+            programs::add_libraries(libraries, &path);
+        }
+        let mode = if tool.packed_as.starts_with("etc/") {
+            0o644
+        } else {
+            0o755
+        };
+        packed.push(Packed {
+            path: tool.packed_as.to_owned(),
+            mode,
+            data,
+        });
+        names.push(tool.name);
     }
-    order
-        .into_iter()
-        .map(|name| {
-            let file = files.get(&name).cloned().unwrap_or_default();
-            if !file.to_string_lossy().ends_with(".ko") {
-                return Err(RamdiskError::CompressedModule(file.display().to_string()));
-            }
-            Ok((name, file))
-        })
-        .collect()
-}
-
-/// Whether an ELF file has no program interpreter (is statically linked).
-fn is_static_elf(bytes: &[u8]) -> bool {
-    let u16_at = |at: usize| {
-        bytes
-            .get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u64_at = |at: usize| {
-        bytes
-            .get(at..at + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-    };
-    if !bytes.starts_with(b"\x7fELF") || bytes.get(4) != Some(&2) {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
-    else {
-        return false;
-    };
-    (0..u64::from(phnum)).all(|index| {
-        let at = (phoff + index * u64::from(phentsize)) as usize;
-        // PT_INTERP = 3
-        bytes.get(at..at + 4) != Some(&3u32.to_le_bytes())
+    Ok(Tools {
+        packed,
+        names,
+        left_out,
     })
 }
 
-/// The shared libraries `ldd` lists for `binary` (none for a static or non-ELF file).
-fn shared_libraries(binary: &Path) -> Vec<PathBuf> {
-    let Ok(output) = Command::new("ldd").arg(binary).output() else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let before_address = line.split(" (0x").next()?;
-            let path = before_address.rsplit("=> ").next()?.trim();
-            path.starts_with('/').then(|| PathBuf::from(path))
+/// The `--file` entries, read.
+fn gather_files(
+    args: &BuildArgs,
+    libraries: &mut Vec<PathBuf>,
+) -> Result<Vec<Packed>, RamdiskError> {
+    args.extra_files
+        .iter()
+        .map(|spec| {
+            let (source, destination) = match spec.split_once(':') {
+                Some((source, destination)) => (PathBuf::from(source), destination.to_owned()),
+                None => (PathBuf::from(spec), spec.clone()),
+            };
+            if !destination.starts_with('/') {
+                return Err(RamdiskError::BadFileSpec(spec.clone()));
+            }
+            if !source.is_file() {
+                return Err(RamdiskError::MissingFile(source));
+            }
+            let data = read(&source)?;
+            if data.starts_with(b"\x7fELF") && !programs::is_static_elf(&data) {
+                programs::add_libraries(libraries, &source);
+            }
+            let mode = fs::metadata(&source).map_or(0o644, |meta| {
+                use std::os::unix::fs::PermissionsExt;
+                meta.permissions().mode() & 0o777
+            });
+            Ok(Packed {
+                path: destination,
+                mode,
+                data,
+            })
         })
         .collect()
 }
 
-/// A newc archive being written: regular files, directories, device nodes.
-struct Archive<W: Write> {
-    out: Option<W>,
-    inode: u32,
-    directories: BTreeSet<String>,
-    unpacked: u64,
-}
-
-impl<W: Write> Archive<W> {
-    fn entry(&mut self, name: &str, mode: u32, data: &[u8], rdev: (u32, u32)) -> io::Result<()> {
-        self.inode += 1;
-        let out = self
-            .out
-            .take()
-            .ok_or_else(|| io::Error::other("archive already finished"))?;
-        let mut writer = cpio::newc::Builder::new(name)
-            .ino(self.inode)
-            .mode(mode)
-            .nlink(if mode & 0o170000 == 0o040000 { 2 } else { 1 })
-            .rdev_major(rdev.0)
-            .rdev_minor(rdev.1)
-            .write(out, data.len() as u32);
-        writer.write_all(data)?;
-        self.out = Some(writer.finish()?);
-        self.unpacked += data.len() as u64;
-        Ok(())
-    }
-
-    fn directory(&mut self, path: &str) -> io::Result<()> {
-        let mut prefix = String::new();
-        for part in path.split('/').filter(|part| !part.is_empty()) {
-            if !prefix.is_empty() {
-                prefix.push('/');
-            }
-            prefix.push_str(part);
-            if self.directories.insert(prefix.clone()) {
-                let name = prefix.clone();
-                self.entry(&name, 0o040755, &[], (0, 0))?;
+/// The firmware files the modules ask for (and those named with `--firmware`), read; the
+/// default drivers' missing ones are returned, not errors.
+fn gather_firmware(
+    args: &BuildArgs,
+    modules: &[(String, Vec<u8>)],
+) -> Result<(Vec<Packed>, Vec<MissingFirmware>), RamdiskError> {
+    let mut wanted: Vec<(String, Option<String>)> = Vec::new();
+    if !args.no_firmware {
+        for (module, data) in modules {
+            for name in modules::module_firmware(data) {
+                if !wanted.iter().any(|(known, _)| *known == name) {
+                    wanted.push((name, Some(module.clone())));
+                }
             }
         }
-        Ok(())
     }
-
-    fn file(&mut self, path: &str, mode: u32, data: &[u8]) -> io::Result<()> {
-        let path = path.trim_start_matches('/');
-        if let Some((parent, _)) = path.rsplit_once('/') {
-            self.directory(parent)?;
+    for name in &args.extra_firmware {
+        wanted.retain(|(known, _)| known != name);
+        wanted.push((name.clone(), None));
+    }
+    let mut packed: Vec<Packed> = Vec::new();
+    let mut missing = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (name, module) in wanted {
+        match (modules::find_firmware(&args.firmware_dir, &name), module) {
+            (Some((path, packed_name)), _) => {
+                if seen.insert(packed_name.clone()) {
+                    packed.push(Packed {
+                        path: format!("{FIRMWARE_DIR}/{packed_name}"),
+                        mode: 0o644,
+                        data: read(&path)?,
+                    });
+                }
+            }
+            (None, Some(module)) => missing.push(MissingFirmware {
+                package: modules::firmware_package(&name),
+                name,
+                module,
+            }),
+            (None, None) => {
+                return Err(RamdiskError::MissingFirmware {
+                    package: modules::firmware_package(&name),
+                    name,
+                    dir: args.firmware_dir.clone(),
+                });
+            }
         }
-        self.entry(path, 0o100000 | mode, data, (0, 0))
     }
-
-    fn finish(mut self) -> io::Result<W> {
-        let out = self
-            .out
-            .take()
-            .ok_or_else(|| io::Error::other("archive already finished"))?;
-        cpio::newc::trailer(out)
-    }
+    Ok((packed, missing))
 }
-
-/// The `/init` script.
-fn init_script() -> String {
-    format!(
-        r#"#!/bin/sh
-# /init of the Ferric agent ramdisk, written by `ferric ramdisk build`.
-/bin/busybox mount -t proc proc /proc
-/bin/busybox mount -t sysfs sysfs /sys
-/bin/busybox mount -t devtmpfs devtmpfs /dev
-/bin/busybox --install -s
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
-exec </dev/console >/dev/console 2>&1
-mkdir -p /tmp /run /var/log
-echo "ferric ramdisk: loading modules"
-for module in $(cat /etc/modules.order); do
-  insmod "/{MODULE_DIR}/$module.ko" 2>/dev/null || echo "ferric ramdisk: insmod $module failed"
-done
-# Software RAID built by an earlier ramdisk (the `raid.*` steps) comes back as it was.
-if [ -x /sbin/mdadm ]; then
-  mkdir -p /run/mdadm /etc/mdadm
-  mdadm --assemble --scan --run 2>&1 | sed 's/^/ferric ramdisk: /'
-fi
-# The ACPI power button (soft power off): button + evdev are loaded; acpid runs poweroff.
-mkdir -p /etc/acpi/PWRF
-printf '#!/bin/sh\npoweroff -f\n' > /etc/acpi/PWRF/00000080
-chmod 755 /etc/acpi/PWRF/00000080
-acpid -c /etc/acpi 2>/dev/null
-echo "ferric ramdisk: bringing up the network"
-ip link set lo up
-for path in /sys/class/net/*; do
-  name=${{path##*/}}
-  [ "$name" = lo ] && continue
-  # NICs the node's network_data (virtual media, no DHCP) names get static addresses from
-  # ferric-agent instead.
-  grep -qi "$(cat "$path/address")" /etc/ferric/network_data.json 2>/dev/null && continue
-  ip link set "$name" up
-  udhcpc -i "$name" -s /usr/share/udhcpc/default.script -t 20 -T 2 -b -S &
-done
-grep -qE 'ipa-api-url=|ferric.api_url=' /proc/cmdline ||
-  echo "ferric ramdisk: no ipa-api-url= or ferric.api_url= on the kernel command line"
-while true; do
-  echo "ferric ramdisk: starting ferric-agent"
-  /bin/ferric-agent 2>&1 | tee -a /var/log/ferric-agent.log
-  echo "ferric ramdisk: ferric-agent stopped; restarting in 5 s"
-  sleep 5
-done
-"#
-    )
-}
-
-const UDHCPC_SCRIPT: &str = r#"#!/bin/sh
-# udhcpc event handler of the Ferric agent ramdisk.
-case "$1" in
-  deconfig)
-    ip -4 addr flush dev "$interface"
-    ip link set "$interface" up
-    ;;
-  bound|renew)
-    ip -4 addr flush dev "$interface"
-    ip addr add "$ip/${mask:-24}" dev "$interface"
-    for gateway in $router; do
-      ip route add default via "$gateway" dev "$interface" 2>/dev/null
-      break
-    done
-    : > /etc/resolv.conf
-    for server in $dns; do echo "nameserver $server" >> /etc/resolv.conf; done
-    echo "ferric ramdisk: $interface has $ip/${mask:-24}"
-    ;;
-esac
-"#;
 
 /// Builds the kernel and initramfs into `args.output`.
 pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
     let (kernel_path, kernel_version) =
         find_kernel(&args.boot_dir, args.kernel_version.as_deref())?;
     let modules_dir = args.modules_dir.join(&kernel_version);
-    let modules = resolve_modules(&modules_dir, MODULES)?;
+    let mut wanted = default_modules();
+    wanted.extend(args.extra_modules.iter().map(String::as_str));
+    let modules = resolve_modules(&modules_dir, &wanted)?
+        .into_iter()
+        .map(|(name, file)| Ok((name, read(&modules_dir.join(file))?)))
+        .collect::<Result<Vec<_>, RamdiskError>>()?;
+    let (firmware, missing_firmware) = gather_firmware(args, &modules)?;
     let busybox = read(&args.busybox)?;
-    if !is_static_elf(&busybox) {
+    if !programs::is_static_elf(&busybox) {
         return Err(RamdiskError::BusyboxNotStatic(args.busybox.clone()));
     }
     let agent_path = match &args.agent {
@@ -460,19 +542,24 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
     if !agent_path.is_file() {
         return Err(RamdiskError::NoAgent(agent_path));
     }
-    let agent = read(&agent_path)?;
-    let mut libraries = shared_libraries(&agent_path);
-    let mdadm = if args.mdadm.is_file() {
-        let program = read(&args.mdadm)?;
-        for library in shared_libraries(&args.mdadm) {
-            if !libraries.contains(&library) {
-                libraries.push(library);
-            }
-        }
-        Some(program)
-    } else {
-        None
-    };
+    let (agent, agent_stripped) = agent_binary(&agent_path, &args.output, args.keep_debug)?;
+    let mut libraries = programs::shared_libraries(&agent_path);
+    let Tools {
+        packed: tools,
+        names: tool_names,
+        left_out: tools_left_out,
+    } = gather_tools(args, &mut libraries)?;
+    let files = gather_files(args, &mut libraries)?;
+    let libraries_packed = libraries
+        .iter()
+        .map(|library| {
+            Ok(Packed {
+                path: library.to_string_lossy().into_owned(),
+                mode: 0o755,
+                data: read(library)?,
+            })
+        })
+        .collect::<Result<Vec<_>, RamdiskError>>()?;
 
     fs::create_dir_all(&args.output).map_err(|source| RamdiskError::Write {
         path: args.output.clone(),
@@ -484,8 +571,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         source,
     };
     let file = fs::File::create(&initramfs_path).map_err(write_error)?;
-    let gzip =
-        flate2::write::GzEncoder::new(io::BufWriter::new(file), flate2::Compression::default());
+    let gzip = flate2::write::GzEncoder::new(io::BufWriter::new(file), flate2::Compression::best());
     let mut archive = Archive {
         out: Some(gzip),
         inode: 0,
@@ -501,21 +587,21 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         }
         archive.entry("dev/console", 0o020600, &[], (5, 1))?;
         archive.entry("dev/null", 0o020666, &[], (1, 3))?;
-        archive.file("init", 0o755, init_script().as_bytes())?;
+        archive.file("init", 0o755, archive::init_script().as_bytes())?;
         archive.file("bin/busybox", 0o755, &busybox)?;
         archive.entry("bin/sh", 0o120777, b"busybox", (0, 0))?;
         archive.file("bin/ferric-agent", 0o755, &agent)?;
-        if let Some(mdadm) = &mdadm {
-            archive.file("sbin/mdadm", 0o755, mdadm)?;
-        }
-        for library in &libraries {
-            let data = fs::read(library)?;
-            archive.file(&library.to_string_lossy(), 0o755, &data)?;
+        for entry in tools
+            .iter()
+            .chain(&files)
+            .chain(&libraries_packed)
+            .chain(&firmware)
+        {
+            archive.file(&entry.path, entry.mode, &entry.data)?;
         }
         let mut order = String::new();
-        for (name, file) in &modules {
-            let data = fs::read(modules_dir.join(file))?;
-            archive.file(&format!("{MODULE_DIR}/{name}.ko"), 0o644, &data)?;
+        for (name, data) in &modules {
+            archive.file(&format!("{MODULE_DIR}/{name}.ko"), 0o644, data)?;
             order.push_str(name);
             order.push('\n');
         }
@@ -523,7 +609,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         archive.file(
             "usr/share/udhcpc/default.script",
             0o755,
-            UDHCPC_SCRIPT.as_bytes(),
+            archive::UDHCPC_SCRIPT.as_bytes(),
         )?;
         archive.file(
             crate::power::RAMDISK_MARKER,
@@ -555,114 +641,49 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         initramfs_bytes,
         unpacked_bytes: unpacked,
         modules: modules.into_iter().map(|(name, _)| name).collect(),
+        firmware_bytes: firmware.iter().map(|entry| entry.data.len() as u64).sum(),
+        firmware: firmware
+            .into_iter()
+            .map(|entry| entry.path.trim_start_matches("lib/firmware/").to_owned())
+            .collect(),
+        missing_firmware,
+        firmware_left_out: args.no_firmware,
+        tools: tool_names,
+        tools_left_out,
+        files: files.into_iter().map(|entry| entry.path).collect(),
+        agent_bytes: agent.len() as u64,
+        agent_stripped,
         libraries,
-        mdadm: mdadm.is_some(),
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Read;
-
-    /// A fake host: a kernel, a modules tree with dependencies, a "static" busybox.
-    fn fake_host(root: &Path) -> BuildArgs {
-        let boot = root.join("boot");
-        fs::create_dir_all(&boot).expect("boot");
-        fs::write(boot.join("vmlinuz-6.1.0-9-amd64"), b"old kernel").expect("kernel");
-        fs::write(boot.join("vmlinuz-6.1.0-10-amd64"), b"KERNEL").expect("kernel");
-        let modules = root.join("modules/6.1.0-10-amd64");
-        fs::create_dir_all(modules.join("kernel")).expect("modules");
-        let mut dep = String::new();
-        let all: Vec<&str> = MODULES.to_vec();
-        for name in &all {
-            let file = format!("kernel/{}.ko", name.replace('_', "-"));
-            fs::write(modules.join(&file), name.as_bytes()).expect("module");
-            let deps = match *name {
-                "virtio_net" => " kernel/net-failover.ko kernel/failover.ko",
-                "ext4" => " kernel/jbd2.ko kernel/mbcache.ko",
-                _ => "",
-            };
-            dep.push_str(&format!("{file}:{deps}\n"));
-        }
-        for extra in ["net-failover", "failover", "jbd2", "mbcache"] {
-            fs::write(modules.join(format!("kernel/{extra}.ko")), extra).expect("module");
-        }
-        dep.push_str("kernel/net-failover.ko: kernel/failover.ko\nkernel/failover.ko:\n");
-        dep.push_str("kernel/jbd2.ko:\nkernel/mbcache.ko:\n");
-        fs::write(modules.join("modules.dep"), dep).expect("dep");
-        // A 64-bit ELF header with no program headers: static.
-        let mut elf = vec![0u8; 64];
-        elf[..4].copy_from_slice(b"\x7fELF");
-        elf[4] = 2;
-        fs::write(root.join("busybox"), &elf).expect("busybox");
-        fs::write(root.join("agent"), b"#!/bin/true agent").expect("agent");
-        BuildArgs {
-            output: root.join("out"),
-            agent: Some(root.join("agent")),
-            kernel_version: None,
-            boot_dir: boot,
-            modules_dir: root.join("modules"),
-            busybox: root.join("busybox"),
-            mdadm: root.join("no-mdadm"),
-        }
+/// The agent's bytes, without debug info unless `keep_debug` (and binutils' `strip` is on
+/// this host); says whether it stripped.
+fn agent_binary(
+    agent: &Path,
+    work_dir: &Path,
+    keep_debug: bool,
+) -> Result<(Vec<u8>, bool), RamdiskError> {
+    let data = read(agent)?;
+    if keep_debug || !data.starts_with(b"\x7fELF") {
+        return Ok((data, false));
     }
-
-    #[test]
-    fn the_initramfs_holds_init_agent_and_modules_in_dependency_order() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let args = fake_host(dir.path());
-        let report = build(&args).expect("build");
-        assert_eq!(report.kernel_version, "6.1.0-10-amd64");
-        assert_eq!(fs::read(&report.kernel).expect("kernel"), b"KERNEL");
-        let position = |name: &str| report.modules.iter().position(|m| m == name).expect(name);
-        assert!(position("failover") < position("net_failover"));
-        assert!(position("net_failover") < position("virtio_net"));
-        assert!(position("jbd2") < position("ext4"));
-
-        let mut gzip =
-            flate2::read::GzDecoder::new(fs::File::open(&report.initramfs).expect("open"));
-        let mut cpio_bytes = Vec::new();
-        gzip.read_to_end(&mut cpio_bytes).expect("gunzip");
-        let mut files = BTreeMap::new();
-        let mut rest = &cpio_bytes[..];
-        loop {
-            let mut reader = cpio::NewcReader::new(rest).expect("entry");
-            if reader.entry().is_trailer() {
-                break;
-            }
-            let name = reader.entry().name().to_owned();
-            let mode = reader.entry().mode();
-            let mut content = Vec::new();
-            reader.read_to_end(&mut content).expect("content");
-            files.insert(name, (mode, content));
-            rest = reader.finish().expect("next");
-        }
-        let (mode, init) = &files["init"];
-        assert_eq!(mode & 0o777, 0o755);
-        let init = String::from_utf8_lossy(init);
-        assert!(init.contains("udhcpc") && init.contains("/bin/ferric-agent"));
-        assert_eq!(files["bin/ferric-agent"].1, b"#!/bin/true agent");
-        assert!(files.contains_key("etc/ferric-ramdisk"));
-        assert_eq!(files["dev/console"].0 & 0o170000, 0o020000);
-        let order = String::from_utf8_lossy(&files["etc/modules.order"].1).into_owned();
-        assert_eq!(order.lines().collect::<Vec<_>>(), report.modules);
-        assert_eq!(files["lib/modules/ferric/virtio_net.ko"].1, b"virtio_net");
-    }
-
-    #[test]
-    fn missing_pieces_are_named() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut args = fake_host(dir.path());
-        fs::write(&args.busybox, b"#!/bin/sh dynamic").expect("busybox");
-        assert!(matches!(
-            build(&args),
-            Err(RamdiskError::BusyboxNotStatic(_))
-        ));
-        args.boot_dir = dir.path().join("nowhere");
-        assert!(matches!(build(&args), Err(RamdiskError::NoKernel(_))));
-        let error = resolve_modules(&dir.path().join("modules/6.1.0-10-amd64"), &["nosuch"])
-            .expect_err("unknown module");
-        assert!(error.to_string().contains("nosuch"));
-    }
+    fs::create_dir_all(work_dir).map_err(|source| RamdiskError::Write {
+        path: work_dir.to_owned(),
+        source,
+    })?;
+    let stripped = work_dir.join(".ferric-agent.stripped");
+    let status = std::process::Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(agent)
+        .status();
+    let result = match status {
+        Ok(status) if status.success() => read(&stripped).map(|data| (data, true)),
+        // No binutils, or a file strip does not understand: pack it as it is.
+        _ => Ok((data, false)),
+    };
+    let _ = fs::remove_file(&stripped);
+    result
 }

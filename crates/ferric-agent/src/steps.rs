@@ -201,7 +201,11 @@ fn run_step(invocation: &Invocation, kind: &str) -> Result<Value, CommandError> 
     }
     match (kind, name) {
         (_, "erase_devices_metadata") => crate::erase::erase_metadata_all(&disks()?),
-        ("clean", "erase_devices") => crate::erase::erase_all(&disks()?, &invocation.progress),
+        ("clean", "erase_devices") => crate::erase::erase_all(
+            &disks()?,
+            crate::erase::EraseOptions::from_node(params.get("node")),
+            &invocation.progress,
+        ),
         ("deploy", "write_image") => {
             let args = step["args"].as_object().cloned().unwrap_or_default();
             crate::image::validate_prepare_image(&args)?;

@@ -4,6 +4,7 @@
 //!   by both paths — the conductor's `agent` inspect interface (Ironic's built-in inspection,
 //!   `POST /v1/continue_inspection`) and the inspection service below. Pure: callers apply
 //!   the result.
+//! - [`lldp`]: LLDP TLVs into `plugin_data.parsed_lldp` (Ironic's `parse-lldp` hook).
 //! - [`rules`]: introspection rules (ironic-inspector format).
 //! - [`pxe_filter`]: dnsmasq hostsdir entries for machines under introspection.
 //! - [`service`] and [`api`]: the ironic-inspector compatible inspection service (seed 002),
@@ -13,6 +14,7 @@
 
 pub mod api;
 pub mod discovery;
+pub mod lldp;
 pub mod node_cache;
 pub mod process;
 pub mod pxe_filter;

@@ -6,7 +6,8 @@
 //! It is pure: it reads the node, its ports and the payload and says what should change
 //! ([`Processed`]); whoever calls it (the service or the conductor) writes the result.
 //! The steps follow ironic-inspector's default hooks in their order: `ramdisk_error`,
-//! `root_disk_selection`, `scheduler`, `validate_interfaces` (ports per `add_ports`).
+//! `root_disk_selection`, `scheduler`, `validate_interfaces` (ports per `add_ports`), then
+//! Ironic's `parse-lldp` (`lldp.rs`: `plugin_data.parsed_lldp`, whenever a NIC reported LLDP).
 
 use std::collections::BTreeSet;
 
@@ -254,6 +255,10 @@ pub fn process(
     plugin_data.remove("inventory");
     if let Some(disk) = &root_disk {
         plugin_data.insert("root_disk".to_owned(), disk.clone());
+    }
+    // parse_lldp: what each NIC's switch port announced, readable.
+    if let Some(parsed) = crate::lldp::parsed_lldp(inventory, &plugin_data) {
+        plugin_data.insert("parsed_lldp".to_owned(), parsed);
     }
     Ok(Processed {
         properties,

@@ -179,3 +179,48 @@ fn no_disk_means_zero_local_gb() {
     assert_eq!(processed.properties["local_gb"], 0);
     assert!(processed.root_disk.is_none());
 }
+
+#[test]
+fn lldp_a_nic_reported_is_parsed_into_plugin_data() {
+    let mut payload = fixture();
+    assert!(
+        !process(&node(), &[], &payload, &ProcessingConfig::default())
+            .unwrap()
+            .plugin_data
+            .contains_key("parsed_lldp"),
+        "no LLDP, no parsed_lldp"
+    );
+    let interfaces = payload["inventory"]["interfaces"].as_array_mut().unwrap();
+    let nic = interfaces
+        .iter_mut()
+        .find(|interface| interface["name"] != "lo")
+        .unwrap();
+    // Chassis ID (MAC), port ID (interface name), TTL, system name, End: as the lab sends.
+    nic["lldp"] = json!([
+        [1, "04b27988e572d7"],
+        [2, "056665727269632d74617033"],
+        [3, "0078"],
+        [5, "6665727269632d65326521"],
+        [0, ""],
+    ]);
+    let name = nic["name"].as_str().unwrap().to_owned();
+    let processed = process(&node(), &[], &payload, &ProcessingConfig::default()).unwrap();
+    assert_eq!(
+        processed.plugin_data["parsed_lldp"],
+        json!({name.clone(): {
+            "switch_chassis_id": "b2:79:88:e5:72:d7",
+            "switch_port_id": "ferric-tap3",
+            "switch_system_name": "ferric-e2e!",
+        }})
+    );
+    // The raw TLVs stay in the stored inventory.
+    assert_eq!(
+        processed.inventory["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|interface| interface["name"] == name.as_str())
+            .unwrap()["lldp"][0],
+        json!([1, "04b27988e572d7"])
+    );
+}

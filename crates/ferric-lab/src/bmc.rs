@@ -4,7 +4,8 @@
 //! taps), it binds one Redfish listener (TCP) and one IPMI listener (UDP) per machine on the
 //! bridge address, both on the same machine control, writes its pid file
 //! once all listen (the readiness signal `lab up` waits for), and on SIGTERM powers every
-//! machine off before it exits.
+//! machine off before it exits. Beside the BMCs it runs the bridge's LLDP announcements
+//! (`lldp.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +42,7 @@ pub(crate) async fn serve(paths: LabPaths) -> anyhow::Result<()> {
                 qemu_binary: qemu_binary.clone(),
                 tap: node.tap.clone(),
                 disks: paths.disks(name),
+                hardware: node.hardware,
                 console: paths.console(name),
                 qmp_socket: paths.qmp_socket(name),
                 pid_file: paths.qemu_pid(name),
@@ -86,6 +88,27 @@ pub(crate) async fn serve(paths: LabPaths) -> anyhow::Result<()> {
         }
         machines.push(machine);
     }
+
+    // The bridge speaks LLDP out of every machine's tap, as a switch does out of its ports.
+    let ports = lab
+        .nodes
+        .iter()
+        .map(|node| (node.tap.clone(), node.info.name.clone()))
+        .collect();
+    let management_address = lab
+        .bridge_address
+        .parse()
+        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+    let mut stop = stop_receiver.clone();
+    tokio::spawn(crate::lldp::announce(
+        lab.bridge.clone(),
+        ports,
+        lab.namespace.clone(),
+        management_address,
+        async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        },
+    ));
 
     let pid_file = paths.bmc_pid();
     std::fs::write(&pid_file, format!("{}\n", std::process::id()))

@@ -81,6 +81,7 @@ pub(crate) fn up(
     memory_mib: u32,
     boot_url: &str,
     firmware: Firmware,
+    hardware: &[crate::hardware::Hardware],
     this: &SelfCommand,
 ) -> anyhow::Result<()> {
     preflight(firmware)?;
@@ -109,6 +110,7 @@ pub(crate) fn up(
                 crate::secret::random_hex(layout::PASSWORD_BYTES)?,
             );
             node.firmware = firmware;
+            node.hardware = crate::hardware::per_machine(hardware, index as usize);
             Ok(node)
         })
         .collect::<std::io::Result<Vec<_>>>()
@@ -128,10 +130,16 @@ pub(crate) fn up(
     let enrollment =
         json!({"nodes": lab.nodes.iter().map(NodeState::enrollment).collect::<Vec<_>>()});
     println!("{}", serde_json::to_string_pretty(&enrollment)?);
+    let kinds: Vec<String> = lab
+        .nodes
+        .iter()
+        .map(|node| format!("{} {}", node.info.name, node.hardware.name()))
+        .collect();
     eprintln!(
-        "lab: up in {:.1} s: {} {firmware:?} machine(s), powered off, in namespace {} (bridge {} {}/{}); boot script URL {}",
+        "lab: up in {:.1} s: {} {firmware:?} machine(s) ({}), powered off, in namespace {} (bridge {} {}/{}); boot script URL {}",
         started.elapsed().as_secs_f64(),
         lab.nodes.len(),
+        kinds.join(", "),
         lab.namespace,
         lab.bridge,
         lab.bridge_address,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::hardware::Hardware;
 use crate::machine::{Firmware, MachineInfo};
 
 pub const DEFAULT_NAMESPACE: &str = "ferric-lab";
@@ -66,6 +67,9 @@ pub struct NodeState {
     /// `lab up --firmware`; a `lab.json` from before it had BIOS machines.
     #[serde(default = "Firmware::legacy")]
     pub firmware: Firmware,
+    /// The machine's devices; a `lab.json` from before profiles is all virtio.
+    #[serde(default)]
+    pub hardware: Hardware,
 }
 
 fn bridge_address() -> String {
@@ -99,6 +103,7 @@ impl NodeState {
             ipmi_username: BMC_USERNAME.to_owned(),
             ipmi_password: password,
             firmware: Firmware::default(),
+            hardware: Hardware::Virtio,
         }
     }
 
@@ -266,7 +271,9 @@ mod tests {
             old.as_object_mut().unwrap().remove(key);
         }
         old.as_object_mut().unwrap().remove("firmware");
+        old.as_object_mut().unwrap().remove("hardware");
         let node: NodeState = serde_json::from_value(old).unwrap();
+        assert_eq!(node.hardware, Hardware::Virtio);
         assert_eq!(node.ipmi_address, BRIDGE_ADDRESS);
         assert_eq!(node.ipmi_port, 0);
         assert_eq!(

@@ -4,15 +4,18 @@
 //! Entry points: [`LabCommand`] and [`run`], wired by the `ferric` binary as `ferric lab …`.
 //! Codemap: `lab` (up/down/status), `host` (iproute2, pids), `dnsmasq`, `bmc` (the background
 //! process serving every BMC), `redfish` (the protocol front-end), `machine` (the
-//! protocol-neutral control core), `qemu` (its real implementation) and `qmp`.
+//! protocol-neutral control core), `qemu` (its real implementation) and `qmp`; `hardware`
+//! (virtio or server devices per machine) and `lldp` (the bridge's LLDP announcements).
 
 mod bmc;
 pub mod dnsmasq;
+pub mod hardware;
 pub mod host;
 pub mod image;
 pub mod ipmi;
 mod lab;
 pub mod layout;
+pub mod lldp;
 pub mod machine;
 pub mod qemu;
 pub mod qmp;
@@ -44,6 +47,11 @@ pub enum LabCommand {
         /// iPXE ROM).
         #[arg(long, value_enum, default_value_t = machine::Firmware::Uefi)]
         firmware: machine::Firmware,
+        /// The machines' devices: `virtio` (virtio NIC and disks) or `server` (an e1000e NIC,
+        /// an NVMe disk and a MegaRAID SAS disk). A list gives one per machine, the last
+        /// repeated: `virtio,server` makes node-0 virtio and the others servers.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "virtio")]
+        hardware: Vec<hardware::Hardware>,
         #[command(flatten)]
         lab: LabArgs,
     },
@@ -117,8 +125,9 @@ pub fn run_with(command: LabCommand, this: &SelfCommand) -> anyhow::Result<()> {
             memory,
             boot_url,
             firmware,
+            hardware,
             lab,
-        } => lab::up(&lab, nodes, memory, &boot_url, firmware, this),
+        } => lab::up(&lab, nodes, memory, &boot_url, firmware, &hardware, this),
         LabCommand::Status { lab } => lab::status(&lab, this),
         LabCommand::Down { lab } => lab::down(&lab),
         LabCommand::DenyDhcp { node, lab } => lab::set_dhcp(&lab, &node, false),

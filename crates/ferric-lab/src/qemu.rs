@@ -45,6 +45,8 @@ pub struct QemuConfig {
     pub tap: String,
     /// The machine's disks, first the one it boots from (two: software RAID can mirror them).
     pub disks: Vec<PathBuf>,
+    /// Its NIC and disk controllers.
+    pub hardware: crate::hardware::Hardware,
     pub console: PathBuf,
     pub qmp_socket: PathBuf,
     pub pid_file: PathBuf,
@@ -313,24 +315,13 @@ impl QemuMachine {
                 "name=etc/sercon-port,file={}",
                 config.sercon_file.display()
             ))
-            .args(config.disks.iter().enumerate().flat_map(|(index, disk)| {
+            .args(config.hardware.disk_arguments(
+                &config.disks,
                 // Under UEFI only the first disk is a boot device, as the boot order names it.
-                let bootindex = match uefi {
-                    Some(order) if index == 0 => {
-                        format!(",bootindex={}", order.bootindex(UefiDevice::Disk))
-                    }
-                    _ => String::new(),
-                };
-                [
-                    "-drive".to_owned(),
-                    format!("file={},if=none,id=disk{index},format=raw", disk.display()),
-                    "-device".to_owned(),
-                    // A serial number, so root device hints can tell the disks apart.
-                    format!(
-                        "virtio-blk-pci,drive=disk{index},serial=ferric-disk{index}{bootindex}"
-                    ),
-                ]
-            }))
+                &uefi.map_or(String::new(), |order| {
+                    format!(",bootindex={}", order.bootindex(UefiDevice::Disk))
+                }),
+            ))
             .args(self.cd_drive_args(uefi))
             .arg("-netdev")
             .arg(format!(
@@ -338,18 +329,16 @@ impl QemuMachine {
                 config.tap
             ))
             .arg("-device")
-            .arg(match uefi {
-                // Legacy: no `romfile=`: QEMU's default for virtio-net is iPXE's efi-virtio.rom
-                // from `ipxe-qemu` (the NIC's PXE ROM), and naming that same file explicitly
-                // made SeaBIOS skip the ROM (QEMU 7.2, SeaBIOS 1.16.2): no network boot at all.
-                None => format!("virtio-net-pci,netdev=net0,mac={}", info.mac),
-                // UEFI: no option ROM, so OVMF's own virtio-net driver, PXE and HTTP boot run.
-                Some(order) => format!(
-                    "virtio-net-pci,netdev=net0,mac={},romfile=,bootindex={}",
-                    info.mac,
+            .arg(format!(
+                "{},netdev=net0,mac={}{}{}",
+                config.hardware.nic_model(),
+                info.mac,
+                config.hardware.nic_rom(uefi.is_some()),
+                uefi.map_or(String::new(), |order| format!(
+                    ",bootindex={}",
                     order.bootindex(UefiDevice::Network)
-                ),
-            })
+                )),
+            ))
             .arg("-qmp")
             .arg(format!(
                 "unix:{},server=on,wait=off",

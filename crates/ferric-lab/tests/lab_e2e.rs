@@ -72,6 +72,7 @@ fn scenario() -> anyhow::Result<()> {
             memory: 384,
             boot_url: ferric_lab::layout::DEFAULT_BOOT_URL.into(),
             firmware: ferric_lab::machine::Firmware::Uefi,
+            hardware: vec![ferric_lab::hardware::Hardware::Virtio],
             lab: lab_args(&dir),
         },
         &this,

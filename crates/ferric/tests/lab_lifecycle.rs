@@ -14,7 +14,9 @@
 //! machine then boots it from its own disk and prints a marker; both disks hold the image and
 //! an md superblock); undeploy (cleaning wipes the
 //! partition table, checked on the disk file); abort in `wait call-back`; a callback timeout;
-//! then discovery (`lab_lifecycle/discovery.rs`): node-2, enrolled nowhere, PXE-boots the
+//! then node-3, a server machine (e1000e, NVMe, MegaRAID SAS), inspected with LLDP and
+//! cleaned with an NVMe format (`lab_lifecycle/server_hardware.rs`); then discovery
+//! (`lab_lifecycle/discovery.rs`): node-2, enrolled nowhere, PXE-boots the
 //! inspection ramdisk and becomes a node in `enroll`.
 //! The lab's machines are UEFI (OVMF, no iPXE ROM): node-0 boots its ramdisk through the
 //! firmware's PXE client, TFTP and iPXE (`pxe` boot interface), boots its GPT/ESP image from
@@ -37,6 +39,8 @@ mod bmc;
 mod discovery;
 #[path = "lab_lifecycle/silent_node.rs"]
 mod silent_node;
+#[path = "lab_lifecycle/server_hardware.rs"]
+mod server_hardware;
 
 use bmc::{bmc_patch, bmc_power, set_power};
 use silent_node::silent_node;
@@ -109,7 +113,10 @@ fn outside() -> anyhow::Result<()> {
                     "lab",
                     "up",
                     "--nodes",
-                    "3",
+                    "4",
+                    // node-3 has a real server's NIC and disk controllers.
+                    "--hardware",
+                    "virtio,virtio,virtio,server",
                     "--memory",
                     "512",
                     "--namespace",
@@ -516,6 +523,12 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         &nodes[0],
         json!({"inspect_interface": "agent", "properties": {"memory_mb": 1234}}),
     )?;
+    // FERRIC_E2E_ONLY=server_hardware runs that phase alone (a quick check of the ramdisk on
+    // server hardware without the whole scenario).
+    if std::env::var("FERRIC_E2E_ONLY").as_deref() == Ok("server_hardware") {
+        return server_hardware::server_hardware(&client, dir, &nodes[3])
+            .context("node-3 (server hardware)");
+    }
     let (node0, node1) = std::thread::scope(|scope| {
         let node1 = scope.spawn(|| silent_node(&client, &late, &nodes[1], &digest));
         let node0 = lifecycle(&client, dir, &uuid, &nodes[0], &digest);
@@ -524,6 +537,8 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     let node1 = node1.map_err(|_| anyhow::anyhow!("node-1's thread panicked"))?;
     match (node0, node1) {
         (Ok(()), Ok(())) => {
+            server_hardware::server_hardware(&client, dir, &nodes[3])
+                .context("node-3 (server hardware)")?;
             // node-2 is known to no one: discovery, with a server of its own.
             drop(_server);
             discovery::discovery(dir, &nodes[2]).context("node-2 (discovery)")

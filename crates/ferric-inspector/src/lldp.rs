@@ -1,0 +1,301 @@
+//! LLDP in inspection data (Ironic's `parse-lldp` hook): the raw TLVs a ramdisk reports per
+//! NIC (`inventory.interfaces[].lldp`, or the `lldp_raw` collector's plugin data) become
+//! `plugin_data.parsed_lldp`: `{interface name: {"switch_chassis_id": …, "switch_port_id": …,
+//! "switch_system_name": …, …}}`, with Ironic's names for the basic management TLVs and the
+//! common 802.1 / 802.3 ones. A TLV that does not parse is skipped, never an error: LLDP is
+//! what a switch says, not what the machine is.
+
+use serde_json::{Map, Value, json};
+
+/// Ironic reads LLDP of at most this many interfaces.
+const MAX_INTERFACES: usize = 64;
+const OUI_802_1: [u8; 3] = [0x00, 0x80, 0xc2];
+const OUI_802_3: [u8; 3] = [0x00, 0x12, 0x0f];
+
+/// `parsed_lldp` for the inventory and the rest of the payload; `None` when no interface
+/// reported any LLDP.
+pub fn parsed_lldp(
+    inventory: &Map<String, Value>,
+    plugin_data: &Map<String, Value>,
+) -> Option<Value> {
+    let raw = plugin_data.get("lldp_raw").and_then(Value::as_object);
+    let mut parsed = Map::new();
+    let interfaces = inventory.get("interfaces").and_then(Value::as_array)?;
+    for interface in interfaces.iter().take(MAX_INTERFACES) {
+        let Some(name) = interface["name"].as_str() else {
+            continue;
+        };
+        let tlvs = raw
+            .and_then(|raw| raw.get(name))
+            .filter(|tlvs| !tlvs.is_null())
+            .or_else(|| interface.get("lldp"))
+            .and_then(Value::as_array);
+        let fields = parse_tlvs(tlvs.map_or(&[][..], Vec::as_slice));
+        if !fields.is_empty() {
+            parsed.insert(name.to_owned(), Value::Object(fields));
+        }
+    }
+    (!parsed.is_empty()).then_some(Value::Object(parsed))
+}
+
+/// The named fields of one interface's TLVs (`[[type, hex], …]`); the first value of a field
+/// wins, as in Ironic.
+pub fn parse_tlvs(tlvs: &[Value]) -> Map<String, Value> {
+    let mut fields = Map::new();
+    for tlv in tlvs {
+        let (Some(kind), Some(value)) = (tlv[0].as_u64(), tlv[1].as_str().and_then(unhex)) else {
+            continue;
+        };
+        parse_tlv(kind, &value, &mut fields);
+    }
+    fields
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+fn set(fields: &mut Map<String, Value>, name: &str, value: Value) {
+    fields.entry(name.to_owned()).or_insert(value);
+}
+
+fn append(fields: &mut Map<String, Value>, name: &str, value: Value) {
+    if let Value::Array(list) = fields.entry(name.to_owned()).or_insert_with(|| json!([])) {
+        list.push(value);
+    }
+}
+
+fn text(bytes: &[u8]) -> Value {
+    Value::String(
+        String::from_utf8_lossy(bytes)
+            .trim_end_matches('\0')
+            .to_owned(),
+    )
+}
+
+fn mac(bytes: &[u8]) -> Option<Value> {
+    (bytes.len() == 6).then(|| {
+        Value::String(
+            bytes
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+        )
+    })
+}
+
+/// An IANA address-family-prefixed address (1 = IPv4, 2 = IPv6).
+fn network_address(bytes: &[u8]) -> Option<Value> {
+    let (family, address) = bytes.split_first()?;
+    let address = match (family, address.len()) {
+        (1, 4) => std::net::IpAddr::from(<[u8; 4]>::try_from(address).ok()?),
+        (2, 16) => std::net::IpAddr::from(<[u8; 16]>::try_from(address).ok()?),
+        _ => return None,
+    };
+    Some(Value::String(address.to_string()))
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(bytes.get(at..at + 2)?.try_into().ok()?))
+}
+
+/// System capability bits (bit 0, "other", is not named), as Ironic names them.
+const CAPABILITIES: [(u16, &str); 10] = [
+    (1 << 1, "Repeater"),
+    (1 << 2, "Bridge"),
+    (1 << 3, "WLAN"),
+    (1 << 4, "Router"),
+    (1 << 5, "Telephone"),
+    (1 << 6, "DOCSIS cable device"),
+    (1 << 7, "Station only"),
+    (1 << 8, "C-Vlan"),
+    (1 << 9, "S-Vlan"),
+    (1 << 10, "TPMR"),
+];
+
+fn capabilities(bits: u16) -> Value {
+    CAPABILITIES
+        .iter()
+        .filter(|(bit, _)| bits & bit != 0)
+        .map(|(_, name)| json!(name))
+        .collect()
+}
+
+fn parse_tlv(kind: u64, value: &[u8], fields: &mut Map<String, Value>) {
+    match kind {
+        // Chassis ID and Port ID: a subtype, then a MAC, a network address or a name.
+        1 | 2 => {
+            let Some((subtype, id)) = value.split_first() else {
+                return;
+            };
+            let (mac_subtype, address_subtype, name) = if kind == 1 {
+                (4, 5, "switch_chassis_id")
+            } else {
+                (3, 4, "switch_port_id")
+            };
+            let parsed = match *subtype {
+                subtype if subtype == mac_subtype => mac(id),
+                subtype if subtype == address_subtype => network_address(id),
+                _ => Some(text(id)),
+            };
+            if let Some(parsed) = parsed {
+                set(fields, name, parsed);
+            }
+        }
+        4 => set(fields, "switch_port_description", text(value)),
+        5 => set(fields, "switch_system_name", text(value)),
+        6 => set(fields, "switch_system_description", text(value)),
+        7 => {
+            if let (Some(system), Some(enabled), 4) =
+                (u16_at(value, 0), u16_at(value, 2), value.len())
+            {
+                set(fields, "switch_capabilities_support", capabilities(system));
+                set(fields, "switch_capabilities_enabled", capabilities(enabled));
+            }
+        }
+        // Management address: length (subtype + address), subtype, address, …
+        8 => {
+            let Some(&length) = value.first() else { return };
+            let address = value.get(1..1 + usize::from(length));
+            let parsed = address.and_then(|address| match address.split_first() {
+                Some((6, mac_address)) => mac(mac_address),
+                _ => network_address(address),
+            });
+            if let Some(parsed) = parsed {
+                append(fields, "switch_mgmt_addresses", parsed);
+            }
+        }
+        127 => parse_organizational(value, fields),
+        _ => {}
+    }
+}
+
+/// 802.1 (port VLAN, VLAN names) and 802.3 (MTU) organizationally specific TLVs.
+fn parse_organizational(value: &[u8], fields: &mut Map<String, Value>) {
+    let (Some(oui), Some(&subtype)) = (value.get(..3), value.get(3)) else {
+        return;
+    };
+    let data = &value[4..];
+    match (oui, subtype) {
+        (oui, 1) if oui == OUI_802_1 => {
+            if let Some(vlan) = u16_at(data, 0) {
+                set(fields, "switch_port_untagged_vlan_id", json!(vlan));
+            }
+        }
+        (oui, 3) if oui == OUI_802_1 => {
+            if let (Some(id), Some(&length)) = (u16_at(data, 0), data.get(2))
+                && let Some(name) = data.get(3..3 + usize::from(length))
+            {
+                append(
+                    fields,
+                    "switch_port_vlans",
+                    json!({"id": id, "name": text(name)}),
+                );
+            }
+        }
+        (oui, 4) if oui == OUI_802_3 => {
+            if let Some(mtu) = u16_at(data, 0) {
+                set(fields, "switch_port_mtu", json!(mtu));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tlv(kind: u64, bytes: &[u8]) -> Value {
+        json!([
+            kind,
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ])
+    }
+
+    #[test]
+    fn basic_tlvs_get_ironics_names() {
+        let tlvs = [
+            tlv(1, &[4, 0x52, 0x54, 0x00, 0xfe, 0x1a, 0x01]),
+            tlv(2, b"\x05ferric-tap3"),
+            tlv(3, &[0, 120]),
+            tlv(4, b"lab port 3"),
+            tlv(5, b"ferric-lab"),
+            tlv(6, b"Ferric virtual lab bridge"),
+            tlv(7, &[0x00, 0x14, 0x00, 0x04]),
+            tlv(8, &[5, 1, 10, 231, 0, 1, 2, 0, 0, 0, 0, 0]),
+            tlv(127, &[0x00, 0x80, 0xc2, 1, 0x00, 0x64]),
+            tlv(
+                127,
+                &[0x00, 0x80, 0xc2, 3, 0x00, 0x64, 4, b'p', b'r', b'o', b'v'],
+            ),
+            tlv(127, &[0x00, 0x12, 0x0f, 4, 0x05, 0xdc]),
+            tlv(5, b"second name loses"),
+            tlv(0, &[]),
+        ];
+        let fields = parse_tlvs(&tlvs);
+        assert_eq!(
+            Value::Object(fields),
+            json!({
+                "switch_chassis_id": "52:54:00:fe:1a:01",
+                "switch_port_id": "ferric-tap3",
+                "switch_port_description": "lab port 3",
+                "switch_system_name": "ferric-lab",
+                "switch_system_description": "Ferric virtual lab bridge",
+                "switch_capabilities_support": ["Bridge", "Router"],
+                "switch_capabilities_enabled": ["Bridge"],
+                "switch_mgmt_addresses": ["10.231.0.1"],
+                "switch_port_untagged_vlan_id": 100,
+                "switch_port_vlans": [{"id": 100, "name": "prov"}],
+                "switch_port_mtu": 1500,
+            })
+        );
+    }
+
+    #[test]
+    fn bad_tlvs_are_skipped_and_silent_interfaces_left_out() {
+        let fields = parse_tlvs(&[
+            json!([1, "zz"]),
+            json!([2, "0"]),
+            json!("not a pair"),
+            json!([7, "0014"]),
+            tlv(1, &[4, 1, 2]),
+        ]);
+        assert!(fields.is_empty(), "{fields:?}");
+        let inventory = json!({"interfaces": [
+            {"name": "eth0", "lldp": [tlv(5, b"leaf-1")]},
+            {"name": "eth1", "lldp": []},
+            {"name": "eth2", "lldp": null},
+            {"name": "eth3"},
+        ]});
+        let parsed = parsed_lldp(inventory.as_object().expect("object"), &Map::new());
+        assert_eq!(
+            parsed,
+            Some(json!({"eth0": {"switch_system_name": "leaf-1"}}))
+        );
+        // The lldp_raw collector's data wins over the inventory's.
+        let raw = json!({"lldp_raw": {"eth0": [tlv(5, b"from lldp_raw")]}});
+        let parsed = parsed_lldp(
+            inventory.as_object().expect("object"),
+            raw.as_object().expect("object"),
+        );
+        assert_eq!(
+            parsed,
+            Some(json!({"eth0": {"switch_system_name": "from lldp_raw"}}))
+        );
+        assert_eq!(
+            parsed_lldp(
+                json!({"interfaces": []}).as_object().expect("object"),
+                &Map::new()
+            ),
+            None
+        );
+    }
+}
