@@ -338,6 +338,26 @@ impl ManagementInterface for Redfish {
                 ))
             })?;
         let (path, system) = self.system(&info).await?;
+        if let Some(allowed) = system
+            .pointer("/Boot/BootSourceOverrideTarget@Redfish.AllowableValues")
+            .and_then(Value::as_array)
+            && !allowed.iter().any(|value| value.as_str() == Some(target))
+        {
+            let hint = if device == BootDevice::Uefihttp {
+                "; it has no UEFI HTTP boot: set boot_interface pxe or ipxe"
+            } else {
+                ""
+            };
+            return Err(DriverError::InvalidParameter(format!(
+                "Node {}: its BMC cannot boot from {target} (it allows {}){hint}.",
+                node.uuid,
+                allowed
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         let enabled = if persistent { "Continuous" } else { "Once" };
         let mut boot = json!({
             "BootSourceOverrideTarget": target,
