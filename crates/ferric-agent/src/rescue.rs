@@ -104,3 +104,58 @@ pub(crate) fn finalize_rescue_command(
     tracing::info!("rescue password set; the agent stops serving");
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Progress;
+    use serde_json::json;
+
+    fn invocation(root: &Path, params: Value) -> Invocation {
+        let mut config = AgentConfig::new(vec![]);
+        config.rescue_root = root.to_owned();
+        Invocation {
+            agent: crate::Agent::new(config),
+            params: params.as_object().cloned().unwrap_or_default(),
+            progress: Progress::detached(),
+        }
+    }
+
+    #[test]
+    fn finalize_rescue_writes_the_password_as_ipa_and_marks_the_machine() {
+        use sha_crypt::PasswordVerifier;
+        let dir = tempfile::tempdir().unwrap();
+        // Ironic sends the hash: written as it is.
+        let hashed = "$5$saltsalt$abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG";
+        let params = json!({"rescue_password": hashed, "hashed": true});
+        validate(params.as_object().unwrap()).unwrap();
+        finalize_rescue_command(&invocation(dir.path(), params)).unwrap();
+        let written = std::fs::read_to_string(dir.path().join(PASSWORD_FILE)).unwrap();
+        assert_eq!(written, hashed);
+        let shadow = std::fs::read_to_string(dir.path().join("etc/shadow")).unwrap();
+        assert!(shadow.contains(&format!("rescue:{hashed}:")), "{shadow}");
+        let mut config = AgentConfig::new(vec![]);
+        config.rescue_root = dir.path().to_owned();
+        assert!(rescued(&config));
+
+        // A password in clear is hashed here with SHA-256 crypt, as IPA does.
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"rescue_password": "s3cret", "hashed": false});
+        finalize_rescue_command(&invocation(dir.path(), params)).unwrap();
+        let written = std::fs::read_to_string(dir.path().join(PASSWORD_FILE)).unwrap();
+        assert!(written.starts_with("$5$"), "{written}");
+        assert!(
+            sha_crypt::ShaCrypt::SHA256
+                .verify_password(b"s3cret", written.as_str())
+                .is_ok()
+        );
+
+        for bad in [
+            json!({}),
+            json!({"rescue_password": ""}),
+            json!({"rescue_password": "x", "hashed": "yes"}),
+        ] {
+            assert!(validate(bad.as_object().unwrap()).is_err(), "{bad}");
+        }
+    }
+}

@@ -58,7 +58,8 @@ impl Settings {
         ferric_drivers::LogsCollect::parse(&self.deploy_logs_collect)
             .map_err(|error| anyhow::anyhow!("{error}"))?;
         anyhow::ensure!(
-            self.deploy_logs_storage_backend == "local",
+            self.deploy_logs_storage_backend
+                .eq_ignore_ascii_case("local"),
             "deploy_logs_storage_backend is \"{}\"; Ferric stores ramdisk logs only locally \
              (local, in deploy_logs_local_path)",
             self.deploy_logs_storage_backend

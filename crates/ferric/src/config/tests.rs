@@ -246,8 +246,8 @@ const SAMPLES: [(&str, &str); 93] = [
     ("agent_heartbeat_timeout", "120"),
     ("agent_require_tls", "true"),
     ("deploy_logs_collect", "always"),
-    // Only `local` exists (the conductor refuses others); a round trip needs another value.
-    ("deploy_logs_storage_backend", "swift"),
+    // Only `local` exists (any case, as a name); a round trip needs another spelling.
+    ("deploy_logs_storage_backend", "Local"),
     ("deploy_logs_local_path", "/srv/ferric/deploy-logs"),
     ("inspector_enabled", "1"),
     ("inspector_in_process", "off"),
