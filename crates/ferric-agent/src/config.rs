@@ -53,6 +53,12 @@ pub struct AgentConfig {
     /// Listen for LLDP this long on every NIC when the inventory is collected
     /// (`ipa-collect-lldp=1`, `ipa-lldp-timeout=`); `None`: do not (IPA's default).
     pub lldp_timeout: Option<Duration>,
+    /// Auto-TLS (IPA's `enable_auto_tls`): serve the API over HTTPS with a certificate made at
+    /// start and sent in heartbeats, when the Bare Metal API knows `agent_verify_ca` (1.68).
+    pub auto_tls: bool,
+    /// Where `rescue.finalize_rescue` writes the rescue password and the `/etc/.rescued`
+    /// marker (`/` in the ramdisk; tests point it elsewhere).
+    pub rescue_root: PathBuf,
 }
 
 impl AgentConfig {
@@ -75,6 +81,8 @@ impl AgentConfig {
             inspection_callback_url: None,
             mdadm: PathBuf::from("mdadm"),
             lldp_timeout: None,
+            auto_tls: true,
+            rescue_root: PathBuf::from("/"),
         }
     }
 }
@@ -98,6 +106,8 @@ pub struct KernelArgs {
     pub collect_lldp: bool,
     /// `ipa-lldp-timeout=` in seconds (IPA's default, 30, otherwise).
     pub lldp_timeout: Option<Duration>,
+    /// `ipa-enable-auto-tls=` (IPA's switch; true unless it says false/0).
+    pub auto_tls: bool,
 }
 
 impl KernelArgs {
@@ -114,7 +124,10 @@ pub const DEFAULT_LLDP_TIMEOUT: Duration = Duration::from_secs(30);
 impl KernelArgs {
     /// Parses a kernel command line (the content of `/proc/cmdline`).
     pub fn parse(cmdline: &str) -> KernelArgs {
-        let mut args = KernelArgs::default();
+        let mut args = KernelArgs {
+            auto_tls: true,
+            ..KernelArgs::default()
+        };
         for word in cmdline.split_whitespace() {
             let Some((key, value)) = word.split_once('=') else {
                 continue;
@@ -148,6 +161,12 @@ impl KernelArgs {
                         .ok()
                         .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
                         .map(Duration::from_secs_f64)
+                }
+                "ipa-enable-auto-tls" => {
+                    args.auto_tls = !matches!(
+                        value.to_ascii_lowercase().as_str(),
+                        "0" | "false" | "no" | "off"
+                    );
                 }
                 _ => {}
             }

@@ -76,6 +76,11 @@ struct Args {
     /// network_data.json), which a virtual-media boot puts here; ignored when absent.
     #[arg(long, default_value = ferric_agent::network_data::NETWORK_DATA_PATH, value_name = "FILE")]
     network_data: PathBuf,
+
+    /// Serve the API over plain HTTP even when the Bare Metal API could take the agent's
+    /// certificate (by default the agent makes one and speaks HTTPS, as IPA's auto-TLS).
+    #[arg(long)]
+    no_tls: bool,
 }
 
 fn main() -> ExitCode {
@@ -138,6 +143,12 @@ fn main() -> ExitCode {
     config.lldp_timeout = lldp_timeout;
     config.lookup_timeout = Duration::from_secs(args.lookup_timeout);
     config.allow_md5 = args.allow_md5;
+    config.auto_tls = !args.no_tls && kernel.auto_tls;
+    if ferric_agent::rescue::rescued(&config) {
+        // finalize_rescue handed the machine to its owner: the agent's API stays down.
+        eprintln!("ferric-agent: this machine is rescued; the agent does not start again");
+        return ExitCode::SUCCESS;
+    }
     if !config.standalone && config.api_urls.is_empty() {
         eprintln!("ferric-agent: no API URL: pass --api-url or boot with ipa-api-url=URL");
         return ExitCode::from(2);
