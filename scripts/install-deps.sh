@@ -93,8 +93,11 @@ if [ "${1:-}" = "--lab" ]; then
   # Also: the host kernel and busybox for the agent ramdisk (`ferric ramdisk build`), and
   # syslinux/mtools/dosfstools/fdisk to build the bootable test image of the end-to-end suite
   # without mounts; mdadm goes into the ramdisk for the software RAID steps.
+  # mmdebstrap, zstd, cpio and pip build the ironic-python-agent ramdisk of lab_ipa
+  # (scripts/build-ipa-ramdisk.sh).
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
-    linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm; do
+    linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm \
+    mmdebstrap zstd cpio python3-pip; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done
