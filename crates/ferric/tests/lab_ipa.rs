@@ -447,7 +447,7 @@ fn check_inspection(client: &Client, uuid: &str, node: &Value) -> anyhow::Result
     ensure!(
         properties["memory_mb"]
             .as_u64()
-            .is_some_and(|mb| mb >= 1536 && mb <= 2048),
+            .is_some_and(|mb| (1536..=2048).contains(&mb)),
         "memory_mb after inspection: {properties}"
     );
     ensure!(
