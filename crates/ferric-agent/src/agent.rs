@@ -45,6 +45,10 @@ pub struct Agent {
     commands: Mutex<Vec<Arc<Record>>>,
     /// Signalled when an asynchronous command finishes: the heartbeat loop sends one early.
     pub heartbeat_now: Notify,
+    /// Signalled when the agent must stop serving (after `rescue.finalize_rescue`).
+    pub stop: Notify,
+    /// The PEM of the certificate the API is served with (auto-TLS), once made.
+    certificate: RwLock<Option<String>>,
 }
 
 impl Agent {
@@ -61,7 +65,24 @@ impl Agent {
             node: RwLock::new(None),
             commands: Mutex::new(Vec::new()),
             heartbeat_now: Notify::new(),
+            stop: Notify::new(),
+            certificate: RwLock::new(None),
         })
+    }
+
+    /// The certificate the agent's API is served with and sends in heartbeats, if any.
+    pub fn certificate(&self) -> Option<String> {
+        self.certificate
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_certificate(&self, pem: Option<String>) {
+        *self
+            .certificate
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = pem;
     }
 
     /// Seconds since the epoch when the agent started (`/v1/status`).
@@ -168,9 +189,20 @@ impl Agent {
                     "command failed: {}", error.details
                 ),
             }
+            let stops = spec.name == "rescue.finalize_rescue" && outcome.is_ok();
             task_record.finish(outcome);
             if spec.mode == Mode::Async {
                 agent.heartbeat_now.notify_one();
+            }
+            if stops {
+                // The machine is its owner's now: stop serving once the answer is out, as
+                // IPA does.
+                let agent = agent.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    tracing::info!("rescued: the agent stops serving");
+                    agent.stop.notify_one();
+                });
             }
         });
         if spec.mode == Mode::Sync || wait {
@@ -180,65 +212,70 @@ impl Agent {
     }
 }
 
-/// An agent started by [`RunningAgent::start`]: its API address and its tasks.
+/// An agent started by [`RunningAgent::start`]: its API address and its task.
 #[derive(Debug)]
 pub struct RunningAgent {
     pub agent: Arc<Agent>,
     /// The address the command API listens on.
     pub address: SocketAddr,
-    server: JoinHandle<()>,
-    client: Option<JoinHandle<Result<(), crate::client::ClientError>>>,
+    task: Option<JoinHandle<Result<(), crate::client::ClientError>>>,
+}
+
+/// Serves the API over plain HTTP until the agent is told to stop.
+pub(crate) async fn serve_plain(
+    agent: &Agent,
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+) {
+    tokio::select! {
+        served = axum::serve(listener, router) => {
+            if let Err(error) = served {
+                tracing::error!("agent API stopped: {error}");
+            }
+        }
+        () = agent.stop.notified() => {}
+    }
 }
 
 impl RunningAgent {
-    /// Binds the API, then (unless standalone) starts the lookup and heartbeat loop.
+    /// Binds the API's address, then serves it at once (standalone), or looks the node up
+    /// and serves it — over HTTPS with auto-TLS — while heartbeating.
     pub async fn start(config: AgentConfig) -> std::io::Result<RunningAgent> {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let address = listener.local_addr()?;
         let agent = Agent::new(config);
         let router = crate::api::router(agent.clone());
-        let server = tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, router).await {
-                tracing::error!("agent API stopped: {error}");
-            }
-        });
-        tracing::info!(%address, "agent API listening");
-        let client = if agent.config.standalone {
-            None
-        } else {
+        tracing::info!(%address, "agent API address bound");
+        let task = if agent.config.standalone {
             let agent = agent.clone();
-            Some(tokio::spawn(async move {
-                crate::client::run(agent, address.port()).await
-            }))
+            tokio::spawn(async move {
+                serve_plain(&agent, listener, router).await;
+                Ok(())
+            })
+        } else {
+            tokio::spawn(crate::client::run(agent.clone(), listener, router))
         };
         Ok(RunningAgent {
             agent,
             address,
-            server,
-            client,
+            task: Some(task),
         })
     }
 
-    /// Runs until the lookup gives up (an error) or forever.
+    /// Runs until the lookup gives up (an error), the agent is told to stop (rescue), or
+    /// forever.
     pub async fn wait(mut self) -> Result<(), crate::client::ClientError> {
-        match self.client.take() {
-            Some(client) => match client.await {
-                Ok(result) => result,
-                Err(_) => Ok(()),
-            },
-            None => {
-                let _ = (&mut self.server).await;
-                Ok(())
-            }
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or(Ok(())),
+            None => Ok(()),
         }
     }
 }
 
 impl Drop for RunningAgent {
     fn drop(&mut self) {
-        self.server.abort();
-        if let Some(client) = &self.client {
-            client.abort();
+        if let Some(task) = &self.task {
+            task.abort();
         }
     }
 }

@@ -31,6 +31,8 @@ pub enum ClientError {
     LookupTimedOut(Duration, String),
     #[error("cannot build the HTTP client")]
     Http(#[source] reqwest::Error),
+    #[error("auto-TLS: {0}")]
+    Tls(String),
 }
 
 /// A lookup's outcome for one try.
@@ -44,7 +46,15 @@ enum LookupOutcome {
 }
 
 /// Runs the lookup, then heartbeats forever.
-pub async fn run(agent: Arc<Agent>, listen_port: u16) -> Result<(), ClientError> {
+pub async fn run(
+    agent: Arc<Agent>,
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+) -> Result<(), ClientError> {
+    let listen_port = listener
+        .local_addr()
+        .map(|address| address.port())
+        .unwrap_or(9999);
     let api_url = agent
         .config
         .api_urls
@@ -65,12 +75,54 @@ pub async fn run(agent: Arc<Agent>, listen_port: u16) -> Result<(), ClientError>
     let heartbeat_timeout = info.config["heartbeat_timeout"].as_f64().unwrap_or(300.0);
     agent.set_node_info(info);
     let advertise = advertise_host(&agent, &api_url);
-    let callback_url = format!("http://{}:{listen_port}", bracket_ipv6(&advertise));
-    tracing::info!(node = %node_uuid, %callback_url, "lookup succeeded; heartbeating");
+    // Auto-TLS when the API takes the agent's certificate (1.68), as IPA decides it.
+    let takes_certificate = server_max_version(&http, &api_url)
+        .await
+        .is_some_and(|version| version >= HEARTBEAT_VERSION);
+    let certificate = if agent.config.auto_tls && takes_certificate {
+        Some(crate::tls::AgentCertificate::generate(&advertise).map_err(ClientError::Tls)?)
+    } else {
+        None
+    };
+    let scheme = if certificate.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    agent.set_certificate(
+        certificate
+            .as_ref()
+            .map(|certificate| certificate.pem.clone()),
+    );
+    let callback_url = format!("{scheme}://{}:{listen_port}", bracket_ipv6(&advertise));
+    tracing::info!(node = %node_uuid, %callback_url, "lookup succeeded; serving the API and heartbeating");
+    let serve = async {
+        match certificate {
+            Some(certificate) => crate::tls::serve(listener, certificate, router).await,
+            None => crate::agent::serve_plain(&agent, listener, router).await,
+        }
+    };
+    let beat = heartbeat_loop(&agent, &http, &node_uuid, &callback_url, heartbeat_timeout);
+    tokio::select! {
+        () = serve => {}
+        () = beat => {}
+        () = agent.stop.notified() => {}
+    }
+    Ok(())
+}
 
+/// Heartbeats forever: after each success at 30–60 % of the timeout, 5–10 s after a failure,
+/// and early (at most every 5 s) when an asynchronous command finished.
+async fn heartbeat_loop(
+    agent: &Agent,
+    http: &reqwest::Client,
+    node_uuid: &str,
+    callback_url: &str,
+    heartbeat_timeout: f64,
+) {
     let mut last_forced = Instant::now() - MIN_FORCED_INTERVAL;
     loop {
-        let delay = match heartbeat(&agent, &http, &node_uuid, &callback_url).await {
+        let delay = match heartbeat(agent, http, node_uuid, callback_url).await {
             Ok(()) => heartbeat_timeout * rand::thread_rng().gen_range(0.3..0.6),
             Err(error) => {
                 tracing::warn!("heartbeat failed: {error}");
@@ -280,6 +332,11 @@ async fn heartbeat(
         }
         if version >= 62 {
             body["agent_token"] = json!(agent.token());
+        }
+        if version >= 68
+            && let Some(pem) = agent.certificate()
+        {
+            body["agent_verify_ca"] = json!(pem);
         }
         let response = http
             .post(format!("{api_url}/v1/heartbeat/{node_uuid}"))

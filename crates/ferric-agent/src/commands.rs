@@ -265,6 +265,24 @@ pub static REGISTRY: &[CommandSpec] = &[
         run: crate::steps::execute_deploy_step_command,
     },
     CommandSpec {
+        name: "service.get_service_steps",
+        mode: Mode::Sync,
+        validate: any_params,
+        run: crate::steps::get_service_steps_command,
+    },
+    CommandSpec {
+        name: "service.execute_service_step",
+        mode: Mode::Async,
+        validate: crate::steps::validate_execute_step,
+        run: crate::steps::execute_service_step_command,
+    },
+    CommandSpec {
+        name: "rescue.finalize_rescue",
+        mode: Mode::Sync,
+        validate: crate::rescue::validate,
+        run: crate::rescue::finalize_rescue_command,
+    },
+    CommandSpec {
         name: "poll.get_hardware_info",
         mode: Mode::Sync,
         validate: any_params,

@@ -50,6 +50,12 @@ pub struct AgentConfig {
     pub inspection_callback_url: Option<String>,
     /// The mdadm program that builds software RAID (`mdadm` on the PATH by default).
     pub mdadm: PathBuf,
+    /// Auto-TLS (IPA's `enable_auto_tls`): serve the API over HTTPS with a certificate made at
+    /// start and sent in heartbeats, when the Bare Metal API knows `agent_verify_ca` (1.68).
+    pub auto_tls: bool,
+    /// Where `rescue.finalize_rescue` writes the rescue password and the `/etc/.rescued`
+    /// marker (`/` in the ramdisk; tests point it elsewhere).
+    pub rescue_root: PathBuf,
 }
 
 impl AgentConfig {
@@ -71,6 +77,8 @@ impl AgentConfig {
             allow_md5: false,
             inspection_callback_url: None,
             mdadm: PathBuf::from("mdadm"),
+            auto_tls: true,
+            rescue_root: PathBuf::from("/"),
         }
     }
 }
@@ -90,12 +98,17 @@ pub struct KernelArgs {
     pub pxe_mac: Option<String>,
     /// `ipa-inspection-callback-url=`.
     pub inspection_callback_url: Option<String>,
+    /// `ipa-enable-auto-tls=` (IPA's switch; true unless it says false/0).
+    pub auto_tls: bool,
 }
 
 impl KernelArgs {
     /// Parses a kernel command line (the content of `/proc/cmdline`).
     pub fn parse(cmdline: &str) -> KernelArgs {
-        let mut args = KernelArgs::default();
+        let mut args = KernelArgs {
+            auto_tls: true,
+            ..KernelArgs::default()
+        };
         for word in cmdline.split_whitespace() {
             let Some((key, value)) = word.split_once('=') else {
                 continue;
@@ -117,6 +130,12 @@ impl KernelArgs {
                     args.inspection_callback_url = Some(value.to_owned())
                 }
                 "BOOTIF" => args.pxe_mac = bootif_mac(value),
+                "ipa-enable-auto-tls" => {
+                    args.auto_tls = !matches!(
+                        value.to_ascii_lowercase().as_str(),
+                        "0" | "false" | "no" | "off"
+                    );
+                }
                 _ => {}
             }
         }

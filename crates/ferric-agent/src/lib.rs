@@ -13,6 +13,8 @@
 //!    token, every `heartbeat_timeout × U(0.3, 0.6)` seconds, 5–10 s after an error, and once
 //!    more (at most every 5 s) when an asynchronous command finishes so the conductor notices
 //!    quickly.
+//!    With auto-TLS (`tls`, on by default as in IPA) the callback URL is `https://` and the
+//!    heartbeat carries the agent's self-signed certificate (`agent_verify_ca`).
 //! 3. **Commands** (`api`, `commands`): the conductor calls `POST /v1/commands` on port 9999
 //!    with the token. One command runs at a time (409 "Agent is busy" otherwise); synchronous
 //!    ones answer with their result, asynchronous ones answer `RUNNING` and are polled. The
@@ -36,7 +38,9 @@ pub mod logs;
 pub mod power;
 pub mod raid;
 pub mod ramdisk;
+pub mod rescue;
 pub mod steps;
+pub mod tls;
 
 pub use agent::{Agent, RunningAgent};
 pub use config::AgentConfig;

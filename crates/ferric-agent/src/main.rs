@@ -71,6 +71,11 @@ struct Args {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
+
+    /// Serve the API over plain HTTP even when the Bare Metal API could take the agent's
+    /// certificate (by default the agent makes one and speaks HTTPS, as IPA's auto-TLS).
+    #[arg(long)]
+    no_tls: bool,
 }
 
 fn main() -> ExitCode {
@@ -118,6 +123,12 @@ fn main() -> ExitCode {
     config.inspection_callback_url = kernel.inspection_callback_url;
     config.lookup_timeout = Duration::from_secs(args.lookup_timeout);
     config.allow_md5 = args.allow_md5;
+    config.auto_tls = !args.no_tls && kernel.auto_tls;
+    if ferric_agent::rescue::rescued(&config) {
+        // finalize_rescue handed the machine to its owner: the agent's API stays down.
+        eprintln!("ferric-agent: this machine is rescued; the agent does not start again");
+        return ExitCode::SUCCESS;
+    }
     if !config.standalone && config.api_urls.is_empty() {
         eprintln!("ferric-agent: no API URL: pass --api-url or boot with ipa-api-url=URL");
         return ExitCode::from(2);

@@ -1,5 +1,5 @@
-//! In-band clean and deploy steps (`clean.*`, `deploy.*`): the step lists the conductor
-//! merges into its plan, and their execution.
+//! In-band clean, deploy and service steps (`clean.*`, `deploy.*`, `service.*`): the step
+//! lists the conductor merges into its plan, and their execution.
 
 use serde_json::{Value, json};
 
@@ -104,6 +104,51 @@ pub fn deploy_steps() -> Value {
             Value::Null
         ),
     ])
+}
+
+/// The service steps: software RAID on a deployed machine (on demand only).
+pub fn service_steps() -> Value {
+    json!([
+        raid_step(
+            "create_configuration",
+            "Build the node's target_raid_config as Linux software RAID (mdadm)",
+            json!({
+                "create_root_volume": {"description": "build the root volume (default true)", "required": false},
+                "create_nonroot_volumes": {"description": "build the other volumes (default true)", "required": false},
+                "delete_existing": {"description": "remove existing arrays first (default true)", "required": false},
+            })
+        ),
+        raid_step(
+            "apply_configuration",
+            "Build the given RAID configuration as Linux software RAID (mdadm)",
+            json!({
+                "raid_config": {"description": "the target RAID configuration", "required": true},
+                "delete_existing": {"description": "remove existing arrays first (default true)", "required": false},
+            })
+        ),
+        raid_step(
+            "delete_configuration",
+            "Stop every software RAID array and clear its members",
+            Value::Null
+        ),
+    ])
+}
+
+pub(crate) fn get_service_steps_command(_: &Invocation) -> Result<Option<Value>, CommandError> {
+    Ok(Some(json!({
+        "service_steps": { MANAGER: service_steps() },
+        "hardware_manager_version": manager_version(),
+    })))
+}
+
+pub(crate) fn execute_service_step_command(
+    invocation: &Invocation,
+) -> Result<Option<Value>, CommandError> {
+    check_version(&invocation.params, "service_version")?;
+    let result = run_step(invocation, "service")?;
+    Ok(Some(
+        json!({"service_result": result, "service_step": invocation.params["step"]}),
+    ))
 }
 
 pub(crate) fn get_clean_steps_command(_: &Invocation) -> Result<Option<Value>, CommandError> {

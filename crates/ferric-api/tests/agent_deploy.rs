@@ -68,6 +68,23 @@ async fn post_command(
     let name = body["name"].as_str().unwrap_or("").to_owned();
     log.commands.push(body);
     log.polls = 0;
+    if let Some(kind) = name
+        .split_once(".get_")
+        .and_then(|(_, rest)| rest.strip_suffix("_steps"))
+    {
+        // IPA's answer: no steps of its own beyond the generic ones, and its versions.
+        return (
+            StatusCode::OK,
+            Json(json!({
+                "id": "cmd-0", "command_name": format!("get_{kind}_steps"),
+                "command_status": "SUCCEEDED", "command_error": null,
+                "command_result": {
+                    format!("{kind}_steps"): {"GenericHardwareManager": []},
+                    "hardware_manager_version": {"generic_hardware_manager": "1.2"},
+                },
+            })),
+        );
+    }
     let status = if name.ends_with("_step") {
         "RUNNING"
     } else {
@@ -234,9 +251,15 @@ async fn a_direct_deploy_runs_through_the_agent_and_cleaning_wipes_through_it() 
         "{available:#}"
     );
     let clean = log.lock().unwrap().commands.clone();
-    assert_eq!(clean[0]["name"], "clean.execute_clean_step");
-    assert_eq!(clean[0]["params"]["step"]["step"], "erase_devices_metadata");
-    assert_eq!(clean[0]["params"]["ports"][0]["address"], MAC);
+    assert_eq!(clean[0]["name"], "clean.get_clean_steps");
+    assert_eq!(clean[1]["name"], "clean.execute_clean_step");
+    assert_eq!(clean[1]["params"]["step"]["step"], "erase_devices_metadata");
+    assert_eq!(clean[1]["params"]["ports"][0]["address"], MAC);
+    // The versions the agent gave with its steps go back with each step, as Ironic sends them.
+    assert_eq!(
+        clean[1]["params"]["clean_version"],
+        json!({"generic_hardware_manager": "1.2"})
+    );
 
     // deploy: the agent writes the image; the node boots from disk.
     log.lock().unwrap().commands.clear();
@@ -266,15 +289,22 @@ async fn a_direct_deploy_runs_through_the_agent_and_cleaning_wipes_through_it() 
         .iter()
         .map(|command| command["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["deploy.execute_deploy_step", "standby.sync"]);
-    let step = &commands[0]["params"]["step"];
+    assert_eq!(
+        names,
+        [
+            "deploy.get_deploy_steps",
+            "deploy.execute_deploy_step",
+            "standby.sync"
+        ]
+    );
+    let step = &commands[1]["params"]["step"];
     assert_eq!(step["step"], "write_image");
     let image = &step["args"]["image_info"];
     assert_eq!(image["urls"][0], "http://images.test/os.raw");
     assert_eq!(image["os_hash_algo"], "sha256");
     assert_eq!(image["disk_format"], "raw");
     assert!(
-        commands[0]["params"]["node"]["driver_internal_info"]
+        commands[1]["params"]["node"]["driver_internal_info"]
             .get("agent_secret_token")
             .is_none()
     );
@@ -448,7 +478,14 @@ async fn fast_track_keeps_the_agent_from_cleaning_and_deploys_without_a_reboot()
         .iter()
         .map(|command| command["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(names, ["deploy.execute_deploy_step", "standby.sync"]);
+    assert_eq!(
+        names,
+        [
+            "deploy.get_deploy_steps",
+            "deploy.execute_deploy_step",
+            "standby.sync"
+        ]
+    );
     let history = send(
         &api,
         Method::GET,

@@ -126,6 +126,7 @@ impl Conductor {
         let inner = &self.inner;
         let current = inner.store.node_get(&Ident::Uuid(node)).await?;
         check_heartbeat(&current, &beat, inner.config.fast_track)?;
+        check_tls(&beat, inner.config.agent_require_tls)?;
         let permit = inner.take_worker()?;
         let mut task = match Task::acquire(inner, node).await {
             Ok(task) => task,
@@ -222,6 +223,46 @@ fn check_heartbeat(node: &Node, beat: &Heartbeat, fast_track: bool) -> Result<()
     Ok(())
 }
 
+/// The TLS checks of a heartbeat: with `agent_require_tls` the callback URL must be
+/// `https://` (Ironic's words), and a certificate sent for the conductor to trust the agent by
+/// must be one.
+fn check_tls(beat: &Heartbeat, require_tls: bool) -> Result<(), ConductorError> {
+    if require_tls
+        && !beat.callback_url.is_empty()
+        && !beat
+            .callback_url
+            .to_ascii_lowercase()
+            .starts_with("https://")
+    {
+        return Err(ConductorError::Invalid(format!(
+            "Agent callback URL must use https:// (agent_require_tls is set), got {}; boot an \
+             agent with TLS (ferric-agent and ironic-python-agent generate a certificate \
+             themselves).",
+            beat.callback_url
+        )));
+    }
+    if let Some(pem) = &beat.agent_verify_ca {
+        ferric_drivers::agent_client::check_certificate(pem).map_err(|error| {
+            ConductorError::Invalid(format!(
+                "The agent's TLS certificate (agent_verify_ca) cannot be used: {error}."
+            ))
+        })?;
+        if !beat.callback_url.is_empty()
+            && !beat
+                .callback_url
+                .to_ascii_lowercase()
+                .starts_with("https://")
+        {
+            return Err(ConductorError::Invalid(format!(
+                "The agent sent a TLS certificate (agent_verify_ca) with the callback URL {}, \
+                 which is not https://.",
+                beat.callback_url
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Writes the heartbeat's bookkeeping into `driver_internal_info`.
 fn record(node: &mut Node, beat: &Heartbeat) {
     let info = &mut node.driver_internal_info;
@@ -314,6 +355,24 @@ mod tests {
             Err(ConductorError::Conflict(_))
         ));
         assert!(check_heartbeat(&available, &beat, true).is_ok());
+    }
+
+    #[test]
+    fn heartbeats_are_checked_for_tls_as_agent_require_tls_says() {
+        let plain = Heartbeat {
+            callback_url: "http://10.0.0.5:9999".into(),
+            ..Heartbeat::default()
+        };
+        assert!(check_tls(&plain, false).is_ok());
+        let error = check_tls(&plain, true).unwrap_err();
+        assert!(error.to_string().contains("must use https://"), "{error}");
+        let bad_certificate = Heartbeat {
+            callback_url: "https://10.0.0.5:9999".into(),
+            agent_verify_ca: Some("-----BEGIN CERTIFICATE-----\nnope".into()),
+            ..Heartbeat::default()
+        };
+        let error = check_tls(&bad_certificate, true).unwrap_err();
+        assert!(error.to_string().contains("agent_verify_ca"), "{error}");
     }
 
     #[test]

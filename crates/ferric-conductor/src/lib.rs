@@ -102,6 +102,9 @@ pub struct ConductorConfig {
     pub fast_track: bool,
     /// How long an agent may stay silent; it heartbeats at 30–60 % of this.
     pub agent_heartbeat_timeout: Duration,
+    /// Ironic's `[agent]require_tls`: heartbeats whose callback URL is not `https://` are
+    /// refused, so no agent token is sent to an agent in clear text.
+    pub agent_require_tls: bool,
     /// How the `agent` inspect interface's data is processed (`add_ports`, overwriting).
     pub inspection: ferric_inspector::ProcessingConfig,
     /// How often nodes inspected through the inspection service are polled; `None`: never.
@@ -134,6 +137,7 @@ impl Default for ConductorConfig {
             periodic: true,
             fast_track: false,
             agent_heartbeat_timeout: Duration::from_secs(300),
+            agent_require_tls: false,
             inspection: ferric_inspector::ProcessingConfig::default(),
             inspector_status_interval: Some(Duration::from_secs(60)),
         }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::steps::{
     automated_plan, check_requested, check_without_ramdisk, clear_plan, current_step_is_abortable,
-    disable_ramdisk, store_plan,
+    disable_ramdisk, store_plan, store_requested,
 };
 use crate::task::{Cause, Task};
 use crate::worker::{Job, spawn};
@@ -127,14 +127,16 @@ async fn start(
                     .map_err(invalid)?;
             }
             let requested = args.deploy_steps.unwrap_or_default();
-            check_requested(&interfaces, StepKind::Deploy, &requested)?;
+            check_requested(&interfaces, &task.node, StepKind::Deploy, &requested)?;
             let requested =
                 crate::templates::deploy_steps_with_templates(task, &interfaces, requested).await?;
+            let offered = interfaces.offered_steps(&task.node, StepKind::Deploy);
             store_plan(
                 &mut task.node,
                 StepKind::Deploy,
-                &automated_plan(&interfaces, StepKind::Deploy, &requested),
+                &automated_plan(&offered, &requested),
             );
+            store_requested(&mut task.node, StepKind::Deploy, &requested);
             match args.configdrive {
                 Some(configdrive) => {
                     task.node
@@ -186,7 +188,7 @@ async fn start(
             } else {
                 (StepKind::Service, args.service_steps.unwrap_or_default())
             };
-            check_requested(&interfaces, kind, &steps)?;
+            check_requested(&interfaces, &task.node, kind, &steps)?;
             let no_ramdisk = args.disable_ramdisk == Some(true);
             if no_ramdisk {
                 check_without_ramdisk(&interfaces, kind, &steps)?;

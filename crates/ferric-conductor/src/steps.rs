@@ -14,7 +14,10 @@
 
 use std::time::Duration;
 
-use ferric_drivers::{DriverError, Interfaces, Outcome, PowerAction, StepCall, StepKind};
+use ferric_drivers::{
+    DriverError, Interfaces, OfferedStep, Outcome, PowerAction, StepCall, StepKind,
+};
+use ferric_model::ProvisionState;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 use serde_json::Value;
 
@@ -55,6 +58,17 @@ fn preparing_key(kind: StepKind) -> String {
 /// Set once the flow's environment is ready.
 fn prepared_key(kind: StepKind) -> String {
     format!("{}_prepared", kind.as_str())
+}
+
+/// Set once the agent's own steps were read in this flow (`agent_steps.rs` in the drivers).
+fn agent_steps_key(kind: StepKind) -> String {
+    format!("{}_agent_steps_loaded", kind.as_str())
+}
+
+/// The steps a deployment was asked for (the request's and its deploy templates'), kept so
+/// the plan can be made again once the agent has said which steps it offers.
+fn requested_key(kind: StepKind) -> String {
+    format!("{}_requested_steps", kind.as_str())
 }
 
 /// Set when a manual clean or service runs without the agent ramdisk (`disable_ramdisk`).
@@ -117,52 +131,113 @@ fn is_reserved(step: &StepCall) -> bool {
     }
 }
 
-/// Refuses requested steps the node's driver does not offer (400 before anything starts).
-pub(crate) fn check_requested(
-    interfaces: &Interfaces,
-    kind: StepKind,
-    requested: &[StepCall],
-) -> Result<(), ConductorError> {
-    let offered = interfaces.steps(kind);
-    for step in requested {
-        let known = is_reserved(step)
-            || offered
-                .iter()
-                .any(|def| def.interface == step.interface && def.step == step.step);
-        if !known {
-            let names: Vec<String> = offered
-                .iter()
-                .map(|def| format!("{}.{}", def.interface, def.step))
-                .chain(["power.power_on", "power.power_off", "power.reboot"].map(String::from))
-                .collect();
-            return Err(ConductorError::Invalid(format!(
-                "The requested {} step \"{}.{}\" is not supported by the node's driver; \
-                 supported steps: {}, and hold/wait on any interface.",
+fn find<'a>(offered: &'a [OfferedStep], step: &StepCall) -> Option<&'a OfferedStep> {
+    offered
+        .iter()
+        .find(|def| def.interface == step.interface && def.step == step.step)
+}
+
+/// The arguments of a step the agent offered, checked against what it declared
+/// (`argsinfo`), as Ironic checks them: none it does not know, every required one given
+/// (for deploy steps only when they run).
+fn check_agent_args(kind: StepKind, step: &StepCall, def: &OfferedStep) -> Result<(), String> {
+    let Some(agent) = &def.agent else {
+        return Ok(());
+    };
+    let declared = agent.argsinfo.clone().unwrap_or_default();
+    let mut unexpected: Vec<&str> = step
+        .args
+        .keys()
+        .filter(|name| !declared.contains_key(*name))
+        .map(String::as_str)
+        .collect();
+    unexpected.sort_unstable();
+    if !unexpected.is_empty() {
+        return Err(format!(
+            "the {} step {}.{} the agent offers takes no argument {} (it takes: {})",
+            kind.as_str(),
+            step.interface,
+            step.step,
+            unexpected.join(", "),
+            if declared.is_empty() {
+                "none".to_owned()
+            } else {
+                declared.keys().cloned().collect::<Vec<_>>().join(", ")
+            }
+        ));
+    }
+    if kind != StepKind::Deploy || step.priority > 0 {
+        let missing: Vec<&str> = agent
+            .required_args()
+            .into_iter()
+            .filter(|name| !step.args.contains_key(*name))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the {} step {}.{} the agent offers needs the argument {}",
                 kind.as_str(),
                 step.interface,
                 step.step,
-                names.join(", ")
-            )));
+                missing.join(", ")
+            ));
         }
     }
     Ok(())
 }
 
-/// The steps an automated flow runs: the driver's steps with a priority above 0, with
-/// `requested` steps added or overriding a driver step's priority (priority 0 removes it),
-/// highest priority first.
-pub(crate) fn automated_plan(
+fn unsupported(kind: StepKind, step: &StepCall, offered: &[OfferedStep], by: &str) -> String {
+    let names: Vec<String> = offered
+        .iter()
+        .map(|def| format!("{}.{}", def.interface, def.step))
+        .chain(["power.power_on", "power.power_off", "power.reboot"].map(String::from))
+        .collect();
+    format!(
+        "The requested {} step \"{}.{}\" is not supported by {by}; supported steps: {}, and \
+         hold/wait on any interface.",
+        kind.as_str(),
+        step.interface,
+        step.step,
+        names.join(", ")
+    )
+}
+
+/// Refuses requested steps the node does not offer (400 before anything starts). A step the
+/// node's agent may offer (its interface hands steps to the agent) but that is not known yet
+/// is checked once the agent has said which steps it offers, as Ironic does.
+pub(crate) fn check_requested(
     interfaces: &Interfaces,
+    node: &Node,
     kind: StepKind,
     requested: &[StepCall],
-) -> Vec<StepCall> {
-    let mut plan: Vec<StepCall> = interfaces
-        .steps(kind)
-        .into_iter()
+) -> Result<(), ConductorError> {
+    let offered = interfaces.offered_steps(node, kind);
+    for step in requested.iter().filter(|step| !is_reserved(step)) {
+        match find(&offered, step) {
+            Some(def) => check_agent_args(kind, step, def).map_err(ConductorError::Invalid)?,
+            None if interfaces.hands_to_agent(step.interface) => {}
+            None => {
+                return Err(ConductorError::Invalid(unsupported(
+                    kind,
+                    step,
+                    &offered,
+                    "the node's driver",
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The steps an automated flow runs: the offered steps with a priority above 0, with
+/// `requested` steps added or overriding a driver step's priority (priority 0 removes it),
+/// highest priority first.
+pub(crate) fn automated_plan(offered: &[OfferedStep], requested: &[StepCall]) -> Vec<StepCall> {
+    let mut plan: Vec<StepCall> = offered
+        .iter()
         .filter(|def| def.priority > 0)
         .map(|def| StepCall {
             interface: def.interface,
-            step: def.step.to_owned(),
+            step: def.step.clone(),
             args: JsonObject::new(),
             priority: def.priority,
         })
@@ -177,15 +252,76 @@ pub(crate) fn automated_plan(
     plan
 }
 
+fn steps_json(steps: &[StepCall]) -> Value {
+    Value::Array(
+        steps
+            .iter()
+            .map(|step| Value::Object(step.to_json()))
+            .collect(),
+    )
+}
+
 /// Writes `plan` as the node's step list for `kind`, starting at its first step.
 pub(crate) fn store_plan(node: &mut Node, kind: StepKind, plan: &[StepCall]) {
-    let steps = plan
-        .iter()
-        .map(|step| Value::Object(step.to_json()))
-        .collect();
     node.driver_internal_info
-        .insert(plan_key(kind), Value::Array(steps));
+        .insert(plan_key(kind), steps_json(plan));
     node.driver_internal_info.insert(index_key(kind), 0.into());
+}
+
+/// Keeps the steps an automated flow was asked for, to plan again with the agent's steps.
+pub(crate) fn store_requested(node: &mut Node, kind: StepKind, requested: &[StepCall]) {
+    node.driver_internal_info
+        .insert(requested_key(kind), steps_json(requested));
+}
+
+/// Whether the flow of `kind` runs the offered steps by priority (automated cleaning, every
+/// deployment) rather than the steps an operator listed (manual cleaning, servicing).
+fn is_automated(node: &Node, kind: StepKind) -> bool {
+    match kind {
+        StepKind::Deploy => true,
+        StepKind::Clean => node.target_provision_state != Some(ProvisionState::Manageable),
+        StepKind::Service => false,
+    }
+}
+
+/// The plan of `kind` made again with the agent's steps known: the steps before `index` ran
+/// already and stay; an automated flow runs the rest of its offered and requested steps by
+/// priority (the agent's steps among them), a manual one the steps asked for, each now
+/// checked against what the agent offers. The error says which step does not fit.
+fn fit_plan(
+    interfaces: &Interfaces,
+    node: &Node,
+    kind: StepKind,
+    plan: &[StepCall],
+    index: usize,
+) -> Result<Vec<StepCall>, String> {
+    let offered = interfaces.offered_steps(node, kind);
+    let (done, rest) = plan.split_at(index.min(plan.len()));
+    let wanted = if is_automated(node, kind) {
+        read_steps(node, &requested_key(kind))
+    } else {
+        rest.to_vec()
+    };
+    for step in wanted.iter().filter(|step| !is_reserved(step)) {
+        let def = find(&offered, step)
+            .ok_or_else(|| unsupported(kind, step, &offered, "the node's driver or its agent"))?;
+        check_agent_args(kind, step, def)?;
+    }
+    let mut fitted = done.to_vec();
+    if is_automated(node, kind) {
+        fitted.extend(
+            automated_plan(&offered, &wanted)
+                .into_iter()
+                .filter(|step| {
+                    !done
+                        .iter()
+                        .any(|ran| ran.interface == step.interface && ran.step == step.step)
+                }),
+        );
+    } else {
+        fitted.extend(wanted);
+    }
+    Ok(fitted)
 }
 
 /// Forgets the step list of `kind` and the current step.
@@ -195,12 +331,18 @@ pub(crate) fn clear_plan(node: &mut Node, kind: StepKind) {
     node.driver_internal_info.remove(&preparing_key(kind));
     node.driver_internal_info.remove(&prepared_key(kind));
     node.driver_internal_info.remove(&no_ramdisk_key(kind));
+    node.driver_internal_info.remove(&agent_steps_key(kind));
+    node.driver_internal_info.remove(&requested_key(kind));
     current_step_field(node, kind).clear();
 }
 
 fn read_plan(node: &Node, kind: StepKind) -> Vec<StepCall> {
+    read_steps(node, &plan_key(kind))
+}
+
+fn read_steps(node: &Node, key: &str) -> Vec<StepCall> {
     node.driver_internal_info
-        .get(&plan_key(kind))
+        .get(key)
         .and_then(Value::as_array)
         .map(|steps| {
             steps
@@ -228,7 +370,7 @@ pub(crate) fn current_step_is_abortable(
         return Ok(());
     };
     let refused = interfaces
-        .steps(kind)
+        .offered_steps(node, kind)
         .iter()
         .any(|def| def.interface == step.interface && def.step == step.step && !def.abortable);
     if refused {
@@ -247,7 +389,7 @@ pub(crate) fn current_step_is_abortable(
 /// Runs the node's step list of `kind` from its current index (the next one when `resume`,
 /// because the step that waited has finished). An error is the `last_error` text.
 pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result<Progress, String> {
-    let plan = read_plan(&task.node, kind);
+    let mut plan = read_plan(&task.node, kind);
     let mut index = task
         .node
         .driver_internal_info
@@ -292,7 +434,19 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             return saved_unless_aborted(task, Progress::Wait).await;
         }
     }
-    while let Some(step) = plan.get(index) {
+    while let Some(step) = plan.get(index).cloned() {
+        if wants_agent_steps(&task.node, &interfaces, kind, &step) {
+            // The agent is up: read its steps and fit the rest of the flow to them.
+            let Ok(read) = signal
+                .unless_aborted(interfaces.deploy.refresh_agent_steps(&mut task.node, kind))
+                .await
+            else {
+                return Ok(Progress::Aborted);
+            };
+            read.map_err(|error| agent_steps_failed(task, kind, &error))?;
+            plan = refit(task, &interfaces, kind, &plan, index)?;
+            continue;
+        }
         // A step boundary: the abort mark is looked at in the write that starts the step.
         let previous = std::mem::replace(current_step_field(&mut task.node, kind), step.to_json());
         let previous_index = task
@@ -311,9 +465,13 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             };
             return Ok(Progress::Aborted);
         }
-        let outcome = execute(task, &interfaces, kind, step)
-            .await
-            .map_err(|error| {
+        let outcome = match execute(task, &interfaces, kind, &step).await {
+            Err(DriverError::AgentVersionMismatch(detail)) => {
+                (plan, index) =
+                    after_version_mismatch(task, &interfaces, kind, &plan, index, &detail).await?;
+                continue;
+            }
+            other => other.map_err(|error| {
                 format!(
                     "{} step {}.{} failed on node {}: {error}",
                     capitalized(kind.as_str()),
@@ -321,7 +479,8 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
                     step.step,
                     task.uuid()
                 )
-            })?;
+            })?,
+        };
         match outcome {
             StepOutcome::Done => index += 1,
             StepOutcome::Wait => return Ok(Progress::Wait),
@@ -346,6 +505,102 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
     }
     clear_plan(&mut task.node, kind);
     Ok(Progress::Done)
+}
+
+/// Whether the agent's steps must be read before `step` runs: it is the flow's first step
+/// that runs on the agent (which is up by then) and the node's deploy interface hands steps
+/// to an agent.
+fn wants_agent_steps(
+    node: &Node,
+    interfaces: &Interfaces,
+    kind: StepKind,
+    step: &StepCall,
+) -> bool {
+    interfaces.deploy.runs_agent()
+        && !is_reserved(step)
+        && !ramdisk_disabled(node, kind)
+        && !node
+            .driver_internal_info
+            .contains_key(&agent_steps_key(kind))
+        && interfaces.step_needs_agent(step)
+}
+
+fn agent_steps_failed(task: &Task, kind: StepKind, error: &DriverError) -> String {
+    format!(
+        "Reading the {} steps of node {}'s agent failed: {error}",
+        kind.as_str(),
+        task.uuid()
+    )
+}
+
+/// Makes the plan again now that the agent's steps are cached, and records it.
+fn refit(
+    task: &mut Task,
+    interfaces: &Interfaces,
+    kind: StepKind,
+    plan: &[StepCall],
+    index: usize,
+) -> Result<Vec<StepCall>, String> {
+    let fitted = fit_plan(interfaces, &task.node, kind, plan, index).map_err(|error| {
+        format!(
+            "The {} steps of node {} do not fit what its driver and agent offer: {error}",
+            kind.as_str(),
+            task.uuid()
+        )
+    })?;
+    let info = &mut task.node.driver_internal_info;
+    info.insert(agent_steps_key(kind), true.into());
+    info.insert(plan_key(kind), steps_json(&fitted));
+    Ok(fitted)
+}
+
+/// The agent refused a step because its hardware managers changed since its steps were read
+/// (IPA's `CLEAN_VERSION_MISMATCH`). As Ironic: read the steps and versions again; automated
+/// cleaning starts over from its first step with the new steps, manual cleaning, servicing
+/// and deployments run the refused step again. An agent that reports the same versions it
+/// refused cannot be driven: the flow fails naming them. Returns the plan and the index to
+/// go on at.
+async fn after_version_mismatch(
+    task: &mut Task,
+    interfaces: &Interfaces,
+    kind: StepKind,
+    plan: &[StepCall],
+    index: usize,
+    detail: &str,
+) -> Result<(Vec<StepCall>, usize), String> {
+    let before = ferric_drivers::agent_steps::version(&task.node);
+    interfaces
+        .deploy
+        .refresh_agent_steps(&mut task.node, kind)
+        .await
+        .map_err(|error| agent_steps_failed(task, kind, &error))?;
+    let after = ferric_drivers::agent_steps::version(&task.node);
+    if after == before {
+        return Err(format!(
+            "The agent of node {} refused a {} step for a hardware manager version mismatch, \
+             yet reports the same versions ({after}) when asked again; Ferric cannot run its \
+             steps. Check the ramdisk. The agent said: {detail}",
+            task.uuid(),
+            kind.as_str()
+        ));
+    }
+    let restart = kind == StepKind::Clean && is_automated(&task.node, kind);
+    tracing::info!(
+        node = %task.uuid(),
+        kind = kind.as_str(),
+        versions = %after,
+        restart,
+        "the agent's hardware managers changed; its steps were read again"
+    );
+    if restart {
+        let offered = interfaces.offered_steps(&task.node, kind);
+        let fresh = automated_plan(&offered, &[]);
+        let info = &mut task.node.driver_internal_info;
+        info.insert(agent_steps_key(kind), true.into());
+        info.insert(plan_key(kind), steps_json(&fresh));
+        return Ok((fresh, 0));
+    }
+    Ok((refit(task, interfaces, kind, plan, index)?, index))
 }
 
 /// Saves the node unless its flow is marked for abort: `progress`, or [`Progress::Aborted`].

@@ -79,12 +79,14 @@ pub(crate) async fn deploy_steps_with_templates(
             });
         }
     }
-    check_requested(interfaces, StepKind::Deploy, &template_steps).map_err(|error| {
-        invalid(match error {
-            ConductorError::Invalid(message) => message,
-            other => other.to_string(),
-        })
-    })?;
+    check_requested(interfaces, &task.node, StepKind::Deploy, &template_steps).map_err(
+        |error| {
+            invalid(match error {
+                ConductorError::Invalid(message) => message,
+                other => other.to_string(),
+            })
+        },
+    )?;
     let mut steps = requested;
     let extra: Vec<StepCall> = template_steps
         .into_iter()

@@ -125,7 +125,8 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
             return move_on(task, kind, Event::Done).await;
         }
         let interfaces = task.interfaces()?;
-        let plan = steps::automated_plan(&interfaces, kind, &[]);
+        let offered = interfaces.offered_steps(&task.node, kind);
+        let plan = steps::automated_plan(&offered, &[]);
         steps::store_plan(&mut task.node, kind, &plan);
     }
     let progress = steps::run(task, kind, resume).await;
@@ -186,6 +187,19 @@ async fn step_failed(
     task.node.last_error = Some(message.clone());
     match task.interfaces() {
         Ok(interfaces) => {
+            // The agent's logs, before the machine goes off (`deploy_logs_collect`).
+            let label = match kind {
+                StepKind::Clean => Some("cleaning"),
+                StepKind::Service => Some("servicing"),
+                StepKind::Deploy => None,
+            };
+            if let Some(path) = interfaces
+                .deploy
+                .collect_ramdisk_logs(&task.node, label, true)
+                .await
+            {
+                message = format!("{message} The ramdisk's logs are in {}.", path.display());
+            }
             let undone = if kind == StepKind::Deploy {
                 interfaces.deploy.clean_up(&mut task.node).await
             } else if steps::ramdisk_disabled(&task.node, kind) {
@@ -307,6 +321,15 @@ async fn adopt(task: &mut Task) -> Result<(), ConductorError> {
 /// `rescuing`: boot the rescue environment. Interrupted by an accepted abort like a step.
 async fn rescue(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
     let event = if resume {
+        // The rescue environment called back: hand it what it needs (the agent's password).
+        let finished = async {
+            let interfaces = task.interfaces()?;
+            Ok::<_, ConductorError>(interfaces.rescue.finish_rescue(&mut task.node).await?)
+        }
+        .await;
+        if let Err(error) = finished {
+            return rescue_failed(task, error).await;
+        }
         Event::Done
     } else {
         let signal = task.abort_signal();

@@ -54,7 +54,8 @@ impl RawResult {
             "RUNNING" => CommandStatus::Running,
             "SUCCEEDED" => CommandStatus::Succeeded,
             "FAILED" => CommandStatus::Failed,
-            "CLEAN_VERSION_MISMATCH" => CommandStatus::VersionMismatch,
+            // IPA's name, and the one it means to move to.
+            "CLEAN_VERSION_MISMATCH" | "VERSION_MISMATCH" => CommandStatus::VersionMismatch,
             other => {
                 return Err(DriverError::Failed(format!(
                     "The agent reported an unknown command status \"{other}\"."
@@ -110,10 +111,13 @@ pub const AGENT_KEYS: [&str; 5] = [
 ];
 
 /// Forgets the agent the node was talking to: the next agent must look the node up again
-/// and gets a new token.
+/// and gets a new token, and is asked for its steps again.
 pub fn forget_agent(node: &mut ferric_model::resources::Node) {
     for key in AGENT_KEYS {
         node.driver_internal_info.remove(key);
+    }
+    for key in crate::agent_steps::keys() {
+        node.driver_internal_info.remove(&key);
     }
 }
 
@@ -122,6 +126,17 @@ pub fn forget_agent(node: &mut ferric_model::resources::Node) {
 pub struct AgentClient {
     http: reqwest::Client,
     attempts: u32,
+    timeout: Duration,
+}
+
+/// Checks that `pem` (an agent's `agent_verify_ca`) holds a certificate Ferric can trust an
+/// agent by; the error says what is wrong with it.
+pub fn check_certificate(pem: &str) -> Result<(), String> {
+    match reqwest::Certificate::from_pem_bundle(pem.as_bytes()) {
+        Ok(certificates) if !certificates.is_empty() => Ok(()),
+        Ok(_) => Err("it holds no PEM certificate".to_owned()),
+        Err(error) => Err(format!("it is not a PEM certificate ({error})")),
+    }
 }
 
 impl Default for AgentClient {
@@ -134,15 +149,20 @@ impl AgentClient {
     /// A client whose requests time out after `timeout` (Ironic's `[agent]command_timeout`).
     pub fn new(timeout: Duration) -> Self {
         Self::builder(timeout).build().map_or_else(
-            |_| Self::default_client(),
-            |http| Self { http, attempts: 3 },
+            |_| Self::default_client(timeout),
+            |http| Self {
+                http,
+                attempts: 3,
+                timeout,
+            },
         )
     }
 
-    fn default_client() -> Self {
+    fn default_client(timeout: Duration) -> Self {
         Self {
             http: reqwest::Client::default(),
             attempts: 3,
+            timeout,
         }
     }
 
@@ -163,8 +183,12 @@ impl AgentClient {
             .tls_built_in_root_certs(false)
             .build()
             .map_or_else(
-                |_| Self::default_client(),
-                |http| Self { http, attempts: 3 },
+                |_| Self::default_client(timeout),
+                |http| Self {
+                    http,
+                    attempts: 3,
+                    timeout,
+                },
             )
     }
 
@@ -201,7 +225,67 @@ impl AgentClient {
         let http = builder
             .build()
             .map_err(|error| format!("cannot set up the agent HTTP client: {error}"))?;
-        Ok(Self { http, attempts: 3 })
+        Ok(Self {
+            http,
+            attempts: 3,
+            timeout,
+        })
+    }
+
+    /// A client that trusts exactly the certificate an agent sent in its heartbeat
+    /// (`agent_verify_ca`, Ironic's auto-TLS): that agent, and no other, is reached over
+    /// HTTPS with it.
+    pub fn trusting(timeout: Duration, pem: &str) -> Result<Self, String> {
+        check_certificate(pem)?;
+        let certificates = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|error| format!("it is not a PEM certificate ({error})"))?;
+        let http = certificates
+            .into_iter()
+            .fold(
+                Self::builder(timeout).tls_built_in_root_certs(false),
+                |builder, certificate| builder.add_root_certificate(certificate),
+            )
+            .build()
+            .map_err(|error| format!("cannot set up an HTTPS client with it ({error})"))?;
+        Ok(Self {
+            http,
+            attempts: 3,
+            timeout,
+        })
+    }
+
+    /// The client for `node`'s agent, as Ironic picks how to check it: the certificate the
+    /// agent sent in its heartbeat (`driver_internal_info.agent_verify_ca`), else the node's
+    /// `driver_info.agent_verify_ca` (true, false or a CA file), else the site's setting (this
+    /// client).
+    pub fn for_node(&self, node: &ferric_model::resources::Node) -> Result<Self, DriverError> {
+        let text = |object: &ferric_model::resources::JsonObject| {
+            object
+                .get("agent_verify_ca")
+                .and_then(serde_json::Value::as_str)
+                .filter(|text| !text.trim().is_empty())
+                .map(str::to_owned)
+        };
+        if let Some(pem) = text(&node.driver_internal_info) {
+            return Self::trusting(self.timeout, &pem).map_err(|error| {
+                DriverError::Failed(format!(
+                    "The TLS certificate node {}'s agent sent in its heartbeat \
+                     (agent_verify_ca) cannot be used: {error}. Reboot the node into a working \
+                     ramdisk.",
+                    node.uuid
+                ))
+            });
+        }
+        match text(&node.driver_info) {
+            Some(setting) => Self::with_verify_ca(self.timeout, &AgentVerifyCa::parse(&setting))
+                .map_err(|error| {
+                    DriverError::InvalidParameter(format!(
+                        "Node {}'s driver_info agent_verify_ca: {error}",
+                        node.uuid
+                    ))
+                }),
+            None => Ok(self.clone()),
+        }
     }
 
     fn url(agent_url: &str, path: &str) -> String {
@@ -234,7 +318,8 @@ impl AgentClient {
                 .await;
             match sent {
                 Ok(response) => return Self::read(agent_url, name, response).await,
-                Err(error) if error.is_connect() && attempt < self.attempts => {
+                // A refused or unreachable agent may be starting; a TLS failure stays one.
+                Err(error) if error.is_connect() && !is_tls(&error) && attempt < self.attempts => {
                     last_error = error.to_string();
                     tokio::time::sleep(Duration::from_secs(2 * u64::from(attempt))).await;
                 }
@@ -316,14 +401,55 @@ impl AgentClient {
     }
 }
 
-/// A reqwest error in words an operator can act on.
+fn error_chain(error: &reqwest::Error) -> Vec<String> {
+    let mut chain = Vec::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        chain.push(current.to_string());
+        source = current.source();
+    }
+    chain
+}
+
+/// The part of the error chain that says the TLS handshake failed, if it did.
+fn tls_detail(chain: &[String]) -> Option<&String> {
+    chain.iter().find(|text| {
+        let text = text.to_ascii_lowercase();
+        [
+            "certificate",
+            "tls",
+            "handshake",
+            "unknownissuer",
+            "unknown ca",
+            "ssl",
+        ]
+        .iter()
+        .any(|word| text.contains(word))
+    })
+}
+
+fn is_tls(error: &reqwest::Error) -> bool {
+    tls_detail(&error_chain(error)).is_some()
+}
+
+/// A reqwest error in words an operator can act on. TLS failures (an agent certificate that
+/// does not verify, an agent that speaks plain HTTP where HTTPS is expected) are named as
+/// such with what the TLS library said, not as an unreachable agent.
 fn describe(error: &reqwest::Error) -> String {
     if error.is_timeout() {
-        "the request timed out".to_owned()
-    } else if error.is_connect() {
-        "connection refused or unreachable".to_owned()
-    } else {
-        error.to_string()
+        return "the request timed out".to_owned();
+    }
+    let chain = error_chain(error);
+    match tls_detail(&chain) {
+        Some(detail) => format!(
+            "TLS failure: {detail} (the agent's certificate did not verify against \
+             agent_verify_ca, or the agent does not speak the protocol its callback URL names)"
+        ),
+        None if error.is_connect() => format!(
+            "connection refused or unreachable ({})",
+            chain.last().map_or("no detail", String::as_str)
+        ),
+        None => chain.join(": "),
     }
 }
 
@@ -403,11 +529,45 @@ mod tls_tests {
         // The token rides on the call: without the right one the agent refuses.
         assert!(pinned.command(&url, "wrong", "c1").await.is_err());
 
-        // The system roots do not know a self-signed agent certificate.
+        // The system roots do not know a self-signed agent certificate: a TLS failure, named.
         let system =
             AgentClient::with_verify_ca(timeout, &AgentVerifyCa::SystemRoots).expect("client");
         let error = system.command(&url, "tok", "c1").await.unwrap_err();
-        assert!(error.to_string().contains("Could not reach"), "{error}");
+        assert!(error.to_string().contains("TLS failure"), "{error}");
+        assert!(!error.to_string().contains("refused"), "{error}");
+
+        // The certificate the agent sent in its heartbeat is trusted for that node only.
+        let mut node = ferric_model::resources::Node::new(
+            uuid::Uuid::nil(),
+            "fake-hardware",
+            ferric_model::ProvisionState::CleanWait,
+        );
+        node.driver_internal_info
+            .insert("agent_verify_ca".into(), cert_pem.clone().into());
+        let per_node = system.for_node(&node).expect("client");
+        let reply = per_node.command(&url, "tok", "c1").await.expect("reply");
+        assert!(matches!(reply, Reply::Busy), "{reply:?}");
+        let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .expect("cert")
+            .cert
+            .pem();
+        node.driver_internal_info
+            .insert("agent_verify_ca".into(), other.into());
+        let error = system
+            .for_node(&node)
+            .expect("client")
+            .command(&url, "tok", "c1")
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("TLS failure"), "{error}");
+        node.driver_internal_info
+            .insert("agent_verify_ca".into(), "not a certificate".into());
+        let error = system.for_node(&node).unwrap_err();
+        assert!(error.to_string().contains("agent_verify_ca"), "{error}");
+        // A plain HTTP client asking an HTTPS agent: also a TLS-level failure, not "refused".
+        let plain = url.replace("https://", "http://");
+        let error = system.command(&plain, "tok", "c1").await.unwrap_err();
+        assert!(!error.to_string().contains("refused"), "{error}");
 
         let unchecked =
             AgentClient::with_verify_ca(timeout, &AgentVerifyCa::Disabled).expect("client");

@@ -35,7 +35,7 @@ use crate::interfaces::{
     PowerInterface, StepCall, StepDef, StepKind, Validate,
 };
 use crate::ipxe::boot_file_url;
-use crate::settings::DeploySettings;
+use crate::settings::{DeploySettings, LogsCollect};
 
 const NO_ARGS: &[(&str, &str)] = &[];
 const WRITE_IMAGE_ARGS: &[(&str, &str)] = &[
@@ -259,6 +259,7 @@ impl DirectDeploy {
         step: &StepCall,
     ) -> Result<AgentStep, DriverError> {
         let (url, token) = Self::agent_of(node)?;
+        let agent = self.agent.for_node(node)?;
         let poll = AgentStep::Running(Outcome::Poll(self.settings.command_poll_interval));
         let started = node
             .driver_internal_info
@@ -268,7 +269,7 @@ impl DirectDeploy {
             .and_then(|command| command.get("id").and_then(Value::as_str))
             .map(str::to_owned);
         let reply = match started {
-            Some(id) => self.agent.command(&url, &token, &id).await?,
+            Some(id) => agent.command(&url, &token, &id).await?,
             None => {
                 let mut call = step.clone();
                 if kind == StepKind::Deploy && step.step == "write_image" {
@@ -281,11 +282,13 @@ impl DirectDeploy {
                 params.insert("step".into(), Value::Object(call.to_json()));
                 params.insert("node".into(), Self::node_for_agent(node));
                 params.insert("ports".into(), self.ports_for_agent());
-                params.insert(format!("{}_version", kind.as_str()), json!({}));
+                // The versions the agent's steps were read with (null before: not checked).
+                params.insert(
+                    format!("{}_version", kind.as_str()),
+                    crate::agent_steps::version(node),
+                );
                 let name = format!("{0}.execute_{0}_step", kind.as_str());
-                self.agent
-                    .execute(&url, &token, &name, params, false)
-                    .await?
+                agent.execute(&url, &token, &name, params, false).await?
             }
         };
         let result = match reply {
@@ -329,7 +332,20 @@ impl DirectDeploy {
                 }
                 Ok(AgentStep::Finished(result.result))
             }
-            CommandStatus::Failed | CommandStatus::VersionMismatch => {
+            CommandStatus::VersionMismatch => {
+                node.driver_internal_info.remove(COMMAND_KEY);
+                Err(DriverError::AgentVersionMismatch(format!(
+                    "The agent's hardware managers changed since its {} steps were read \
+                     (it refused {} with the versions {}): {}",
+                    kind.as_str(),
+                    step.step,
+                    crate::agent_steps::version(node),
+                    result
+                        .error
+                        .unwrap_or_else(|| "it gave no details".to_owned())
+                )))
+            }
+            CommandStatus::Failed => {
                 node.driver_internal_info.remove(COMMAND_KEY);
                 Err(DriverError::Failed(format!(
                     "The agent failed {}: {}",
@@ -388,17 +404,70 @@ impl DirectDeploy {
         Ok(())
     }
 
-    /// Asks the agent, if there is one, to flush its disks; a silent agent is no reason to
-    /// fail (the BMC powers the machine off next).
-    async fn sync_agent(&self, node: &Node) {
-        if let Ok((url, token)) = Self::agent_of(node)
-            && let Err(error) = self
-                .agent
-                .execute(&url, &token, "standby.sync", JsonObject::new(), true)
-                .await
-        {
-            tracing::warn!(node = %node.uuid, error = %error, "the agent did not sync its disks");
+    /// Asks the agent to flush its disks before the power goes: an image that may not have
+    /// reached the disk is a failed deployment, as in Ironic (`standby.sync` failing, or the
+    /// agent not answering, fails the step).
+    async fn sync_agent(&self, node: &Node) -> Result<(), DriverError> {
+        let (url, token) = Self::agent_of(node)?;
+        let reply = self
+            .agent
+            .for_node(node)?
+            .execute(&url, &token, "standby.sync", JsonObject::new(), true)
+            .await?;
+        let synced =
+            |result: &crate::agent_client::CommandResult| result.status == CommandStatus::Succeeded;
+        match reply {
+            Reply::Result(result) if synced(&result) => Ok(()),
+            Reply::Result(result) => Err(DriverError::Failed(format!(
+                "The agent at {url} could not flush the disks (standby.sync {}): {}; the image \
+                 may not be on the disk.",
+                match result.status {
+                    CommandStatus::Running => "still running after waiting",
+                    _ => "failed",
+                },
+                result
+                    .error
+                    .unwrap_or_else(|| "it gave no reason".to_owned())
+            ))),
+            Reply::Busy => Err(DriverError::Failed(format!(
+                "The agent at {url} was busy with another command and did not flush the disks \
+                 (standby.sync); the image may not be on the disk."
+            ))),
         }
+    }
+
+    /// Runs a synchronous agent command and hands back its result; a busy agent is asked
+    /// again a few times.
+    async fn sync_command(
+        &self,
+        node: &Node,
+        name: &str,
+        params: JsonObject,
+    ) -> Result<Value, DriverError> {
+        let (url, token) = Self::agent_of(node)?;
+        let agent = self.agent.for_node(node)?;
+        for _ in 0..5 {
+            match agent
+                .execute(&url, &token, name, params.clone(), true)
+                .await?
+            {
+                Reply::Busy => tokio::time::sleep(self.settings.command_poll_interval).await,
+                Reply::Result(result) if result.status == CommandStatus::Succeeded => {
+                    return Ok(result.result);
+                }
+                Reply::Result(result) => {
+                    return Err(DriverError::Failed(format!(
+                        "The agent at {url} failed {name}: {}",
+                        result
+                            .error
+                            .unwrap_or_else(|| "it gave no reason".to_owned())
+                    )));
+                }
+            }
+        }
+        Err(DriverError::Failed(format!(
+            "The agent at {url} stayed busy with another command; {name} was not run."
+        )))
     }
 }
 
@@ -460,7 +529,8 @@ impl DeployInterface for DirectDeploy {
                 Ok(Outcome::Done)
             }
             (StepKind::Deploy, "tear_down_agent") => {
-                self.sync_agent(node).await;
+                self.collect_ramdisk_logs(node, None, false).await;
+                self.sync_agent(node).await?;
                 self.power_off(node).await?;
                 forget_agent(node);
                 Ok(Outcome::Done)
@@ -498,6 +568,71 @@ impl DeployInterface for DirectDeploy {
         Ok(())
     }
 
+    fn runs_agent(&self) -> bool {
+        true
+    }
+
+    async fn collect_ramdisk_logs(
+        &self,
+        node: &Node,
+        label: Option<&str>,
+        failed: bool,
+    ) -> Option<std::path::PathBuf> {
+        let wanted = match self.settings.logs_collect {
+            LogsCollect::Never => false,
+            LogsCollect::OnFailure => failed,
+            LogsCollect::Always => true,
+        };
+        if !wanted || Self::agent_of(node).is_err() {
+            return None;
+        }
+        let collected = async {
+            let result = self
+                .sync_command(node, "log.collect_system_logs", JsonObject::new())
+                .await?;
+            crate::ramdisk_logs::store(&self.settings.logs_local_path, node, label, &result)
+        }
+        .await;
+        match collected {
+            Ok(path) => {
+                tracing::info!(node = %node.uuid, path = %path.display(), "stored the ramdisk's logs");
+                Some(path)
+            }
+            Err(error) => {
+                // Logs help to debug; failing to get them changes nothing about the flow.
+                tracing::error!(node = %node.uuid, %error, "could not collect the ramdisk's logs");
+                None
+            }
+        }
+    }
+
+    async fn refresh_agent_steps(
+        &self,
+        node: &mut Node,
+        kind: StepKind,
+    ) -> Result<(), DriverError> {
+        let mut params = JsonObject::new();
+        params.insert("node".into(), Self::node_for_agent(node));
+        params.insert("ports".into(), self.ports_for_agent());
+        let name = format!("{0}.get_{0}_steps", kind.as_str());
+        let result = self.sync_command(node, &name, params).await?;
+        let (steps, versions) = crate::agent_steps::parse(kind, &result).map_err(|error| {
+            DriverError::Failed(format!(
+                "Ferric cannot use the {} steps of node {}'s agent: {error}.",
+                kind.as_str(),
+                node.uuid
+            ))
+        })?;
+        tracing::info!(
+            node = %node.uuid,
+            kind = kind.as_str(),
+            versions = %serde_json::Value::Object(versions.clone()),
+            "read the agent's steps"
+        );
+        crate::agent_steps::store(node, kind, steps, versions);
+        Ok(())
+    }
+
     fn step_needs_agent(&self, step: &StepCall) -> bool {
         // Every step but the four the conductor carries out itself around the agent.
         !matches!(
@@ -517,10 +652,13 @@ impl DeployInterface for DirectDeploy {
     async fn clean_up(&self, node: &mut Node) -> Result<(), DriverError> {
         // Tell a running agent to stop what it does before the BMC cuts the power.
         if let Ok((url, token)) = Self::agent_of(node) {
-            let stopped = self
-                .agent
-                .execute(&url, &token, "standby.power_off", JsonObject::new(), false)
-                .await;
+            let stopped = match self.agent.for_node(node) {
+                Ok(agent) => agent
+                    .execute(&url, &token, "standby.power_off", JsonObject::new(), false)
+                    .await
+                    .map(drop),
+                Err(error) => Err(error),
+            };
             if let Err(error) = stopped {
                 tracing::warn!(node = %node.uuid, error = %error, "could not tell the agent to stop");
             }

@@ -22,12 +22,16 @@ pub enum DriverError {
     /// The hardware, BMC or agent did not do what was asked.
     #[error("{0}")]
     Failed(String),
+    /// The agent's hardware managers changed since its steps were read (IPA's
+    /// `CLEAN_VERSION_MISMATCH`): the conductor reads them again and restarts the flow.
+    #[error("{0}")]
+    AgentVersionMismatch(String),
 }
 
 impl DriverError {
     /// Whether the caller could fix this by changing the request or the node's settings
     /// (HTTP 400), rather than the operation failing on the way.
     pub const fn is_caller_error(&self) -> bool {
-        !matches!(self, Self::Failed(_))
+        !matches!(self, Self::Failed(_) | Self::AgentVersionMismatch(_))
     }
 }

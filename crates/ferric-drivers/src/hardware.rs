@@ -72,7 +72,7 @@ const FAKE_HARDWARE: HardwareType = HardwareType {
         &["noop", "flat"],
         &["fake"],
         &["fake", "no-raid"],
-        &["fake", "no-rescue"],
+        &["fake", "no-rescue", "agent"],
         &["noop", "fake"],
         &["fake", "no-vendor"],
     ],
@@ -113,7 +113,7 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
         &["noop", "flat"],
         &["fake"],
         &["no-raid", "agent"],
-        &["no-rescue"],
+        &["no-rescue", "agent"],
         &["noop"],
         &["no-vendor"],
     ],
@@ -137,7 +137,7 @@ const REDFISH: HardwareType = HardwareType {
         &["noop", "flat"],
         &["redfish"],
         &["no-raid", "agent"],
-        &["no-rescue"],
+        &["no-rescue", "agent"],
         &["noop"],
         &["no-vendor"],
     ],
@@ -157,7 +157,7 @@ const IPMI: HardwareType = HardwareType {
         &["noop", "flat"],
         &["ipmitool"],
         &["no-raid", "agent"],
-        &["no-rescue"],
+        &["no-rescue", "agent"],
         &["noop"],
         &["no-vendor"],
     ],
@@ -432,6 +432,12 @@ impl Drivers {
         };
         let rescue: Arc<dyn RescueInterface> = match name(InterfaceKind::Rescue).as_str() {
             "fake" => Arc::new(Fake),
+            "agent" => Arc::new(crate::agent_rescue::AgentRescue {
+                power: power.clone(),
+                management: management.clone(),
+                boot: boot.clone(),
+                agent: self.agent.clone(),
+            }),
             _ => Arc::new(Noop {
                 kind: InterfaceKind::Rescue,
             }),
@@ -521,6 +527,19 @@ fn vendor_interface(name: &str) -> Arc<dyn VendorInterface> {
     }
 }
 
+/// A step a node offers in a flow: one of its interfaces' own, or one its agent offered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedStep {
+    pub interface: InterfaceKind,
+    pub step: String,
+    pub priority: u32,
+    /// Whether an `abort` may interrupt the node while this step runs.
+    pub abortable: bool,
+    /// The agent's description when the step is the agent's own (its `argsinfo` is checked
+    /// against a request's arguments).
+    pub agent: Option<crate::agent_steps::AgentStepDef>,
+}
+
 /// The working interfaces of one node.
 #[derive(Clone)]
 pub struct Interfaces {
@@ -560,6 +579,52 @@ impl Interfaces {
         steps.extend(self.firmware.steps(kind));
         steps.extend(self.raid.steps(kind));
         steps
+    }
+
+    /// Every step the node offers in flows of `kind`: its interfaces' own (see
+    /// [`Interfaces::steps`]) and those its agent offered (`agent_steps`, cached when the
+    /// agent was asked) for an interface that hands steps to the agent — `deploy` when it is
+    /// `direct`, `raid` when it is `agent`, as Ironic's agent interfaces take them. An
+    /// interface's own step shadows the agent's of the same name (`deploy.write_image` calls
+    /// the agent's after preparing its arguments).
+    pub fn offered_steps(&self, node: &Node, kind: StepKind) -> Vec<OfferedStep> {
+        let mut offered: Vec<OfferedStep> = self
+            .steps(kind)
+            .into_iter()
+            .map(|def| OfferedStep {
+                interface: def.interface,
+                step: def.step.to_owned(),
+                priority: def.priority,
+                abortable: def.abortable,
+                agent: None,
+            })
+            .collect();
+        for step in crate::agent_steps::cached(node, kind) {
+            let shadowed = offered
+                .iter()
+                .any(|own| own.interface == step.interface && own.step == step.step);
+            if shadowed || !self.hands_to_agent(step.interface) {
+                continue;
+            }
+            offered.push(OfferedStep {
+                interface: step.interface,
+                step: step.step.clone(),
+                priority: step.priority,
+                // Ironic checks `abortable` for cleaning and servicing only.
+                abortable: step.abortable || kind == StepKind::Deploy,
+                agent: Some(step),
+            });
+        }
+        offered
+    }
+
+    /// Whether the interface of `kind` runs steps its agent offers.
+    pub fn hands_to_agent(&self, kind: InterfaceKind) -> bool {
+        match kind {
+            InterfaceKind::Deploy => self.deploy.runs_agent(),
+            InterfaceKind::Raid => self.raid.needs_agent(),
+            _ => false,
+        }
     }
 
     /// Whether `step` runs in the agent ramdisk.

@@ -356,6 +356,31 @@ pub trait DeployInterface: Validate {
     fn step_needs_agent(&self, _step: &StepCall) -> bool {
         false
     }
+    /// Whether this interface runs steps on an agent, whose own steps (for the `deploy`
+    /// interface, and the `raid` interface when that is `agent`) join the flows.
+    fn runs_agent(&self) -> bool {
+        false
+    }
+    /// Collects the agent ramdisk's logs (`log.collect_system_logs`) and stores them, as the
+    /// site's `deploy_logs_collect` says (`failed`: the flow is failing). Returns where they
+    /// were stored; interfaces without an agent, or with nothing to collect, give `None`.
+    async fn collect_ramdisk_logs(
+        &self,
+        _node: &Node,
+        _label: Option<&str>,
+        _failed: bool,
+    ) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// Asks the node's agent which steps of `kind` it offers and caches them with its hardware
+    /// manager versions (`agent_steps`). Interfaces without an agent do nothing.
+    async fn refresh_agent_steps(
+        &self,
+        _node: &mut Node,
+        _kind: StepKind,
+    ) -> Result<(), DriverError> {
+        Ok(())
+    }
     /// Removes the instance (undeploy), before automated cleaning.
     async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError>;
     /// Undoes what a failed or aborted deployment left behind.
@@ -439,6 +464,11 @@ pub trait InspectInterface: Validate {
 #[async_trait]
 pub trait RescueInterface: Validate {
     async fn rescue(&self, node: &mut Node) -> Result<Outcome, DriverError>;
+    /// Finishes a rescue whose environment called back (`rescue wait` → `rescue`): the
+    /// `agent` interface hands the rescue password to the agent.
+    async fn finish_rescue(&self, _node: &mut Node) -> Result<(), DriverError> {
+        Ok(())
+    }
     async fn unrescue(&self, node: &mut Node) -> Result<(), DriverError>;
     /// Undoes what a failed or aborted rescue left behind.
     async fn clean_up(&self, node: &mut Node) -> Result<(), DriverError>;

@@ -9,6 +9,8 @@
 //! node they are handed; the conductor owns leases, states and saving.
 
 pub mod agent_client;
+pub mod agent_rescue;
+pub mod agent_steps;
 mod bmc;
 mod configdrive;
 pub mod dhcp;
@@ -27,6 +29,7 @@ pub mod ipxe;
 mod measured;
 pub mod noop;
 pub mod raid;
+pub mod ramdisk_logs;
 mod redfish;
 pub mod settings;
 #[cfg(feature = "simulator")]
@@ -36,12 +39,12 @@ pub use bmc::BmcSettings;
 pub use enabled::{InterfaceSettings, known_implementations};
 pub use error::DriverError;
 pub use fast_track::FastTrackSettings;
-pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces};
+pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces, OfferedStep};
 pub use interfaces::{
     BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate, ImageChecksum,
     Inspection, InspectionStatus, OutOfBand, Outcome, PowerAction, StepCall, StepDef, StepKind,
     VendorInterface, VendorMethod,
 };
 pub use settings::{
-    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, InspectorSettings,
+    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, InspectorSettings, LogsCollect,
 };

@@ -406,7 +406,11 @@ impl RaidInterface for AgentRaid {
             flag(&step.args, "create_root_volume")?;
             flag(&step.args, "create_nonroot_volumes")?;
         } else if step.step != "delete_configuration" {
-            return Err(unknown_step(step));
+            // Another RAID step the agent offered (a hardware manager's own): run it there.
+            return match deploy.run_agent_step(node, kind, step).await? {
+                AgentStep::Running(outcome) => Ok(outcome),
+                AgentStep::Finished(_) => Ok(Outcome::Done),
+            };
         }
         flag(&step.args, "delete_existing")?;
         let result = match deploy.run_agent_step(node, kind, step).await? {

@@ -56,6 +56,36 @@ pub struct DeploySettings {
     pub iso_tool: String,
     /// How agents' HTTPS certificates are checked (`agent_verify_ca`).
     pub agent_verify_ca: AgentVerifyCa,
+    /// When the ramdisk's logs are collected (`deploy_logs_collect`).
+    pub logs_collect: LogsCollect,
+    /// Where collected ramdisk logs are stored (`deploy_logs_local_path`).
+    pub logs_local_path: PathBuf,
+}
+
+/// When the agent's logs (`log.collect_system_logs`) are collected and stored: Ironic's
+/// `[agent]deploy_logs_collect`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogsCollect {
+    /// After every deployment (before the agent goes) and when a flow fails.
+    Always,
+    /// When a deployment, cleaning or servicing fails while the agent runs.
+    #[default]
+    OnFailure,
+    Never,
+}
+
+impl LogsCollect {
+    /// `always`, `on_failure` or `never`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "always" => Ok(Self::Always),
+            "on_failure" => Ok(Self::OnFailure),
+            "never" => Ok(Self::Never),
+            other => Err(format!(
+                "deploy_logs_collect is \"{other}\"; use always, on_failure or never"
+            )),
+        }
+    }
 }
 
 /// How the conductor checks the certificate of an agent whose callback URL is `https://`
@@ -92,6 +122,8 @@ impl Default for DeploySettings {
             agent_command_timeout: Duration::from_secs(60),
             iso_tool: "genisoimage".to_owned(),
             agent_verify_ca: AgentVerifyCa::default(),
+            logs_collect: LogsCollect::default(),
+            logs_local_path: PathBuf::from("/var/log/ferric/deploy"),
         }
     }
 }

@@ -208,6 +208,20 @@ pub(crate) struct Settings {
     pub(crate) fast_track: bool,
     /// Seconds an agent may stay silent; it heartbeats every 30–60 % of this.
     pub(crate) agent_heartbeat_timeout: u64,
+    /// Refuse heartbeats whose callback URL is not `https://` (Ironic's `[agent]require_tls`),
+    /// so agent tokens never travel in clear text; agents with auto-TLS (ferric-agent,
+    /// ironic-python-agent) send their certificate, which the conductor trusts for that node.
+    pub(crate) agent_require_tls: bool,
+    /// When the agent ramdisk's logs are collected: `always` (also after each deployment),
+    /// `on_failure` (a deployment, cleaning or servicing that fails) or `never` (Ironic's
+    /// `[agent]deploy_logs_collect`).
+    pub(crate) deploy_logs_collect: String,
+    /// Where collected ramdisk logs are stored: `local` is the only backend (Ironic's
+    /// `[agent]deploy_logs_storage_backend`; Ferric has no object store).
+    pub(crate) deploy_logs_storage_backend: String,
+    /// The directory ramdisk logs are stored in, as
+    /// `<node>[_<instance>][_<label>]_<YYYY-MM-DD-hh-mm-ss>.tar.gz` (Ironic's names).
+    pub(crate) deploy_logs_local_path: PathBuf,
     // --- end of network boot settings ---
 
     // --- In-band inspection (docs/inspection.md) ---
@@ -280,7 +294,7 @@ pub(crate) struct Settings {
     pub(crate) enabled_power_interfaces: Vec<String>,
     /// RAID interfaces nodes may use (`no-raid`, `agent`, `fake`).
     pub(crate) enabled_raid_interfaces: Vec<String>,
-    /// Rescue interfaces nodes may use (`no-rescue`, `fake`).
+    /// Rescue interfaces nodes may use (`no-rescue`, `agent`, `fake`).
     pub(crate) enabled_rescue_interfaces: Vec<String>,
     /// Storage interfaces nodes may use (`noop`, `fake`).
     pub(crate) enabled_storage_interfaces: Vec<String>,
@@ -411,6 +425,10 @@ impl Default for Settings {
             erase_devices_metadata_priority: 99,
             fast_track: false,
             agent_heartbeat_timeout: 300,
+            agent_require_tls: false,
+            deploy_logs_collect: "on_failure".to_owned(),
+            deploy_logs_storage_backend: "local".to_owned(),
+            deploy_logs_local_path: PathBuf::from("/var/log/ferric/deploy"),
             inspector_enabled: false,
             inspector_in_process: true,
             inspector_listen: SocketAddr::from(([127, 0, 0, 1], 5050)),
@@ -598,6 +616,10 @@ impl Settings {
         "erase_devices_metadata_priority",
         "fast_track",
         "agent_heartbeat_timeout",
+        "agent_require_tls",
+        "deploy_logs_collect",
+        "deploy_logs_storage_backend",
+        "deploy_logs_local_path",
         // in-band inspection
         "inspector_enabled",
         "inspector_in_process",

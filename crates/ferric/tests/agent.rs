@@ -250,7 +250,9 @@ fn agent_finds_its_node_and_writes_images_the_conductor_asks_for() {
     let agent = runtime
         .block_on(ferric_agent::RunningAgent::start(config))
         .unwrap();
-    let callback = format!("http://127.0.0.1:{}", agent.address.port());
+    // Auto-TLS: the agent serves HTTPS with a certificate it made and sent in its heartbeat,
+    // so its token never travels in clear text.
+    let callback = format!("https://127.0.0.1:{}", agent.address.port());
     let node = eventually("the agent's heartbeat", || {
         let node = operator.node(&uuid);
         (node["driver_internal_info"]["agent_url"] == callback.as_str()).then_some(node)
@@ -258,6 +260,23 @@ fn agent_finds_its_node_and_writes_images_the_conductor_asks_for() {
     assert_eq!(
         node["driver_internal_info"]["agent_version"],
         ferric_agent::AGENT_VERSION
+    );
+    let certificate = agent
+        .agent
+        .certificate()
+        .expect("auto-TLS made a certificate");
+    assert_eq!(
+        node["driver_internal_info"]["agent_verify_ca"],
+        certificate.as_str()
+    );
+    let trusting = Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(certificate.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let plain = format!("http://127.0.0.1:{}/v1/status", agent.address.port());
+    assert!(
+        Client::new().get(plain).send().is_err(),
+        "the agent answered plain HTTP"
     );
     // The heartbeat was the call-back the deploy waited for.
     eventually("active", || {
@@ -271,7 +290,7 @@ fn agent_finds_its_node_and_writes_images_the_conductor_asks_for() {
     let api = AgentApi {
         base: callback.clone(),
         token,
-        http: Client::new(),
+        http: trusting.clone(),
     };
 
     // The token guards every command.
@@ -279,7 +298,7 @@ fn agent_finds_its_node_and_writes_images_the_conductor_asks_for() {
     assert_eq!(refused.status(), 401);
     let fault: Value = refused.json().unwrap();
     assert_eq!(fault["faultcode"], "Client");
-    let status: Value = Client::new()
+    let status: Value = trusting
         .get(format!("{callback}/v1/status"))
         .send()
         .unwrap()

@@ -55,6 +55,14 @@ impl Settings {
             "power_sync_timeout must be at least 1 second (it is 0): every power read would \
              time out before the BMC could answer"
         );
+        ferric_drivers::LogsCollect::parse(&self.deploy_logs_collect)
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
+        anyhow::ensure!(
+            self.deploy_logs_storage_backend == "local",
+            "deploy_logs_storage_backend is \"{}\"; Ferric stores ramdisk logs only locally \
+             (local, in deploy_logs_local_path)",
+            self.deploy_logs_storage_backend
+        );
         let bmc = self.bmc_settings()?;
         let config = ferric_conductor::ConductorConfig {
             hostname: self.conductor_hostname.clone(),
@@ -78,6 +86,7 @@ impl Settings {
             service_callback_timeout: optional(self.service_callback_timeout),
             fast_track: self.fast_track,
             agent_heartbeat_timeout: seconds(self.agent_heartbeat_timeout.max(10)),
+            agent_require_tls: self.agent_require_tls,
             inspection: self.processing()?,
             ..ferric_conductor::ConductorConfig::default()
         };
@@ -321,6 +330,10 @@ impl Settings {
                 erase_devices_priority: self.erase_devices_priority,
                 erase_devices_metadata_priority: self.erase_devices_metadata_priority,
                 agent_verify_ca: ferric_drivers::AgentVerifyCa::parse(&self.agent_verify_ca),
+                // Checked in `conductor()`.
+                logs_collect: ferric_drivers::LogsCollect::parse(&self.deploy_logs_collect)
+                    .unwrap_or_default(),
+                logs_local_path: self.deploy_logs_local_path.clone(),
                 ..ferric_drivers::DeploySettings::default()
             },
             inspector: ferric_drivers::InspectorSettings {

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 89] = [
+const SAMPLES: [(&str, &str); 93] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -244,6 +244,10 @@ const SAMPLES: [(&str, &str); 89] = [
     ("erase_devices_metadata_priority", "0"),
     ("fast_track", "yes"),
     ("agent_heartbeat_timeout", "120"),
+    ("agent_require_tls", "true"),
+    ("deploy_logs_collect", "always"),
+    ("deploy_logs_storage_backend", "local"),
+    ("deploy_logs_local_path", "/srv/ferric/deploy-logs"),
     ("inspector_enabled", "1"),
     ("inspector_in_process", "off"),
     ("inspector_listen", "127.0.0.1:5051"),
