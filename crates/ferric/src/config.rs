@@ -560,7 +560,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 89] = [
+    pub(crate) const KEYS: [&'static str; 93] = [
         "database_url",
         "api_listen",
         "log_format",
