@@ -96,11 +96,13 @@ if [ "${1:-}" = "--lab" ]; then
   # for software RAID, NVMe and ATA secure erase, the BMC address and HTTPS image URLs. UEFI
   # machines: ovmf (their firmware), ipxe (the loaders dnsmasq serves to firmware PXE and HTTP
   # boot) and syslinux-efi (the test image boots under UEFI too). GRUB (BIOS and UEFI images)
-  # and xorriso for the virtual-media ISOs (`grub-mkrescue`).
+  # and xorriso for the virtual-media ISOs (`grub-mkrescue`). mmdebstrap, zstd, cpio and pip
+  # build the ironic-python-agent ramdisk of lab_ipa (scripts/build-ipa-ramdisk.sh).
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
     linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm \
     nvme-cli hdparm ipmitool ca-certificates \
-    ovmf ipxe syslinux-efi grub-common grub-pc-bin grub-efi-amd64-bin xorriso; do
+    ovmf ipxe syslinux-efi grub-common grub-pc-bin grub-efi-amd64-bin xorriso \
+    mmdebstrap zstd cpio python3-pip; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done

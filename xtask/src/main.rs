@@ -24,7 +24,8 @@ commands:
           then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
-          lab_vmedia (virtual media with DHCP denied)
+          lab_vmedia (virtual media with DHCP denied),
+          lab_ipa (the same with the unmodified ironic-python-agent)
   deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
           (`cargo xtask deb --help`; docs/operator-guide.md#packages)
   deb-test
@@ -209,6 +210,22 @@ fn e2e() -> anyhow::Result<()> {
             "lab_vmedia",
         ],
         &[("FERRIC_E2E_AGENT", &agent)],
+    )?;
+    // The unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) driven by
+    // Ferric: inspection, cleaning, deploy, boot from disk.
+    run(
+        "cargo",
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "ferric",
+            "--features",
+            "lab-e2e",
+            "--test",
+            "lab_ipa",
+        ],
+        &[],
     )
 }
 
