@@ -5,8 +5,8 @@
 //! (`crate::authz`) and the plain version check ("this endpoint is newer than your
 //! microversion") are all derived from these declarations, so they cannot drift apart.
 //!
-//! Theory of operation: [`all`] lists the endpoints (the tables live in [`nodes`] and
-//! [`resources`]). Each [`Endpoint`] is built by [`op`] — which takes the handler, so an
+//! Theory of operation: [`all`] lists the endpoints (the tables live in [`nodes`],
+//! [`templates`] and [`resources`]). Each [`Endpoint`] is built by [`op`] — which takes the handler, so an
 //! endpoint without one does not compile — and refined with builder methods. [`router`] groups
 //! the endpoints by path into axum routes and wraps each one newer than 1.1 in [`gate`],
 //! which answers 404 (or, for [`Gate::Resource`], Ironic's 404/405) to older requests before
@@ -19,17 +19,18 @@
 //!    version check of its own if the whole endpoint is new in one microversion).
 //! 2. If it is new in a microversion, name that version in [`since`].
 //! 3. Add one `op(Verb, "/v1/…", "resource_verb", v1::module::handler)` entry to the table
-//!    in `nodes.rs` or `resources.rs`, with `.since(..)`, `.guard(..)` (its policy rule; a
-//!    new rule also goes in `policy::RULES`), `.summary(..)`, `.refs(..)`, `.body(..)`,
-//!    `.ok(..)` and `.errors(..)`; new schemas go in `openapi/schemas.rs`.
+//!    in `nodes.rs`, `templates.rs` or `resources.rs`, with `.since(..)`, `.guard(..)` (its
+//!    policy rule; a new rule also goes in `policy::RULES`), `.summary(..)`, `.refs(..)`,
+//!    `.body(..)`, `.ok(..)` and `.errors(..)`; new schemas go in `openapi/schemas.rs`.
 //! 4. `cargo xtask docs` regenerates `docs/openapi.json`; commit it.
-//! 5. `cargo nextest run -p ferric-api --test openapi --test authz` checks the rest: every
+//! 5. `cargo nextest run -p ferric-api --lib --test openapi --test authz` checks the rest: every
 //!    declaration documented, routed and guarded, and nothing routed outside this table.
 
 pub(crate) mod since;
 
 mod nodes;
 mod resources;
+mod templates;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -340,6 +341,7 @@ pub(crate) fn all() -> &'static [Endpoint] {
         let mut all = resources::discovery();
         all.extend(nodes::endpoints());
         all.extend(resources::endpoints());
+        all.extend(templates::endpoints());
         all
     });
     &ALL

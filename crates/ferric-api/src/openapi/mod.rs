@@ -1,8 +1,9 @@
 //! The OpenAPI 3.0 document of the Bare Metal API, built from the tables that serve it: each
 //! resource's schema comes from its field table (type, microversion, who may write it), its
 //! list filters from the handler's filter table, and the operations from the endpoint
-//! declarations ([`crate::endpoints`]), one per route. `docs/openapi.json` is this document, checked in; a test fails when it is
-//! stale and another checks that every documented operation is routed.
+//! declarations ([`crate::endpoints`]), one per route; the schemas are in [`schemas`].
+//! `docs/openapi.json` is this document, checked in; a test fails when it is stale and
+//! another checks that every documented operation is routed.
 //!
 //! Theory of operation: Ironic's responses depend on the microversion (newer fields are hidden
 //! from older clients), so no response field is `required` but `links` (which `?fields=` keeps too);
