@@ -7,6 +7,8 @@ mod clients;
 mod compare;
 mod deb;
 mod fuzz;
+#[cfg(test)]
+mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +21,7 @@ usage: cargo xtask <command> [-- extra test-runner arguments]
 commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
-  lint    cargo fmt --check and cargo clippy --all-targets -D warnings
+  lint    cargo fmt --check and cargo clippy --all-targets -D warnings (also with lab-e2e)
   ci      lint, test, deb-test, clients, a bounded run of every fuzz target (20 s each),
           then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
@@ -126,6 +128,25 @@ fn lint() -> anyhow::Result<()> {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    // The lab e2e suites are behind a feature the run above leaves off; lint them too.
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "-p",
+            "ferric-lab",
+            "-p",
+            "ferric",
+            "--all-targets",
+            "--features",
+            "ferric-lab/lab-e2e,ferric/lab-e2e",
             "--locked",
             "--",
             "-D",

@@ -2,7 +2,8 @@
 //! [`Policy`] before a handler runs.
 //!
 //! Theory of operation: [`classify`] maps a request (method and path, and for two requests a
-//! field of the body) to the rule that guards it and the resource it acts on. The resource is
+//! field of the body) to the rule that guards it and the resource it acts on, as the
+//! endpoint's declaration (`crate::endpoints`) says. The resource is
 //! loaded to learn its projects: a node's `owner` and `lessee`; a port or portgroup follows its
 //! node; an allocation has its own `owner`. A caller who may not even read that node is
 //! answered 404, exactly as if it did not exist (Ironic's project scoping); one who may read
@@ -28,6 +29,7 @@ use serde_json::Value;
 
 use crate::ApiError;
 use crate::auth::is_public_route;
+use crate::endpoints::{self, Guard, On};
 use crate::policy::{Caller, Policy, Target};
 
 /// The project a listing is limited to: `Some` for a project-scoped caller without the
@@ -95,182 +97,35 @@ const INSTANCE_VERBS: &[&str] = &[
     "active", "deploy", "deleted", "undeploy", "rebuild", "rescue", "unrescue",
 ];
 
-/// The check for `method path`.
+/// The check for `method path`, from the declaration of the endpoint that serves it
+/// ([`endpoints::find`]). A request no endpoint serves (the router answers 404 or 405) and a
+/// public endpoint reached with credentials (a path `is_public_route` does not accept, such
+/// as an upper-case node name in a heartbeat) are checked against `default`.
 fn classify(method: &Method, path: &str) -> Check {
-    use Check::{List, Rule};
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let get = *method == Method::GET || *method == Method::HEAD;
-    let node = |ident: &str| Subject::Node(ident.to_owned());
-    match segments.as_slice() {
-        ["v1", "nodes"] if get => List("node"),
-        ["v1", "nodes"] => Rule("baremetal:node:create", Subject::Nothing),
-        ["v1", "nodes", "detail"] if get => List("node"),
-        ["v1", "nodes", ident] => match *method {
-            Method::PATCH => Check::NodeUpdate((*ident).to_owned()),
-            Method::DELETE => Rule("baremetal:node:delete", node(ident)),
-            _ => Rule("baremetal:node:get", node(ident)),
-        },
-        ["v1", "nodes", ident, "states", "provision"] if *method == Method::PUT => {
-            Check::Provision((*ident).to_owned())
-        }
-        ["v1", "nodes", ident, rest @ ..] => Rule(node_rule(method, rest), node(ident)),
-        ["v1", "ports" | "portgroups", "detail"] if get => List(list_kind(segments[1])),
-        ["v1", "ports"] if get => List("port"),
-        ["v1", "ports"] => Rule("baremetal:port:create", Subject::BodyNode),
-        ["v1", "ports", ident] => Rule(
-            by_method(
-                method,
-                "baremetal:port:get",
-                "baremetal:port:update",
-                "baremetal:port:delete",
-            ),
-            Subject::Port((*ident).to_owned()),
-        ),
-        ["v1", "portgroups"] if get => List("portgroup"),
-        ["v1", "portgroups"] => Rule("baremetal:portgroup:create", Subject::BodyNode),
-        ["v1", "portgroups", ident, ..] => Rule(
-            by_method(
-                method,
-                "baremetal:portgroup:get",
-                "baremetal:portgroup:update",
-                "baremetal:portgroup:delete",
-            ),
-            Subject::Portgroup((*ident).to_owned()),
-        ),
-        ["v1", "allocations"] if get => List("allocation"),
-        ["v1", "allocations"] => Rule("baremetal:allocation:create", Subject::Nothing),
-        ["v1", "allocations", ident] => Rule(
-            by_method(
-                method,
-                "baremetal:allocation:get",
-                "baremetal:allocation:update",
-                "baremetal:allocation:delete",
-            ),
-            Subject::Allocation((*ident).to_owned()),
-        ),
-        ["v1", "deploy_templates", ..] => Rule(
-            match *method {
-                Method::POST => "baremetal:deploy_template:create",
-                Method::PATCH => "baremetal:deploy_template:update",
-                Method::DELETE => "baremetal:deploy_template:delete",
-                _ => "baremetal:deploy_template:get",
-            },
-            Subject::Nothing,
-        ),
-        ["v1", "runbooks"] | ["v1", "runbooks", "detail"] if get => List("runbook"),
-        ["v1", "runbooks"] => Rule("baremetal:runbook:create", Subject::Nothing),
-        // The runbook's traits (1.112): reading them is reading the runbook, changing them
-        // is updating it.
-        ["v1", "runbooks", ident, "traits", ..] => Rule(
-            if get {
-                "baremetal:runbook:get"
-            } else {
-                "baremetal:runbook:update"
-            },
-            Subject::Runbook((*ident).to_owned()),
-        ),
-        ["v1", "runbooks", ident] if *method == Method::PATCH => {
-            Check::RunbookUpdate((*ident).to_owned())
-        }
-        ["v1", "runbooks", ident] => Rule(
-            by_method(
-                method,
-                "baremetal:runbook:get",
-                "baremetal:runbook:update",
-                "baremetal:runbook:delete",
-            ),
-            Subject::Runbook((*ident).to_owned()),
-        ),
-        ["v1", "chassis", _, "nodes", ..] if get => List("node"),
-        ["v1", "chassis", ..] => Rule(
-            match *method {
-                Method::POST => "baremetal:chassis:create",
-                Method::PATCH => "baremetal:chassis:update",
-                Method::DELETE => "baremetal:chassis:delete",
-                _ => "baremetal:chassis:get",
-            },
-            Subject::Nothing,
-        ),
-        ["v1", "drivers", _, "vendor_passthru", ..] => {
-            Rule("baremetal:driver:vendor_passthru", Subject::Nothing)
-        }
-        ["v1", "drivers", ..] if get => Rule("baremetal:driver:get", Subject::Nothing),
-        ["v1", "conductors", ..] if get => Rule("baremetal:conductor:get", Subject::Nothing),
-        ["v1", "shards"] if get => Rule("baremetal:shards:get", Subject::Nothing),
-        ["v1", "events"] => Rule("baremetal:events:post", Subject::Nothing),
-        ["v1", "volume"] | ["v1", "volume", "connectors" | "targets"] if get => List("volume"),
-        ["v1", "volume", "connectors" | "targets"] => {
-            Rule("baremetal:volume:create", Subject::BodyNode)
-        }
-        ["v1", "volume", kind @ ("connectors" | "targets"), ident] => Rule(
-            by_method(
-                method,
-                "baremetal:volume:get",
-                "baremetal:volume:update",
-                "baremetal:volume:delete",
-            ),
-            if *kind == "connectors" {
-                Subject::VolumeConnector((*ident).to_owned())
-            } else {
-                Subject::VolumeTarget((*ident).to_owned())
+    let Some((endpoint, ident)) = endpoints::find(method, path) else {
+        return Check::Rule("default", Subject::Nothing);
+    };
+    let ident = ident.unwrap_or_default().to_owned();
+    match endpoint.guard {
+        Guard::Unset | Guard::Public => Check::Rule("default", Subject::Nothing),
+        Guard::List(kind) => Check::List(kind),
+        Guard::Provision => Check::Provision(ident),
+        Guard::NodeUpdate => Check::NodeUpdate(ident),
+        Guard::RunbookUpdate => Check::RunbookUpdate(ident),
+        Guard::Rule(rule, on) => Check::Rule(
+            rule,
+            match on {
+                On::Nothing => Subject::Nothing,
+                On::BodyNode => Subject::BodyNode,
+                On::Node => Subject::Node(ident),
+                On::Port => Subject::Port(ident),
+                On::Portgroup => Subject::Portgroup(ident),
+                On::Allocation => Subject::Allocation(ident),
+                On::VolumeConnector => Subject::VolumeConnector(ident),
+                On::VolumeTarget => Subject::VolumeTarget(ident),
+                On::Runbook => Subject::Runbook(ident),
             },
         ),
-        _ => Rule("default", Subject::Nothing),
-    }
-}
-
-fn list_kind(collection: &str) -> &'static str {
-    if collection == "ports" {
-        "port"
-    } else {
-        "portgroup"
-    }
-}
-
-fn by_method(
-    method: &Method,
-    get: &'static str,
-    update: &'static str,
-    delete: &'static str,
-) -> &'static str {
-    match *method {
-        Method::PATCH => update,
-        Method::DELETE => delete,
-        Method::GET | Method::HEAD => get,
-        // No other method is routed here: the handler answers 405 if the rule lets it by.
-        _ => update,
-    }
-}
-
-/// The rule of a node sub-resource (`/v1/nodes/{node}/<rest>`).
-fn node_rule(method: &Method, rest: &[&str]) -> &'static str {
-    let get = *method == Method::GET || *method == Method::HEAD;
-    match rest {
-        ["history", ..] => "baremetal:node:history:get",
-        ["inventory"] => "baremetal:node:inventory:get",
-        ["management", "boot_device", ..] if get => "baremetal:node:get_boot_device",
-        ["management", "boot_device"] => "baremetal:node:set_boot_device",
-        ["validate"] => "baremetal:node:validate",
-        ["maintenance"] => "baremetal:node:set_maintenance",
-        ["provision"] => "baremetal:node:set_provision_state",
-        ["states", "power"] => "baremetal:node:set_power_state",
-        ["states", "raid"] => "baremetal:node:set_raid_state",
-        ["states", "boot_mode"] => "baremetal:node:set_boot_mode",
-        ["states", "secure_boot"] => "baremetal:node:set_secure_boot",
-        ["management", "inject_nmi"] => "baremetal:node:inject_nmi",
-        ["vmedia"] if get => "baremetal:node:vmedia:get",
-        ["vmedia"] if *method == Method::DELETE => "baremetal:node:vmedia:detach",
-        ["vmedia"] => "baremetal:node:vmedia:attach",
-        ["vendor_passthru", ..] => "baremetal:node:vendor_passthru",
-        ["volume", ..] if get => "baremetal:volume:get",
-        ["traits", ..] if !get => "baremetal:node:traits:set",
-        ["vifs"] if !get => "baremetal:node:vif:attach",
-        ["vifs", _] if !get => "baremetal:node:vif:detach",
-        ["allocation"] if !get => "baremetal:allocation:delete",
-        // Reads of the node's own data: states, traits, VIFs, BIOS, ports, portgroups.
-        _ if get => "baremetal:node:get",
-        // Writes to sub-resources not listed above.
-        _ => "baremetal:node:update",
     }
 }
 

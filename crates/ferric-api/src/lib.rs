@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod authz;
+mod endpoints;
 pub mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
@@ -31,7 +32,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
 use ferric_conductor::Handoff;
 use ferric_db::Store;
 use tower_http::normalize_path::NormalizePath;
@@ -83,36 +83,11 @@ pub fn router(state: ApiState) -> Router {
     router_with(state, ApiConfig::default())
 }
 
-/// The whole HTTP surface, ready to serve.
+/// The whole HTTP surface, ready to serve: every endpoint declared in [`endpoints`], behind
+/// the middleware.
 pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
     let metrics = state.metrics.clone();
-    let routes = Router::new()
-        .route("/", get(root::root_get))
-        .route("/v1", get(root::v1_get))
-        .route("/v1/", get(root::v1_get))
-        .route("/health", get(health::health_get))
-        .route("/metrics", get(metrics::metrics_get))
-        .merge(v1::nodes::routes())
-        .merge(v1::ports::routes())
-        .merge(v1::states::routes())
-        .merge(v1::drivers::routes())
-        .merge(v1::portgroups::routes())
-        .merge(v1::chassis::routes())
-        .merge(v1::conductors::routes())
-        .merge(v1::traits::routes())
-        .merge(v1::vifs::routes())
-        .merge(v1::history::routes())
-        .merge(v1::children::routes())
-        .merge(v1::ramdisk::routes())
-        .merge(v1::allocations::routes())
-        .merge(v1::deploy_templates::routes())
-        .merge(v1::runbooks::routes())
-        .merge(v1::node_data::routes())
-        .merge(v1::raid::routes())
-        .merge(v1::volumes::routes())
-        .merge(v1::node_management::routes())
-        .merge(v1::vendor::routes())
-        .merge(v1::vmedia::routes())
+    let routes = endpoints::router()
         .fallback(error::not_found)
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(

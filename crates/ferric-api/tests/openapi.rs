@@ -1,7 +1,9 @@
 //! `docs/openapi.json` is [`ferric_api::openapi::document`], checked in: a test fails when it
 //! is stale (`FERRIC_UPDATE_DOCS=1` rewrites it, as `cargo xtask docs` does), and another sends
 //! every documented operation through the real router to check that it is routed — so the
-//! document can neither lag behind the code nor describe a path that does not exist.
+//! document can neither lag behind the code nor describe a path that does not exist — and a
+//! third that each is refused below the microversion it names. (That nothing is routed
+//! without being documented is checked in `src/endpoints/tests.rs`.)
 #![allow(
     clippy::unwrap_used,
     reason = "in tests a failed unwrap is a failed test"
@@ -119,4 +121,40 @@ async fn every_documented_operation_is_routed() {
             );
         }
     }
+}
+
+/// Each endpoint newer than 1.1 is refused one microversion below the one it names (404, or
+/// 405 for writes to deploy templates and runbooks, as Ironic answers).
+#[tokio::test]
+async fn every_documented_operation_is_refused_below_its_version() {
+    let api = Api::new().await;
+    let document = ferric_api::openapi::document();
+    let paths = document["paths"].as_object().unwrap();
+    let mut checked = 0;
+    for (path, methods) in paths {
+        for (method, operation) in methods.as_object().unwrap() {
+            let Some(since) = operation["x-ironic-since"].as_str() else {
+                continue;
+            };
+            let minor: u16 = since.strip_prefix("1.").unwrap().parse().unwrap();
+            let method: Method = method.to_uppercase().parse().unwrap();
+            let body = operation
+                .get("requestBody")
+                .map(|_| Value::Object(Default::default()));
+            let answer = api
+                .send_at(minor - 1, method.clone(), &concrete(path), body)
+                .await;
+            assert!(
+                matches!(
+                    answer.status,
+                    StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+                ),
+                "{method} {path} at 1.{} answered {} instead of refusing (it is new in {since})",
+                minor - 1,
+                answer.status
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "only {checked} versioned operations");
 }

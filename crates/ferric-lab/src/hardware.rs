@@ -98,7 +98,9 @@ mod tests {
     #[test]
     fn a_server_has_an_nvme_disk_and_a_megaraid_disk() {
         let disks = [PathBuf::from("/lab/d0.img"), PathBuf::from("/lab/d1.img")];
-        let arguments = Hardware::Server.disk_arguments(&disks, ",bootindex=1").join(" ");
+        let arguments = Hardware::Server
+            .disk_arguments(&disks, ",bootindex=1")
+            .join(" ");
         assert_eq!(
             arguments,
             "-drive file=/lab/d0.img,if=none,id=disk0,format=raw \

@@ -37,10 +37,10 @@ use serde_json::{Value, json};
 mod bmc;
 #[path = "lab_lifecycle/discovery.rs"]
 mod discovery;
-#[path = "lab_lifecycle/silent_node.rs"]
-mod silent_node;
 #[path = "lab_lifecycle/server_hardware.rs"]
 mod server_hardware;
+#[path = "lab_lifecycle/silent_node.rs"]
+mod silent_node;
 
 use bmc::{bmc_patch, bmc_power, set_power};
 use silent_node::silent_node;

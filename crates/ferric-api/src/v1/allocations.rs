@@ -11,12 +11,11 @@
 //! `instance_uuid` (to the allocation's UUID, as Ironic does); deleting the allocation clears
 //! both. No provision state changes: allocations only reserve.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::{AllocationFilter, AllocationSortKey, Kind, NodeFilter, NodeSortKey, Page};
 use ferric_model::resources::{Allocation, AllocationState, Ident, Node};
 use ferric_model::{Microversion, ProvisionState};
@@ -32,15 +31,16 @@ use super::fields::{
 use super::patch::parse_patch;
 use super::resource::{
     Page as ListPage, Resource, apply_create_body, apply_patch, check_create_body, check_patch,
-    created, known_filter, list_body, list_params, record_json, require_endpoint,
+    created, known_filter, list_body, list_params, record_json,
 };
 use super::traits::{MAX_TRAITS_PER_NODE, check_trait};
 use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
 use crate::authz::ProjectScope;
+use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-pub(crate) const ALLOCATIONS_SINCE: u16 = 52;
+pub(crate) const ALLOCATIONS_SINCE: u16 = since::ALLOCATIONS.minor();
 /// PATCH of `name` and `extra`.
 const UPDATE_SINCE: u16 = 57;
 /// `node` in a create body: backfill an allocation for an already deployed node.
@@ -73,24 +73,6 @@ pub(crate) const ALLOCATION_FILTERS: &[(&str, u16)] = &[
     ("state", ALLOCATIONS_SINCE),
     ("owner", 60),
 ];
-
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/allocations",
-            get(allocation_list).post(allocation_create),
-        )
-        .route(
-            "/v1/allocations/{allocation_ident}",
-            get(allocation_get)
-                .patch(allocation_update)
-                .delete(allocation_delete),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/allocation",
-            get(node_allocation_get).delete(node_allocation_delete),
-        )
-}
 
 impl Resource for Allocation {
     type SortKey = AllocationSortKey;
@@ -228,7 +210,6 @@ pub async fn allocation_list(
     ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
     let (params, selection) = list_params::<Allocation>(&query, version, false)?;
     let mut filter = AllocationFilter::default();
     let node = allocation_filter(&mut filter, &params.filters, version)?;
@@ -275,7 +256,6 @@ pub async fn allocation_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
     let selection = show_selection(ALLOCATION_FIELDS, "allocation", &query, version)?;
     let allocation = state
         .store
@@ -297,7 +277,6 @@ pub async fn allocation_create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
     let mut body = json_object_body(&body)?;
     let backfill = match body.remove("node") {
         None => None,
@@ -549,7 +528,6 @@ pub async fn allocation_update(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
     if version.minor() < UPDATE_SINCE {
         return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -625,10 +603,9 @@ async fn delete(state: &ApiState, allocation: &Allocation) -> Result<StatusCode,
 /// `DELETE /v1/allocations/{allocation_ident}`.
 pub async fn allocation_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(version, ALLOCATIONS_SINCE, "/v1/allocations")?;
     let allocation = state
         .store
         .allocation_get(&Ident::parse(&ident))
@@ -671,11 +648,6 @@ pub async fn node_allocation_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        ALLOCATIONS_SINCE,
-        &format!("/v1/nodes/{ident}/allocation"),
-    )?;
     let selection = show_selection(ALLOCATION_FIELDS, "allocation", &query, version)?;
     let allocation = node_allocation(&state, &ident).await?;
     Ok(Json(record_json(
@@ -689,14 +661,9 @@ pub async fn node_allocation_get(
 /// `DELETE /v1/nodes/{node_ident}/allocation`.
 pub async fn node_allocation_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(
-        version,
-        ALLOCATIONS_SINCE,
-        &format!("/v1/nodes/{ident}/allocation"),
-    )?;
     let allocation = node_allocation(&state, &ident).await?;
     delete(&state, &allocation).await
 }

@@ -2,12 +2,11 @@
 //! delete (`reference/ironic.md` §2.7). A chassis is named by UUID only; it cannot be
 //! deleted while nodes belong to it.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::ChassisSortKey;
 use ferric_model::Microversion;
 use ferric_model::resources::Chassis;
@@ -85,24 +84,6 @@ impl Resource for Chassis {
         }
         Ok(())
     }
-}
-
-/// The chassis routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/chassis", get(chassis_list).post(chassis_create))
-        .route("/v1/chassis/detail", get(chassis_list_detail))
-        .route(
-            "/v1/chassis/{chassis_uuid}",
-            get(chassis_get)
-                .patch(chassis_update)
-                .delete(chassis_delete),
-        )
-        .route("/v1/chassis/{chassis_uuid}/nodes", get(chassis_node_list))
-        .route(
-            "/v1/chassis/{chassis_uuid}/nodes/detail",
-            get(chassis_node_list_detail),
-        )
 }
 
 /// Chassis are named by UUID only (Ironic's `args.uuid`).

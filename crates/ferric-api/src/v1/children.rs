@@ -3,40 +3,26 @@
 //! project-scoped caller sees only its project's children. Below 1.83 it answers 404, as
 //! Ironic's does.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::{NodeFilter, Page};
 use ferric_model::resources::Ident;
 use serde_json::{Value, json};
 
-use super::resource::require_endpoint;
 use super::{base_url, db_error};
 use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-const CHILDREN_SINCE: u16 = 83;
-
-/// The children route, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new().route("/v1/nodes/{node_ident}/children", get(node_children_list))
-}
-
 /// `GET /v1/nodes/{node_ident}/children`: `{"children": [uuid, …], "links": {href, rel}}`.
 pub async fn node_children_list(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     headers: HeaderMap,
     ProjectScope(project): ProjectScope,
     Path(ident): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        CHILDREN_SINCE,
-        &format!("/v1/nodes/{ident}/children"),
-    )?;
     let parent = state
         .store
         .node_get(&Ident::parse(&ident))

@@ -6,10 +6,9 @@
 use std::cmp::Ordering;
 use std::str::FromStr;
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::routing::get;
-use axum::{Json, Router};
 use chrono::{DateTime, TimeDelta, Utc};
 use ferric_db::{ConductorFilter, SortDir, UnknownSortKey};
 use ferric_model::Microversion;
@@ -19,12 +18,12 @@ use serde_json::{Map, Value, json};
 use super::fields::FieldType as T;
 use super::fields::{Access::ReadOnly, FieldSpec, Selection, field, select, show_selection};
 use super::paging::{collection_body, parse_list_params};
-use super::resource::require_endpoint;
 use super::{base_url, db_error, links, timestamp};
+use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-const CONDUCTORS_SINCE: u16 = 49;
+const CONDUCTORS_SINCE: u16 = since::CONDUCTORS.minor();
 
 /// Ironic's `[conductor]heartbeat_timeout` default: a conductor whose last heartbeat is older
 /// is not alive. The process's own setting (`conductor_heartbeat_timeout`, the one its hash
@@ -48,13 +47,6 @@ pub(crate) const CONDUCTOR_FIELDS: &[FieldSpec] = &[
 ];
 
 const DEFAULT_LIST_FIELDS: &[&str] = &["hostname", "conductor_group", "alive"];
-
-/// The conductor routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/conductors", get(conductor_list))
-        .route("/v1/conductors/{hostname}", get(conductor_get))
-}
 
 /// Whether a conductor counts as alive at `now`: online, with a heartbeat no older than
 /// `timeout`.
@@ -132,7 +124,6 @@ pub async fn conductor_list(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, CONDUCTORS_SINCE, "/v1/conductors")?;
     // The marker is a hostname, not the UUID the shared parser expects.
     let (markers, rest): (Vec<_>, Vec<_>) = query
         .iter()
@@ -209,11 +200,6 @@ pub async fn conductor_get(
     Path(hostname): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        CONDUCTORS_SINCE,
-        &format!("/v1/conductors/{hostname}"),
-    )?;
     let selection = show_selection(CONDUCTOR_FIELDS, "conductor", &query, version)?;
     let conductor = state
         .store

@@ -5,12 +5,11 @@
 //! `name`, `steps` and `extra`, delete. Below 1.55 GET answers 404 and other methods 405, as
 //! Ironic does.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::DeployTemplateSortKey;
 use ferric_model::Microversion;
 use ferric_model::resources::DeployTemplate;
@@ -27,14 +26,14 @@ use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
     list_body, list_params, record_json,
 };
-use super::step_lists::{check_steps, deploy_steps, parse_ident, require_resource, step_json};
+use super::step_lists::{check_steps, deploy_steps, parse_ident, step_json};
 use super::traits::check_trait;
 use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
+use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-pub(crate) const DEPLOY_TEMPLATES_SINCE: u16 = 55;
-const PLURAL: &str = "deploy templates";
+pub(crate) const DEPLOY_TEMPLATES_SINCE: u16 = since::DEPLOY_TEMPLATES.minor();
 
 pub(crate) const DEPLOY_TEMPLATE_FIELDS: &[FieldSpec] = &[
     field("uuid", DEPLOY_TEMPLATES_SINCE, CreateOnly, T::Uuid),
@@ -127,24 +126,6 @@ fn check_template(template: &DeployTemplate) -> Result<(), ApiError> {
     .map_err(|why| ApiError::bad_request(format!("Deploy template invalid: {why}.")))
 }
 
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/deploy_templates",
-            get(deploy_template_list).post(deploy_template_create),
-        )
-        .route(
-            "/v1/deploy_templates/detail",
-            get(deploy_template_list_detail),
-        )
-        .route(
-            "/v1/deploy_templates/{template_ident}",
-            get(deploy_template_get)
-                .patch(deploy_template_update)
-                .delete(deploy_template_delete),
-        )
-}
-
 async fn list(
     state: &ApiState,
     version: Microversion,
@@ -152,7 +133,6 @@ async fn list(
     query: &[(String, String)],
     detail_path: bool,
 ) -> Result<Json<Value>, ApiError> {
-    require_resource(version, DEPLOY_TEMPLATES_SINCE, &Method::GET, PLURAL)?;
     let (params, selection) = list_params::<DeployTemplate>(query, version, detail_path)?;
     if let Some((name, _)) = params.filters.first() {
         return Err(ApiError::bad_request(format!(
@@ -216,7 +196,6 @@ pub async fn deploy_template_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_resource(version, DEPLOY_TEMPLATES_SINCE, &Method::GET, PLURAL)?;
     let selection = show_selection(DEPLOY_TEMPLATE_FIELDS, "deploy template", &query, version)?;
     let template = load(&state, &ident).await?;
     Ok(Json(record_json(
@@ -235,7 +214,6 @@ pub async fn deploy_template_create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_resource(version, DEPLOY_TEMPLATES_SINCE, &Method::POST, PLURAL)?;
     let body = json_object_body(&body)?;
     check_create_body::<DeployTemplate>(&body, version, &["name", "steps"])?;
     let mut template = DeployTemplate::new(Uuid::new_v4());
@@ -260,7 +238,6 @@ pub async fn deploy_template_update(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    require_resource(version, DEPLOY_TEMPLATES_SINCE, &Method::PATCH, PLURAL)?;
     let ops = parse_patch(&body)?;
     check_patch::<DeployTemplate>(&ops, version)?;
     let template = load(&state, &ident).await?;
@@ -282,10 +259,9 @@ pub async fn deploy_template_update(
 /// `DELETE /v1/deploy_templates/{template_ident}`: 204.
 pub async fn deploy_template_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_resource(version, DEPLOY_TEMPLATES_SINCE, &Method::DELETE, PLURAL)?;
     let template = load(&state, &ident).await?;
     state
         .store

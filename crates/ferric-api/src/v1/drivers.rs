@@ -2,10 +2,8 @@
 //! (1.30), their default and enabled interfaces (`reference/ironic.md` §2.7).
 
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::routing::get;
 use chrono::Utc;
 use ferric_db::ConductorFilter;
 use ferric_drivers::{Drivers, HardwareType};
@@ -16,16 +14,6 @@ use serde_json::{Map, Value, json};
 use super::{base_url, db_error, links, parse_bool_param};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-pub(crate) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/drivers", get(driver_list))
-        .route("/v1/drivers/{driver_name}", get(driver_get))
-        .route(
-            "/v1/drivers/{driver_name}/properties",
-            get(driver_properties_get),
-        )
-}
 
 async fn hosts_by_driver(state: &ApiState) -> Result<Vec<(String, Vec<String>)>, ApiError> {
     let filter = ConductorFilter {

@@ -7,10 +7,9 @@
 use std::cmp::Ordering;
 use std::str::FromStr;
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::{Kind, SortDir, UnknownSortKey};
 use ferric_model::Microversion;
 use ferric_model::microversion::gate;
@@ -21,12 +20,12 @@ use uuid::Uuid;
 use super::fields::FieldType as T;
 use super::fields::{Access::ReadOnly, FieldSpec, field};
 use super::paging::{collection_body, parse_list_params};
-use super::resource::require_endpoint;
 use super::{base_url, db_error, parse_bool_param, timestamp};
+use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-const HISTORY_SINCE: u16 = 78;
+const HISTORY_SINCE: u16 = since::HISTORY.minor();
 /// `project` (1.113) and `state`, `target_provision_state`, `duration_seconds` (1.115) are
 /// not recorded by Ferric yet; detail views at those versions show them as null.
 const PROJECT_SINCE: u16 = gate::NODE_HISTORY_PROJECT.minor();
@@ -42,16 +41,6 @@ const HISTORY_FIELDS: &[FieldSpec] = &[
 
 /// Events longer than this are cut (with `...`) in non-detail listings.
 const SHORT_EVENT_LEN: usize = 255;
-
-/// The history routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/nodes/{node_ident}/history", get(history_list))
-        .route(
-            "/v1/nodes/{node_ident}/history/{event_uuid}",
-            get(history_get),
-        )
-}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum HistorySortKey {
@@ -130,11 +119,6 @@ pub async fn history_list(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        HISTORY_SINCE,
-        &format!("/v1/nodes/{ident}/history"),
-    )?;
     let mut detail = false;
     let mut paging = Vec::new();
     for (name, value) in &query {
@@ -206,11 +190,6 @@ pub async fn history_get(
     headers: HeaderMap,
     Path((ident, event)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        HISTORY_SINCE,
-        &format!("/v1/nodes/{ident}/history/{event}"),
-    )?;
     let node = state
         .store
         .node_get(&Ident::parse(&ident))

@@ -9,11 +9,10 @@
 //! notifications: Ironic forwards them to the network interface; Ferric's network interfaces
 //! (`noop`, `flat`) act on none, so they are checked, logged and accepted.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use ferric_model::Microversion;
 use ferric_model::microversion::gate;
 use ferric_model::resources::{BiosSetting, Ident};
@@ -21,12 +20,10 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::port_fields::normalize_mac;
-use super::resource::require_endpoint;
 use super::{base_url, db_error, json_object_body, opt_timestamp, parse_bool_param, timestamp};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-const BIOS_SINCE: u16 = 40;
 /// The registry fields of a setting, `?detail` and `?fields`.
 const BIOS_REGISTRY_SINCE: u16 = 74;
 const BIOS_REGISTRY_FIELDS: &[&str] = &[
@@ -40,10 +37,6 @@ const BIOS_REGISTRY_FIELDS: &[&str] = &[
     "unique",
     "upper_bound",
 ];
-const EVENTS_SINCE: u16 = 54;
-const FIRMWARE_SINCE: u16 = 86;
-const INVENTORY_SINCE: u16 = 81;
-const SHARDS_SINCE: u16 = 82;
 
 /// The network events Ironic accepts (`network.*` port notifications).
 const EVENT_TYPES: &[&str] = &[
@@ -51,16 +44,6 @@ const EVENT_TYPES: &[&str] = &[
     "network.unbind_port",
     "network.delete_port",
 ];
-
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/nodes/{node_ident}/bios", get(bios_list))
-        .route("/v1/nodes/{node_ident}/bios/{setting_name}", get(bios_get))
-        .route("/v1/nodes/{node_ident}/firmware", get(firmware_list))
-        .route("/v1/nodes/{node_ident}/inventory", get(inventory_get))
-        .route("/v1/shards", get(shard_list))
-        .route("/v1/events", post(event_post))
-}
 
 fn bios_json(
     setting: &BiosSetting,
@@ -106,7 +89,6 @@ pub async fn bios_list(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, BIOS_SINCE, &format!("/v1/nodes/{ident}/bios"))?;
     let mut detail = false;
     for (name, value) in &query {
         match name.as_str() {
@@ -144,7 +126,6 @@ pub async fn bios_get(
     headers: HeaderMap,
     Path((ident, setting_name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, BIOS_SINCE, &format!("/v1/nodes/{ident}/bios"))?;
     let node = node_uuid(&state, &ident).await?;
     let settings = state.store.node_bios_list(node).await.map_err(db_error)?;
     let Some(setting) = settings.iter().find(|setting| setting.name == setting_name) else {
@@ -172,11 +153,6 @@ pub async fn firmware_list(
     ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        FIRMWARE_SINCE,
-        &format!("/v1/nodes/{ident}/firmware"),
-    )?;
     let node = node_uuid(&state, &ident).await?;
     let components = state
         .store
@@ -210,14 +186,9 @@ pub async fn firmware_list(
 /// `GET /v1/nodes/{node_ident}/inventory`: what inspection stored; 404 before it has.
 pub async fn inventory_get(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        INVENTORY_SINCE,
-        &format!("/v1/nodes/{ident}/inventory"),
-    )?;
     let node = node_uuid(&state, &ident).await?;
     match state
         .store
@@ -239,9 +210,8 @@ pub async fn inventory_get(
 /// nodes in no shard are counted under the name `"None"`, and query parameters are ignored.
 pub async fn shard_list(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, SHARDS_SINCE, "/v1/shards")?;
     let counts = state.store.node_shard_counts().await.map_err(db_error)?;
     let shards: Vec<Value> = counts
         .into_iter()
@@ -257,10 +227,9 @@ pub async fn shard_list(
 /// `status` required; `device_id` and `binding:host_id` UUIDs or null; `binding:vnic_type`
 /// text or null; nothing else.
 pub async fn event_post(
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(version, EVENTS_SINCE, "/v1/events")?;
     let mut body = json_object_body(&body)?;
     let events = match body.remove("events") {
         Some(Value::Array(events)) if !events.is_empty() => events,

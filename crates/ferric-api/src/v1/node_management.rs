@@ -6,44 +6,19 @@
 //! and records `boot_mode` / `secure_boot`. A management interface that cannot do it answers
 //! 400 naming the driver.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::put;
 use ferric_drivers::BootMode;
 use ferric_model::resources::Node;
 use serde_json::Value;
 
 use super::json_object_body;
 use super::parse_bool_param;
-use super::resource::require_endpoint;
 use super::states::{accepted, conductor_error, node, refuse_leftovers, required};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The version `states/boot_mode` and `states/secure_boot` appeared in.
-const BOOT_MODE_SINCE: u16 = 76;
-/// The version `management/inject_nmi` appeared in.
-const INJECT_NMI_SINCE: u16 = 29;
-
-/// The routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/nodes/{node_ident}/states/boot_mode",
-            put(node_boot_mode_set),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/states/secure_boot",
-            put(node_secure_boot_set),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/management/inject_nmi",
-            put(node_inject_nmi),
-        )
-}
 
 /// 409 while the node is between stable states, as Ironic refuses it (a deploy or cleaning
 /// may be changing the same firmware setting).
@@ -64,16 +39,11 @@ fn check_stable(node: &Node) -> Result<(), ApiError> {
 /// `PUT /v1/nodes/{node_ident}/states/boot_mode` `{"target": "uefi"|"bios"}`: 202.
 pub async fn node_boot_mode_set(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(
-        version,
-        BOOT_MODE_SINCE,
-        &format!("/v1/nodes/{ident}/states/boot_mode"),
-    )?;
     let mut body = json_object_body(&body)?;
     let target = required(&mut body, "target")?;
     refuse_leftovers(&body, "a boot mode request")?;
@@ -102,16 +72,11 @@ pub async fn node_boot_mode_set(
 /// `PUT /v1/nodes/{node_ident}/states/secure_boot` `{"target": true|false}`: 202.
 pub async fn node_secure_boot_set(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(
-        version,
-        BOOT_MODE_SINCE,
-        &format!("/v1/nodes/{ident}/states/secure_boot"),
-    )?;
     let mut body = json_object_body(&body)?;
     let target = required(&mut body, "target")?;
     refuse_leftovers(&body, "a secure boot request")?;
@@ -140,15 +105,10 @@ pub async fn node_secure_boot_set(
 /// `PUT /v1/nodes/{node_ident}/management/inject_nmi` (body `{}`): 204 once the BMC took it.
 pub async fn node_inject_nmi(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(
-        version,
-        INJECT_NMI_SINCE,
-        &format!("/v1/nodes/{ident}/management/inject_nmi"),
-    )?;
     if !body.iter().all(u8::is_ascii_whitespace) {
         let body = json_object_body(&body)?;
         refuse_leftovers(&body, "an NMI request (send {})")?;

@@ -5,13 +5,12 @@
 
 use std::collections::HashMap;
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use chrono::Utc;
 use ferric_db::{Kind, NodeFilter, Store};
 use ferric_model::microversion::{gate, initial_provision_state};
@@ -38,17 +37,6 @@ use crate::{ApiError, ApiState};
 
 /// Ironic's `[conductor]allow_deleting_available_nodes` default.
 const ALLOW_DELETING_AVAILABLE_NODES: bool = true;
-
-/// The node routes (the node itself; sub-resources have modules of their own).
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/nodes", get(node_list).post(node_create))
-        .route("/v1/nodes/detail", get(node_list_detail))
-        .route(
-            "/v1/nodes/{node_ident}",
-            get(node_get).patch(node_update).delete(node_delete),
-        )
-}
 
 /// The list filters that map onto [`NodeFilter`] and the minor version each appeared in
 /// (§2.4). Below it a filter is refused with 406.

@@ -2,12 +2,11 @@
 //! detail, show, PATCH, delete (`reference/ironic.md` §2.6). A portgroup's own ports are
 //! listed by `ports.rs` (`/v1/portgroups/{portgroup_ident}/ports`).
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::{Kind, PortFilter, PortgroupFilter, Store};
 use ferric_model::microversion::gate;
 use ferric_model::resources::{Ident, Node, Portgroup};
@@ -22,16 +21,12 @@ use super::portgroup_fields::{DEFAULT_PORTGROUP_MODE, PORTGROUP_FIELDS};
 use super::ports::{self, check_node_not_locked, referenced_node};
 use super::resource::{
     Page, apply_create_body, apply_patch, check_create_body, check_patch, created, known_filter,
-    list_body, list_params, record_json, require_endpoint,
+    list_body, list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body};
 use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The version portgroups appeared in, and the one that added the nested listings.
-const PORTGROUPS_SINCE: u16 = 23;
-const SUBCONTROLLERS_SINCE: u16 = 24;
 
 /// Portgroup list filters and the minor version each appeared in.
 pub(crate) const PORTGROUP_FILTERS: &[(&str, u16)] = &[
@@ -40,35 +35,6 @@ pub(crate) const PORTGROUP_FILTERS: &[(&str, u16)] = &[
     ("conductor_groups", 99),
     ("shard", 106),
 ];
-
-/// The portgroup routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/portgroups", get(portgroup_list).post(portgroup_create))
-        .route("/v1/portgroups/detail", get(portgroup_list_detail))
-        .route(
-            "/v1/portgroups/{portgroup_ident}",
-            get(portgroup_get)
-                .patch(portgroup_update)
-                .delete(portgroup_delete),
-        )
-        .route(
-            "/v1/portgroups/{portgroup_ident}/ports",
-            get(ports::portgroup_port_list),
-        )
-        .route(
-            "/v1/portgroups/{portgroup_ident}/ports/detail",
-            get(ports::portgroup_port_list_detail),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/portgroups",
-            get(node_portgroup_list),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/portgroups/detail",
-            get(node_portgroup_list_detail),
-        )
-}
 
 async fn portgroup_filter(
     store: &Store,
@@ -164,7 +130,6 @@ pub async fn portgroup_list(
     ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, PORTGROUPS_SINCE, "/v1/portgroups")?;
     list(&state, version, &headers, &query, false, None, project).await
 }
 
@@ -176,7 +141,6 @@ pub async fn portgroup_list_detail(
     ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, PORTGROUPS_SINCE, "/v1/portgroups/detail")?;
     list(&state, version, &headers, &query, true, None, project).await
 }
 
@@ -210,11 +174,6 @@ async fn node_portgroups(
     query: &[(String, String)],
     detail_path: bool,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        SUBCONTROLLERS_SINCE,
-        &format!("/v1/nodes/{ident}/portgroups"),
-    )?;
     let node = state
         .store
         .node_get(&Ident::parse(ident))
@@ -240,11 +199,6 @@ pub async fn portgroup_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        PORTGROUPS_SINCE,
-        &format!("/v1/portgroups/{ident}"),
-    )?;
     let selection = show_selection(PORTGROUP_FIELDS, "portgroup", &query, version)?;
     let portgroup = state
         .store
@@ -277,7 +231,6 @@ pub async fn portgroup_create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(version, PORTGROUPS_SINCE, "/v1/portgroups")?;
     let body = json_object_body(&body)?;
     check_create_body::<Portgroup>(&body, version, &["node_uuid"])?;
     let mut portgroup = Portgroup::new(Uuid::new_v4(), Uuid::nil());
@@ -360,11 +313,6 @@ pub async fn portgroup_update(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        PORTGROUPS_SINCE,
-        &format!("/v1/portgroups/{ident}"),
-    )?;
     let ops = parse_patch(&body)?;
     check_patch::<Portgroup>(&ops, version)?;
     let portgroup = state
@@ -417,14 +365,9 @@ pub async fn portgroup_update(
 /// `DELETE /v1/portgroups/{portgroup_ident}`: 204; 400 while ports still belong to it.
 pub async fn portgroup_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(
-        version,
-        PORTGROUPS_SINCE,
-        &format!("/v1/portgroups/{ident}"),
-    )?;
     let portgroup = state
         .store
         .portgroup_get(&Ident::parse(&ident))

@@ -1,12 +1,11 @@
 //! `/v1/ports`, `/v1/nodes/{node_ident}/ports` and `/v1/portgroups/{portgroup_ident}/ports`:
 //! create, list, detail, show, PATCH, delete (`reference/ironic.md` §2.6).
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::{Kind, PortFilter, Store};
 use ferric_model::Microversion;
 use ferric_model::resources::{Ident, Node, Port};
@@ -19,28 +18,12 @@ use super::patch::parse_patch;
 use super::port_fields::normalize_mac;
 use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
-    known_filter, list_body, list_params, record_json, require_endpoint,
+    known_filter, list_body, list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body};
 use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The port routes (a portgroup's ports are routed with the portgroups).
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/nodes/{node_ident}/ports", get(node_port_list))
-        .route(
-            "/v1/nodes/{node_ident}/ports/detail",
-            get(node_port_list_detail),
-        )
-        .route("/v1/ports", get(port_list).post(port_create))
-        .route("/v1/ports/detail", get(port_list_detail))
-        .route(
-            "/v1/ports/{port_ident}",
-            get(port_get).patch(port_update).delete(port_delete),
-        )
-}
 
 /// Port list filters and the minor version each appeared in.
 pub(crate) const PORT_FILTERS: &[(&str, u16)] = &[
@@ -318,7 +301,6 @@ async fn portgroup_ports(
     query: &[(String, String)],
     detail_path: bool,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, 24, &format!("/v1/portgroups/{ident}/ports"))?;
     let portgroup = state
         .store
         .portgroup_get(&Ident::parse(ident))

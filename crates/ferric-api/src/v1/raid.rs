@@ -3,46 +3,25 @@
 //! and `GET /v1/drivers/{driver}/raid/logical_disk_properties` describes a logical disk.
 
 use axum::Json;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, put};
 use ferric_conductor::ConductorError;
 use serde_json::{Value, json};
 
 use super::json_object_body;
-use super::resource::require_endpoint;
 use super::states::{conductor_error, update_unleased_node};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The version that brought RAID to the API.
-const RAID_SINCE: u16 = 12;
-
-/// The routes of this module.
-pub(crate) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/nodes/{node_ident}/states/raid", put(node_raid_set))
-        .route(
-            "/v1/drivers/{driver_name}/raid/logical_disk_properties",
-            get(driver_raid_properties),
-        )
-}
 
 /// `PUT /v1/nodes/{node}/states/raid`: the body is the target configuration
 /// (`{"logical_disks": [...]}`, or `{}` to clear it); 204.
 pub async fn node_raid_set(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(
-        version,
-        RAID_SINCE,
-        &format!("/v1/nodes/{ident}/states/raid"),
-    )?;
     let target = json_object_body(&body)?;
     update_unleased_node(&state, &ident, "its target RAID configuration", |node| {
         let interfaces = state
@@ -112,14 +91,9 @@ const LOGICAL_DISK_PROPERTIES: &[(&str, &str)] = &[
 /// `GET /v1/drivers/{driver}/raid/logical_disk_properties`.
 pub async fn driver_raid_properties(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(driver): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(
-        version,
-        RAID_SINCE,
-        &format!("/v1/drivers/{driver}/raid/logical_disk_properties"),
-    )?;
     if state.conductor.drivers().get(&driver).is_none() {
         return Err(ApiError::not_found(format!(
             "Could not find the following driver(s) or hardware type(s): {driver}."

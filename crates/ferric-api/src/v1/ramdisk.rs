@@ -9,13 +9,11 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use ferric_conductor::agent::{AGENT_TOKEN_KEY, INVALID_TOKEN, agent_allowed};
 use ferric_conductor::{AgentToken, ConductorError, Heartbeat};
 use ferric_db::{Page, PortFilter};
@@ -28,11 +26,12 @@ use super::fields::{MASK, mask_secrets};
 use super::resource::require_endpoint;
 use super::states::conductor_error;
 use super::{base_url, db_error, json_object_body, links};
+use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
 /// Lookup and heartbeat appeared in 1.22.
-const RAMDISK_SINCE: u16 = 22;
+const RAMDISK_SINCE: u16 = since::RAMDISK.minor();
 /// From 1.62 a lookup hands out the agent token.
 const TOKEN_SINCE: u16 = 62;
 /// `agent_version` in heartbeats.
@@ -41,13 +40,6 @@ const AGENT_VERSION_SINCE: u16 = 36;
 const VERIFY_CA_SINCE: u16 = 68;
 /// `agent_status` and `agent_status_message`.
 const AGENT_STATUS_SINCE: u16 = 72;
-
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/lookup", get(lookup))
-        .route("/v1/heartbeat/{node_ident}", post(heartbeat))
-        .route("/v1/continue_inspection", post(continue_inspection))
-}
 
 #[derive(Debug, Deserialize)]
 pub struct LookupQuery {
@@ -77,7 +69,6 @@ pub async fn lookup(
     headers: HeaderMap,
     Query(query): Query<LookupQuery>,
 ) -> Result<Response, ApiError> {
-    require_endpoint(version, RAMDISK_SINCE, "/v1/lookup")?;
     let mut addresses = Vec::new();
     for text in query
         .addresses
@@ -224,7 +215,6 @@ pub async fn heartbeat(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(version, RAMDISK_SINCE, &format!("/v1/heartbeat/{ident}"))?;
     let mut body = json_object_body(&body)?;
     let mut take_string = |name: &str, since: u16, required: bool| match body.remove(name) {
         None | Some(Value::Null) if required => Err(ApiError::bad_request(format!(
@@ -348,7 +338,7 @@ impl std::fmt::Display for Peer {
 
 /// Built-in inspection (`agent` inspect interface) appeared in 1.84; 1.1 (no version header)
 /// stays open for ramdisks written for ironic-inspector (§5.4).
-const CONTINUE_INSPECTION_SINCE: u16 = 84;
+const CONTINUE_INSPECTION_SINCE: u16 = since::CONTINUE_INSPECTION.minor();
 
 #[derive(Debug, Deserialize)]
 pub struct ContinueInspectionQuery {

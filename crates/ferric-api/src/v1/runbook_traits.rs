@@ -5,37 +5,20 @@
 
 use std::collections::BTreeSet;
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::put;
-use axum::{Json, Router};
 use ferric_model::Microversion;
 use ferric_model::resources::Runbook;
 use serde_json::{Value, json};
 
 use super::db_error;
-use super::resource::require_endpoint;
-use super::runbooks::{RUNBOOK_TRAITS_SINCE, load};
+use super::runbooks::load;
 use super::traits::{check_trait_add, trait_added, traits_body};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The runbook trait routes, merged into the runbook routes.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/runbooks/{runbook_ident}/traits",
-            put(runbook_trait_replace_all)
-                .get(runbook_trait_list)
-                .delete(runbook_trait_delete_all),
-        )
-        .route(
-            "/v1/runbooks/{runbook_ident}/traits/{trait_name}",
-            put(runbook_trait_add).delete(runbook_trait_delete),
-        )
-}
 
 const ONE_OR_ALL: &str = "A single runbook trait may be added via PUT /v1/runbooks/<runbook \
                           identifier>/traits/<trait> with no body, or all runbook traits may be \
@@ -44,14 +27,9 @@ const ONE_OR_ALL: &str = "A single runbook trait may be added via PUT /v1/runboo
 
 async fn traits_runbook(
     state: &ApiState,
-    version: Microversion,
+    _version: Microversion,
     ident: &str,
 ) -> Result<Runbook, ApiError> {
-    require_endpoint(
-        version,
-        RUNBOOK_TRAITS_SINCE,
-        &format!("/v1/runbooks/{ident}/traits"),
-    )?;
     load(state, ident).await
 }
 

@@ -13,10 +13,9 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use ferric_db::{RunbookFilter, RunbookSortKey};
 use ferric_model::Microversion;
 use ferric_model::microversion::gate;
@@ -35,18 +34,18 @@ use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
     list_body, list_params, record_json,
 };
-use super::step_lists::{check_steps, parse_ident, require_resource, runbook_steps, step_json};
+use super::step_lists::{check_steps, parse_ident, runbook_steps, step_json};
 use super::traits::check_trait;
 use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
 use crate::authz::ProjectScope;
+use crate::endpoints::since;
 use crate::policy::{Caller, Role};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-pub(crate) const RUNBOOKS_SINCE: u16 = 92;
+pub(crate) const RUNBOOKS_SINCE: u16 = since::RUNBOOKS.minor();
 /// Runbook `traits`, `description` and any logical name (1.112).
 pub(crate) const RUNBOOK_TRAITS_SINCE: u16 = gate::RUNBOOK_TRAITS.minor();
-const PLURAL: &str = "runbooks";
 
 pub(crate) const RUNBOOK_FIELDS: &[FieldSpec] = &[
     field("uuid", RUNBOOKS_SINCE, CreateOnly, T::Uuid),
@@ -188,19 +187,6 @@ fn project_scope(caller: Option<&Caller>) -> Option<&str> {
     caller.project.as_deref()
 }
 
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/runbooks", get(runbook_list).post(runbook_create))
-        .route("/v1/runbooks/detail", get(runbook_list_detail))
-        .route(
-            "/v1/runbooks/{runbook_ident}",
-            get(runbook_get)
-                .patch(runbook_update)
-                .delete(runbook_delete),
-        )
-        .merge(super::runbook_traits::routes())
-}
-
 async fn list(
     state: &ApiState,
     version: Microversion,
@@ -209,7 +195,6 @@ async fn list(
     detail_path: bool,
     project: Option<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_resource(version, RUNBOOKS_SINCE, &Method::GET, PLURAL)?;
     let (params, selection) = list_params::<Runbook>(query, version, detail_path)?;
     if let Some((name, _)) = params.filters.first() {
         return Err(ApiError::bad_request(format!(
@@ -276,7 +261,6 @@ pub async fn runbook_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_resource(version, RUNBOOKS_SINCE, &Method::GET, PLURAL)?;
     let selection = show_selection(RUNBOOK_FIELDS, "runbook", &query, version)?;
     let runbook = load(&state, &ident).await?;
     Ok(Json(record_json(
@@ -296,7 +280,6 @@ pub async fn runbook_create(
     caller: Option<Extension<Caller>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_resource(version, RUNBOOKS_SINCE, &Method::POST, PLURAL)?;
     let body = json_object_body(&body)?;
     check_create_body::<Runbook>(&body, version, &["name", "steps"])?;
     let mut runbook = Runbook::new(Uuid::new_v4());
@@ -343,7 +326,6 @@ pub async fn runbook_update(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    require_resource(version, RUNBOOKS_SINCE, &Method::PATCH, PLURAL)?;
     let ops = parse_patch(&body)?;
     check_patch::<Runbook>(&ops, version)?;
     let runbook = load(&state, &ident).await?;
@@ -389,10 +371,9 @@ pub async fn runbook_update(
 /// `DELETE /v1/runbooks/{runbook_ident}`: 204.
 pub async fn runbook_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_resource(version, RUNBOOKS_SINCE, &Method::DELETE, PLURAL)?;
     let runbook = load(&state, &ident).await?;
     state
         .store

@@ -4,13 +4,11 @@
 //! to the conductor; they never change provision or power state themselves.
 
 use axum::Json;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::header::LOCATION;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
 use ferric_conductor::{ConductorError, ProvisionArgs};
 use ferric_drivers::{BootDevice, PowerAction, StepCall};
 use ferric_model::machine::VerbError;
@@ -25,34 +23,6 @@ use super::step_lists::parse_ident;
 use super::{base_url, db_error, json_object_body, opt_timestamp};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The routes of this module.
-pub(crate) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/nodes/{node_ident}/states", get(node_states_get))
-        .route(
-            "/v1/nodes/{node_ident}/states/provision",
-            put(node_provision_set),
-        )
-        .route("/v1/nodes/{node_ident}/states/power", put(node_power_set))
-        .route(
-            "/v1/nodes/{node_ident}/management/boot_device",
-            get(node_boot_device_get).put(node_boot_device_set),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/management/boot_device/supported",
-            get(node_boot_device_supported),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/provision",
-            axum::routing::delete(node_deployment_abort),
-        )
-        .route("/v1/nodes/{node_ident}/validate", get(node_validate))
-        .route(
-            "/v1/nodes/{node_ident}/maintenance",
-            put(node_maintenance_set).delete(node_maintenance_unset),
-        )
-}
 
 /// What the caller sees of a conductor refusal or failure.
 pub(crate) fn conductor_error(error: ConductorError) -> ApiError {

@@ -4,36 +4,12 @@
 
 use std::collections::BTreeSet;
 
-use axum::http::{Method, StatusCode};
-use ferric_model::Microversion;
 use ferric_model::resources::{DeployStep, Ident, RunbookStep, STEP_INTERFACES};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::fields::{is_valid_logical_name, mask_secrets};
 use crate::ApiError;
-
-/// Below the resource's version Ironic answers GET with 404 and other methods with 405
-/// ("The API version does not allow deploy templates").
-pub(crate) fn require_resource(
-    version: Microversion,
-    since: u16,
-    method: &Method,
-    plural: &str,
-) -> Result<(), ApiError> {
-    if version.minor() >= since {
-        return Ok(());
-    }
-    let message = format!(
-        "The API version does not allow {plural}: they need API version 1.{since} or later; \
-         this request asked for {version}."
-    );
-    if *method == Method::GET || *method == Method::HEAD {
-        Err(ApiError::not_found(message))
-    } else {
-        Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, message))
-    }
-}
 
 /// A path's `{ident}`: a UUID, or a logical name (Ironic's `InvalidUuidOrName` otherwise).
 pub(crate) fn parse_ident(text: &str) -> Result<Ident, ApiError> {

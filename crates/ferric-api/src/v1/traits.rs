@@ -4,24 +4,20 @@
 
 use std::collections::BTreeSet;
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::header::LOCATION;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::put;
-use axum::{Json, Router};
 use ferric_model::Microversion;
 use ferric_model::resources::{Ident, Node};
 use serde_json::{Value, json};
 
 use super::ports::check_node_not_locked;
-use super::resource::require_endpoint;
 use super::{base_url, db_error};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-const TRAITS_SINCE: u16 = 37;
 
 /// Ironic's `MAX_TRAITS_PER_NODE`.
 pub const MAX_TRAITS_PER_NODE: usize = 50;
@@ -33,21 +29,6 @@ pub const MAX_TRAITS_PER_NODE: usize = 50;
 const STANDARD_NAMESPACES: &[&str] = &["COMPUTE_", "HW_", "MISC_", "NET_", "OWNER_", "STORAGE_"];
 
 const CUSTOM_PATTERN: &str = "^CUSTOM_[A-Z0-9_]+$";
-
-/// The trait routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/nodes/{node_ident}/traits",
-            put(trait_replace_all)
-                .get(trait_list)
-                .delete(trait_delete_all),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/traits/{trait_name}",
-            put(trait_add).delete(trait_delete),
-        )
-}
 
 /// Checks one trait (`name` is what the error calls the input): 1–255 characters, either
 /// `CUSTOM_` followed by `[A-Z0-9_]`, or a standard trait.
@@ -81,10 +62,9 @@ pub fn check_trait(name: &str, value: &str) -> Result<(), ApiError> {
 
 async fn traits_node(
     state: &ApiState,
-    version: Microversion,
+    _version: Microversion,
     ident: &str,
 ) -> Result<Node, ApiError> {
-    require_endpoint(version, TRAITS_SINCE, &format!("/v1/nodes/{ident}/traits"))?;
     state
         .store
         .node_get(&Ident::parse(ident))

@@ -11,13 +11,11 @@
 //! wrong HTTP methods and missing arguments are 400, with Ironic's words.
 
 use axum::Json;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get};
 use ferric_conductor::{ConductorError, VendorReply};
 use ferric_drivers::VendorMethod;
 use ferric_model::resources::JsonObject;
@@ -26,47 +24,6 @@ use serde_json::Value;
 use super::json_object_body;
 use super::states::{conductor_error, node};
 use crate::{ApiError, ApiState};
-
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/nodes/{node_ident}/vendor_passthru/methods",
-            get(node_vendor_methods),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/vendor_passthru",
-            every_method(node_vendor_call),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/vendor_passthru/{method}",
-            every_method(node_vendor_call_named),
-        )
-        .route(
-            "/v1/drivers/{driver_name}/vendor_passthru/methods",
-            get(driver_vendor_methods),
-        )
-        .route(
-            "/v1/drivers/{driver_name}/vendor_passthru",
-            every_method(driver_vendor_call),
-        )
-        .route(
-            "/v1/drivers/{driver_name}/vendor_passthru/{method}",
-            every_method(driver_vendor_call_named),
-        )
-}
-
-/// The HTTP methods a vendor method may answer; the method itself says which it takes.
-fn every_method<H, T>(handler: H) -> MethodRouter<ApiState>
-where
-    H: axum::handler::Handler<T, ApiState> + Clone,
-    T: 'static,
-{
-    get(handler.clone())
-        .post(handler.clone())
-        .put(handler.clone())
-        .patch(handler.clone())
-        .delete(handler)
-}
 
 /// The method named by `?method=` (or the path), and the arguments in the body.
 fn call_of(

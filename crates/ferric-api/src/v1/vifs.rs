@@ -12,11 +12,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
-use axum::{Json, Router};
 use ferric_db::{Page, PortFilter, PortgroupFilter};
 use ferric_model::Microversion;
 use ferric_model::resources::{Ident, Node, Port, Portgroup};
@@ -25,27 +24,15 @@ use uuid::Uuid;
 
 use super::fields::is_valid_logical_name;
 use super::ports::check_node_not_locked;
-use super::resource::require_endpoint;
 use super::{db_error, json_object_body};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-const VIFS_SINCE: u16 = 28;
 /// From 1.67 the caller may name the port or portgroup; both at once is refused.
 const ATTACH_TO_PORT_SINCE: u16 = 67;
 
 /// Where a port or portgroup keeps the id of the VIF attached to it.
 pub const TENANT_VIF_KEY: &str = "tenant_vif_port_id";
-
-/// The VIF routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route(
-            "/v1/nodes/{node_ident}/vifs",
-            get(vif_list).post(vif_attach),
-        )
-        .route("/v1/nodes/{node_ident}/vifs/{vif_id}", delete(vif_detach))
-}
 
 /// The node and its ports and portgroups.
 struct NodeNetwork {
@@ -56,10 +43,9 @@ struct NodeNetwork {
 
 async fn node_network(
     state: &ApiState,
-    version: Microversion,
+    _version: Microversion,
     ident: &str,
 ) -> Result<NodeNetwork, ApiError> {
-    require_endpoint(version, VIFS_SINCE, &format!("/v1/nodes/{ident}/vifs"))?;
     let node = state
         .store
         .node_get(&Ident::parse(ident))

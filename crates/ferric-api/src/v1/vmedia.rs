@@ -6,34 +6,16 @@
 
 use std::collections::HashMap;
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::post;
-use axum::{Json, Router};
 use ferric_drivers::vmedia::VmediaDevice;
 use serde_json::{Value, json};
 
 use super::json_object_body;
-use super::resource::require_endpoint;
 use super::states::{conductor_error, node, refuse_leftovers, required};
-use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
-
-/// The version attaching and detaching appeared in.
-const ATTACH_SINCE: u16 = 89;
-/// The version listing appeared in.
-const LIST_SINCE: u16 = 93;
-
-/// The routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new().route(
-        "/v1/nodes/{node_ident}/vmedia",
-        post(node_vmedia_attach)
-            .delete(node_vmedia_detach)
-            .get(node_vmedia_list),
-    )
-}
 
 fn device(value: &Value) -> Result<VmediaDevice, ApiError> {
     value
@@ -51,11 +33,9 @@ fn device(value: &Value) -> Result<VmediaDevice, ApiError> {
 /// presents the image. The BMC fetches the URL itself (`image_download_source` `http`).
 pub async fn node_vmedia_attach(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(version, ATTACH_SINCE, &format!("/v1/nodes/{ident}/vmedia"))?;
     let mut body = json_object_body(&body)?;
     let device = device(&required(&mut body, "device_type")?)?;
     let url = required(&mut body, "image_url")?;
@@ -92,11 +72,9 @@ pub async fn node_vmedia_attach(
 /// when none is named).
 pub async fn node_vmedia_detach(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(version, ATTACH_SINCE, &format!("/v1/nodes/{ident}/vmedia"))?;
     let devices = match query.get("device_types") {
         Some(list) => list
             .split(',')
@@ -118,10 +96,8 @@ pub async fn node_vmedia_detach(
 /// `GET …/vmedia`: `{"vmedia": [{"device_type", "image_url", "inserted", "location"}]}`.
 pub async fn node_vmedia_list(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, LIST_SINCE, &format!("/v1/nodes/{ident}/vmedia"))?;
     let node = node(&state, &ident).await?;
     let slots = state
         .conductor

@@ -8,12 +8,11 @@
 //! `manageable`, `adopt failed`); otherwise 400. Both are data the API writes under the node's
 //! revision-free tables, refused with 409 while a conductor holds the node.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
 use ferric_db::{Kind, Store, VolumeConnectorSortKey, VolumeFilter, VolumeTargetSortKey};
 use ferric_model::Microversion;
 use ferric_model::resources::{
@@ -31,17 +30,18 @@ use super::patch::parse_patch;
 use super::ports::check_node_not_locked;
 use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
-    list_body, list_params, record_json, require_endpoint,
+    list_body, list_params, record_json,
 };
 use super::{
     base_url, db_error, json_object_body, links, opt_timestamp, parse_bool_param, timestamp,
 };
 use crate::authz::ProjectScope;
+use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
 /// The version volume connectors and targets appeared in.
-pub(crate) const VOLUME_SINCE: u16 = 32;
+pub(crate) const VOLUME_SINCE: u16 = since::VOLUME.minor();
 
 /// Every volume connector field.
 pub(crate) const CONNECTOR_FIELDS: &[FieldSpec] = &[
@@ -252,36 +252,6 @@ impl Resource for VolumeTarget {
     }
 }
 
-/// The volume routes, merged into the API's router.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/volume", get(volume_root))
-        .route(
-            "/v1/volume/connectors",
-            get(connector_list).post(connector_create),
-        )
-        .route(
-            "/v1/volume/connectors/{connector_uuid}",
-            get(connector_get)
-                .patch(connector_update)
-                .delete(connector_delete),
-        )
-        .route("/v1/volume/targets", get(target_list).post(target_create))
-        .route(
-            "/v1/volume/targets/{target_uuid}",
-            get(target_get).patch(target_update).delete(target_delete),
-        )
-        .route("/v1/nodes/{node_ident}/volume", get(node_volume_root))
-        .route(
-            "/v1/nodes/{node_ident}/volume/connectors",
-            get(node_connector_list),
-        )
-        .route(
-            "/v1/nodes/{node_ident}/volume/targets",
-            get(node_target_list),
-        )
-}
-
 /// `{"links", "connectors", "targets"}` for `prefix` (`volume` or `nodes/<ident>/volume`).
 fn volume_document(base: &str, prefix: &str) -> Value {
     json!({
@@ -293,21 +263,19 @@ fn volume_document(base: &str, prefix: &str) -> Value {
 
 /// `GET /v1/volume` (1.32): links to the connectors and targets.
 pub async fn volume_root(
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume")?;
     Ok(Json(volume_document(&base_url(&headers), "volume")))
 }
 
 /// `GET /v1/nodes/{node_ident}/volume` (1.32).
 pub async fn node_volume_root(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, &format!("/v1/nodes/{ident}/volume"))?;
     let node = state
         .store
         .node_get(&Ident::parse(&ident))
@@ -474,7 +442,6 @@ pub async fn connector_list(
     ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/connectors")?;
     list_response::<VolumeConnector>(&state, version, &headers, &query, Scope::All(project)).await
 }
 
@@ -486,7 +453,6 @@ pub async fn target_list(
     ProjectScope(project): ProjectScope,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/targets")?;
     list_response::<VolumeTarget>(&state, version, &headers, &query, Scope::All(project)).await
 }
 
@@ -498,8 +464,7 @@ pub async fn node_connector_list(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let path = format!("/v1/nodes/{ident}/volume/connectors");
-    require_endpoint(version, VOLUME_SINCE, &path)?;
+    let _path = format!("/v1/nodes/{ident}/volume/connectors");
     let node = path_node(&state, &ident).await?;
     list_response::<VolumeConnector>(&state, version, &headers, &query, Scope::Node(node.uuid))
         .await
@@ -513,8 +478,7 @@ pub async fn node_target_list(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let path = format!("/v1/nodes/{ident}/volume/targets");
-    require_endpoint(version, VOLUME_SINCE, &path)?;
+    let _path = format!("/v1/nodes/{ident}/volume/targets");
     let node = path_node(&state, &ident).await?;
     list_response::<VolumeTarget>(&state, version, &headers, &query, Scope::Node(node.uuid)).await
 }
@@ -527,7 +491,6 @@ pub async fn connector_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/connectors")?;
     let uuid = parse_uuid("volume connector", &ident)?;
     let selection = show_selection(CONNECTOR_FIELDS, "volume connector", &query, version)?;
     let connector = state
@@ -547,7 +510,6 @@ pub async fn target_get(
     Path(ident): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/targets")?;
     let uuid = parse_uuid("volume target", &ident)?;
     let selection = show_selection(TARGET_FIELDS, "volume target", &query, version)?;
     let target = state
@@ -611,7 +573,6 @@ pub async fn connector_create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/connectors")?;
     let body = json_object_body(&body)?;
     check_create_body::<VolumeConnector>(&body, version, CONNECTOR_REQUIRED)?;
     let mut connector = VolumeConnector::new(Uuid::new_v4(), Uuid::nil());
@@ -639,7 +600,6 @@ pub async fn target_create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/targets")?;
     let body = json_object_body(&body)?;
     check_create_body::<VolumeTarget>(&body, version, TARGET_REQUIRED)?;
     let mut target = VolumeTarget::new(Uuid::new_v4(), Uuid::nil());
@@ -708,7 +668,6 @@ pub async fn connector_update(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/connectors")?;
     let uuid = parse_uuid("volume connector", &ident)?;
     let ops = parse_patch(&body)?;
     check_patch::<VolumeConnector>(&ops, version)?;
@@ -743,7 +702,6 @@ pub async fn target_update(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/targets")?;
     let uuid = parse_uuid("volume target", &ident)?;
     let ops = parse_patch(&body)?;
     check_patch::<VolumeTarget>(&ops, version)?;
@@ -773,10 +731,9 @@ pub async fn target_update(
 /// `DELETE /v1/volume/connectors/{connector_uuid}`: 204.
 pub async fn connector_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/connectors")?;
     let uuid = parse_uuid("volume connector", &ident)?;
     let connector = state
         .store
@@ -796,10 +753,9 @@ pub async fn connector_delete(
 /// `DELETE /v1/volume/targets/{target_uuid}`: 204.
 pub async fn target_delete(
     State(state): State<ApiState>,
-    ApiVersion(version): ApiVersion,
+    ApiVersion(_version): ApiVersion,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_endpoint(version, VOLUME_SINCE, "/v1/volume/targets")?;
     let uuid = parse_uuid("volume target", &ident)?;
     let target = state
         .store

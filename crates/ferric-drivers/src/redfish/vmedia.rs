@@ -255,7 +255,7 @@ fn named(error: DriverError) -> DriverError {
         DriverError::InvalidParameter(message) => DriverError::InvalidParameter(name(message)),
         DriverError::MissingParameter(message) => DriverError::MissingParameter(name(message)),
         DriverError::Failed(message) => DriverError::Failed(name(message)),
-        other @ DriverError::Unsupported { .. } => other,
+        other @ (DriverError::Unsupported { .. } | DriverError::AgentVersionMismatch(_)) => other,
     }
 }
 
