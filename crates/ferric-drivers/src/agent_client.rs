@@ -234,17 +234,12 @@ impl AgentClient {
 
     /// A client that trusts exactly the certificate an agent sent in its heartbeat
     /// (`agent_verify_ca`, Ironic's auto-TLS): that agent, and no other, is reached over
-    /// HTTPS with it.
+    /// HTTPS with it. The certificate is pinned ([`crate::agent_pin`]), not used as a CA, so
+    /// its own signature algorithm does not matter (IPA signs with ECDSA-SHA512).
     pub fn trusting(timeout: Duration, pem: &str) -> Result<Self, String> {
-        check_certificate(pem)?;
-        let certificates = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-            .map_err(|error| format!("it is not a PEM certificate ({error})"))?;
-        let http = certificates
-            .into_iter()
-            .fold(
-                Self::builder(timeout).tls_built_in_root_certs(false),
-                |builder, certificate| builder.add_root_certificate(certificate),
-            )
+        let tls = crate::agent_pin::PinnedCertificate::from_pem(pem)?.client_config()?;
+        let http = Self::builder(timeout)
+            .use_preconfigured_tls(tls)
             .build()
             .map_err(|error| format!("cannot set up an HTTPS client with it ({error})"))?;
         Ok(Self {
@@ -466,15 +461,23 @@ mod tls_tests {
     async fn https_agent() -> (String, String) {
         let certified =
             rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
-        let cert_pem = certified.cert.pem();
-        let key = rustls::pki_types::PrivateKeyDer::try_from(certified.key_pair.serialize_der())
-            .expect("key");
+        https_agent_with(&certified.cert.pem(), &certified.key_pair.serialize_pem()).await
+    }
+
+    /// [`https_agent`] with the given certificate and PKCS#8 key (PEM).
+    async fn https_agent_with(cert_pem: &str, key_pem: &str) -> (String, String) {
+        use rustls::pki_types::pem::PemObject;
+        let cert = rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes())
+            .expect("certificate");
+        let key =
+            rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key");
+        let cert_pem = cert_pem.to_owned();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("versions")
             .with_no_client_auth()
-            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .with_single_cert(vec![cert], key)
             .expect("config");
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -512,6 +515,57 @@ mod tls_tests {
             }
         });
         (format!("https://localhost:{port}"), cert_pem)
+    }
+
+    /// ironic-python-agent signs its auto-TLS certificate with ECDSA and SHA-512, which
+    /// webpki's ring algorithms cannot verify: the pin is trusted by its bytes, so such an
+    /// agent is reached; a different certificate with the same name still is not.
+    #[tokio::test]
+    async fn an_ipa_style_sha512_certificate_is_trusted_by_its_pin() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let status = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:prime256v1",
+                "-sha512",
+                "-nodes",
+                "-days",
+                "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=DNS:localhost",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("openssl (Debian's openssl package) makes the test certificate");
+        assert!(status.success(), "openssl req failed");
+        let cert_pem = std::fs::read_to_string(&cert).expect("cert");
+        let key_pem = std::fs::read_to_string(&key).expect("key");
+        let (url, cert_pem) = https_agent_with(&cert_pem, &key_pem).await;
+        let timeout = Duration::from_secs(10);
+
+        let pinned = AgentClient::trusting(timeout, &cert_pem).expect("client");
+        let reply = pinned.command(&url, "tok", "c1").await.expect("reply");
+        assert!(matches!(reply, Reply::Busy), "{reply:?}");
+
+        let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .expect("cert")
+            .cert
+            .pem();
+        let error = AgentClient::trusting(timeout, &other)
+            .expect("client")
+            .command(&url, "tok", "c1")
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("TLS failure"), "{error}");
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@
 //! node they are handed; the conductor owns leases, states and saving.
 
 pub mod agent_client;
+mod agent_pin;
 pub mod agent_rescue;
 pub mod agent_steps;
 mod bmc;
