@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(
             arguments,
             "-drive file=/lab/d0.img,if=none,id=disk0,format=raw \
-             -device nvme,drive=disk0,serial=ferric-disk0 \
+             -device nvme,drive=disk0,serial=ferric-disk0,bootindex=1 \
              -drive file=/lab/d1.img,if=none,id=disk1,format=raw \
              -device megasas-gen2,id=raid0 \
              -device scsi-hd,drive=disk1,bus=raid0.0,serial=ferric-disk1"
