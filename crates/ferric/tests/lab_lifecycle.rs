@@ -271,14 +271,32 @@ impl Client {
         Ok(body)
     }
 
+    /// PUT …/states/provision, expecting 202. A 409 "locked" (the conductor still holds the
+    /// node for a moment after it reached the state the test waited for) is retried for a
+    /// while, as openstacksdk and the `baremetal` CLI retry NodeLocked.
     fn provision(&self, uuid: &str, body: Value) -> anyhow::Result<()> {
-        self.expect(
-            reqwest::Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(body),
-            202,
-        )
-        .map(|_| ())
+        let started = Instant::now();
+        loop {
+            let result = self.expect(
+                reqwest::Method::PUT,
+                &format!("/v1/nodes/{uuid}/states/provision"),
+                Some(body.clone()),
+                202,
+            );
+            match result {
+                Err(error)
+                    if error.to_string().contains("is locked by host")
+                        && started.elapsed() < Duration::from_secs(60) =>
+                {
+                    eprintln!(
+                        "lab_lifecycle: node {uuid} locked {:.1} s after the wait; retrying",
+                        started.elapsed().as_secs_f64()
+                    );
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                result => return result.map(|_| ()),
+            }
+        }
     }
 
     fn node(&self, uuid: &str) -> anyhow::Result<Value> {
