@@ -411,8 +411,16 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     client.provision(&uuid, "active")?;
     client.wait_for(&uuid, "active")?;
     phase("deploy (IPA writes the image)", started);
+    // IPA moves the GPT's backup header to the end of the disk after writing (as Ferric's
+    // agent does), so the primary header (LBA 1) differs from the image's in the backup
+    // header's location and the checksum; everything after it is the image.
+    let written = read_at(&disk, image.len())?;
+    // Its protective MBR's partition entry grows to the whole disk with it (LBA 0).
+    let without_gpt_headers = |bytes: &[u8]| bytes.get(1024..).unwrap_or_default().to_vec();
     ensure!(
-        read_at(&disk, image.len())? == image,
+        written.get(510..512) == Some([0x55, 0xaa].as_slice())
+            && written.get(512..520) == Some(b"EFI PART".as_slice())
+            && without_gpt_headers(&written) == without_gpt_headers(&image),
         "{} does not hold the deployed image",
         disk.display()
     );
