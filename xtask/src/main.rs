@@ -27,7 +27,7 @@ commands:
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
-          lab_ipa (the same with the unmodified ironic-python-agent; FERRIC_E2E_IPA=1)
+          lab_ipa (the same with the unmodified ironic-python-agent)
   deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
           (`cargo xtask deb --help`; docs/operator-guide.md#packages)
   deb-test
@@ -233,13 +233,7 @@ fn e2e() -> anyhow::Result<()> {
         &[("FERRIC_E2E_AGENT", &agent)],
     )?;
     // The unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) driven by
-    // Ferric: inspection, cleaning, deploy, boot from disk. Not yet part of CI: its inspection,
-    // cleaning and deploy pass, the check of the written disk was still being fixed when the
-    // session ended (FERRIC_E2E_IPA=1 runs it; docs/lab.md).
-    if std::env::var_os("FERRIC_E2E_IPA").is_none() {
-        eprintln!("xtask: lab_ipa skipped (FERRIC_E2E_IPA=1 runs it)");
-        return Ok(());
-    }
+    // Ferric: inspection, cleaning, deploy, boot from disk.
     run(
         "cargo",
         &[
