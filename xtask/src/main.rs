@@ -190,64 +190,37 @@ fn e2e() -> anyhow::Result<()> {
     run("cargo", &["build", "--locked", "-p", "ferric-agent"], &[])?;
     let agent = target_dir().join("debug").join("ferric-agent");
     let agent = agent.to_string_lossy().into_owned();
-    run(
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "ferric-lab",
-            "--features",
-            "lab-e2e",
-            "--test",
-            "lab_e2e",
-        ],
-        &[],
-    )?;
-    run(
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "ferric",
-            "--features",
-            "lab-e2e",
-            "--test",
-            "lab_lifecycle",
-        ],
-        &[("FERRIC_E2E_AGENT", &agent)],
-    )?;
-    run(
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "ferric",
-            "--features",
-            "lab-e2e",
-            "--test",
-            "lab_vmedia",
-        ],
-        &[("FERRIC_E2E_AGENT", &agent)],
-    )?;
-    // The unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) driven by
-    // Ferric: inspection, cleaning, deploy, boot from disk.
-    run(
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "ferric",
-            "--features",
-            "lab-e2e",
-            "--test",
-            "lab_ipa",
-        ],
-        &[],
-    )
+    // (crate, test, whether it boots Ferric's own agent ramdisk). lab_ipa boots the
+    // unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead and is
+    // driven through inspection, cleaning, deploy and the boot from disk.
+    let suites = [
+        ("ferric-lab", "lab_e2e", false),
+        ("ferric", "lab_lifecycle", true),
+        ("ferric", "lab_vmedia", true),
+        ("ferric", "lab_ipa", false),
+    ];
+    for (package, test, uses_agent) in suites {
+        let envs: &[(&str, &str)] = if uses_agent {
+            &[("FERRIC_E2E_AGENT", &agent)]
+        } else {
+            &[]
+        };
+        run(
+            "cargo",
+            &[
+                "test",
+                "--locked",
+                "-p",
+                package,
+                "--features",
+                "lab-e2e",
+                "--test",
+                test,
+            ],
+            envs,
+        )?;
+    }
+    Ok(())
 }
 
 /// `crates/ferric-conductor/examples/power_sync_bench.rs`, optimised as in production.
