@@ -9,6 +9,7 @@ mod deb;
 mod fuzz;
 #[cfg(test)]
 mod tidy;
+mod upgrade;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,12 +23,17 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings (also with lab-e2e)
-  ci      lint, test, deb-test, clients, a bounded run of every fuzz target (20 s each),
-          then e2e (what .ci/run does)
+  ci      lint, test, rolling-upgrade, deb-test, clients, a bounded run of every fuzz
+          target (20 s each), then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
           lab_ipa (the same with the unmodified ironic-python-agent)
+  rolling-upgrade
+          API and conductor processes of release N (a pinned older commit's binary, built
+          once and cached in ~/.cache/ferric/release-n) replaced one by one with this build
+          on PostgreSQL while a fake-hardware fleet goes round (crates/ferric/tests/
+          rolling_upgrade.rs; docs/operator-guide.md#rolling-upgrades)
   deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
           (`cargo xtask deb --help`; docs/operator-guide.md#packages)
   deb-test
@@ -70,6 +76,8 @@ fn main() -> anyhow::Result<()> {
         "ci" => {
             lint()?;
             test(&extra)?;
+            // Releases N and N+1 side by side on PostgreSQL (release N built once, cached).
+            upgrade::rolling_upgrade(&[])?;
             // The package: built, installed, upgraded and purged on this machine (root).
             deb::deb_test(&[])?;
             // The real OpenStack clients against ferric, step by step against Ironic's
@@ -84,6 +92,7 @@ fn main() -> anyhow::Result<()> {
         "deb" => deb::deb(&extra).map(drop),
         "deb-test" => deb::deb_test(&extra),
         "e2e" => e2e(),
+        "rolling-upgrade" => upgrade::rolling_upgrade(&extra),
         "clients" => clients::clients(&extra),
         "bench-power-sync" => bench_power_sync(&extra),
         "bench-agent-write" => bench_agent_write(&extra),

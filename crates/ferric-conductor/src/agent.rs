@@ -31,16 +31,7 @@ pub const AGENT_VERIFY_CA_KEY: &str = "agent_verify_ca";
 /// Ironic's words for a heartbeat whose token is missing or wrong.
 pub const INVALID_TOKEN: &str = "Invalid or missing agent token received.";
 
-/// What a heartbeat carries (`POST /v1/heartbeat/{node}`), checked for shape by the API.
-#[derive(Debug, Clone, Default)]
-pub struct Heartbeat {
-    pub callback_url: String,
-    pub agent_token: String,
-    pub agent_version: Option<String>,
-    pub agent_verify_ca: Option<String>,
-    pub agent_status: Option<String>,
-    pub agent_status_message: Option<String>,
-}
+pub use ferric_model::action::Heartbeat;
 
 /// The token a lookup hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,6 +21,7 @@
 
 mod abort;
 pub mod agent;
+mod catalog;
 mod error;
 mod hardware_data;
 mod inspection;
@@ -76,6 +77,9 @@ pub struct ConductorConfig {
     /// How long an API process waits for another conductor to answer a request it handed
     /// over before it answers 503.
     pub request_timeout: Duration,
+    /// The hand-off version this process sends to other conductors: its own, or an older
+    /// one it is pinned to while a rolling upgrade runs (`pin_handoff_version`).
+    pub handoff: ferric_model::action::HandoffVersion,
     /// Whether `provide` and undeploy run automated cleaning (a node's own
     /// `automated_clean=false` also skips it).
     pub automated_clean: bool,
@@ -124,6 +128,7 @@ impl Default for ConductorConfig {
             heartbeat_interval: Duration::from_secs(10),
             heartbeat_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
+            handoff: ferric_model::action::HandoffVersion::default(),
             automated_clean: true,
             sync_power_state_interval: Some(Duration::from_secs(120)),
             power_state_sync_max_retries: 3,

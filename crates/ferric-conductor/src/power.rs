@@ -1,7 +1,6 @@
 //! Power and management requests (`reference/ironic.md` §2.5): power on/off/reboot (a worker,
 //! 202), boot device (done while the API waits, 204), and `validate`.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ferric_drivers::{BootDevice, BootDeviceSetting, BootMode, PowerAction};
@@ -12,16 +11,7 @@ use uuid::Uuid;
 use crate::task::Task;
 use crate::{Conductor, ConductorError};
 
-/// One interface's answer in `GET /v1/nodes/{node}/validate`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationResult {
-    pub result: bool,
-    /// Why not, when `result` is false.
-    pub reason: Option<String>,
-}
-
-/// Every interface's answer, by kind.
-pub type NodeValidation = BTreeMap<InterfaceKind, ValidationResult>;
+pub use ferric_model::action::{NodeValidation, ValidationResult};
 
 impl Conductor {
     /// Starts a power action; the node shows `target_power_state` until it is done.

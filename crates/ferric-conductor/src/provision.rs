@@ -5,7 +5,6 @@
 use ferric_drivers::{DriverError, Interfaces, StepCall, StepKind};
 use ferric_model::machine::check_verb;
 use ferric_model::{Event, Microversion, ProvisionState, Verb};
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::steps::{
@@ -16,17 +15,7 @@ use crate::task::{Cause, Task};
 use crate::worker::{Job, spawn};
 use crate::{Conductor, ConductorError};
 
-/// The body fields that come with a verb, already checked for shape by the API.
-#[derive(Debug, Clone, Default)]
-pub struct ProvisionArgs {
-    /// `configdrive` for `active`/`rebuild`: a URL, base64 text or (1.56) a JSON object.
-    pub configdrive: Option<Value>,
-    pub clean_steps: Option<Vec<StepCall>>,
-    pub deploy_steps: Option<Vec<StepCall>>,
-    pub service_steps: Option<Vec<StepCall>>,
-    pub rescue_password: Option<String>,
-    pub disable_ramdisk: Option<bool>,
-}
+pub use ferric_model::action::ProvisionArgs;
 
 impl Conductor {
     /// Starts `verb` on `node`. Returns once the request is recorded (the node has taken its

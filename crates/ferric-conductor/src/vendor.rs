@@ -13,31 +13,20 @@ use std::sync::Arc;
 
 use ferric_drivers::{Drivers, VendorInterface, VendorMethod};
 use ferric_model::resources::{Ident, JsonObject};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
+
+pub use ferric_model::action::VendorReply;
 
 use crate::task::Task;
 use crate::{Conductor, ConductorError};
 
-/// What a vendor method answered, as Ironic's conductor returns it: `return` (always null
-/// for an asynchronous method), `async` and `attach`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VendorReply {
-    #[serde(rename = "return")]
-    pub value: Value,
-    #[serde(rename = "async")]
-    pub is_async: bool,
-    pub attach: bool,
-}
-
-impl VendorReply {
-    fn of(method: &VendorMethod, value: Value) -> Self {
-        Self {
-            value,
-            is_async: method.is_async,
-            attach: method.attach,
-        }
+/// `method`'s answer `value`, with how the API returns it.
+fn reply_of(method: &VendorMethod, value: Value) -> VendorReply {
+    VendorReply {
+        value,
+        is_async: method.is_async,
+        attach: method.attach,
     }
 }
 
@@ -64,7 +53,7 @@ impl Conductor {
                 let value = vendor
                     .call(&mut record, &found, &http_method, &args)
                     .await?;
-                return Ok(VendorReply::of(&found, value));
+                return Ok(reply_of(&found, value));
             }
             let permit = inner.take_worker()?;
             inner.tracker.spawn(async move {
@@ -73,7 +62,7 @@ impl Conductor {
                     tracing::warn!(node = %node, method = found.name, error = %error, "vendor passthru method failed");
                 }
             });
-            return Ok(VendorReply::of(&found, Value::Null));
+            return Ok(reply_of(&found, Value::Null));
         }
 
         let permit = if found.is_async {
@@ -111,11 +100,11 @@ impl Conductor {
                 }
                 task.release().await;
             });
-            return Ok(VendorReply::of(&found, Value::Null));
+            return Ok(reply_of(&found, Value::Null));
         }
         let result = run(&mut task, &vendor, &found, &http_method, &args).await;
         task.release().await;
-        Ok(VendorReply::of(&found, result?))
+        Ok(reply_of(&found, result?))
     }
 }
 
@@ -157,7 +146,7 @@ pub(crate) async fn driver_vendor_passthru(
         let value = vendor
             .driver_call(driver, &found, &http_method, &args)
             .await?;
-        return Ok(VendorReply::of(&found, value));
+        return Ok(reply_of(&found, value));
     }
     let driver = driver.to_owned();
     tokio::spawn(async move {
@@ -168,5 +157,5 @@ pub(crate) async fn driver_vendor_passthru(
             tracing::warn!(driver, method = found.name, error = %error, "driver vendor passthru method failed");
         }
     });
-    Ok(VendorReply::of(&found, Value::Null))
+    Ok(reply_of(&found, Value::Null))
 }

@@ -4,7 +4,6 @@
 //! conductor saves it afterwards.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,6 +12,7 @@ use serde_json::Value;
 
 use crate::DriverError;
 use crate::vmedia::{VmediaDevice, VmediaSlot};
+pub use ferric_model::values::{BootDevice, BootDeviceSetting, BootMode, PowerAction, StepCall};
 
 /// What a step or an asynchronous operation did: finished, or started something the node
 /// will call back about (the conductor then parks the node in the matching wait state).
@@ -23,168 +23,6 @@ pub enum Outcome {
     /// Still running (on the agent): the conductor saves the node — with whatever progress
     /// the step wrote into it — and runs the same step again after this long.
     Poll(Duration),
-}
-
-/// A power request (`PUT /v1/nodes/{node}/states/power` targets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PowerAction {
-    On,
-    Off,
-    Reboot,
-    SoftOff,
-    SoftReboot,
-}
-
-impl PowerAction {
-    pub const ALL: [PowerAction; 5] = [
-        Self::On,
-        Self::Off,
-        Self::Reboot,
-        Self::SoftOff,
-        Self::SoftReboot,
-    ];
-
-    /// The API's `target` value.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::On => "power on",
-            Self::Off => "power off",
-            Self::Reboot => "rebooting",
-            Self::SoftOff => "soft power off",
-            Self::SoftReboot => "soft rebooting",
-        }
-    }
-
-    /// The power state the node is in once the action has worked; the conductor shows it as
-    /// `target_power_state` meanwhile.
-    pub const fn resulting_state(self) -> PowerState {
-        match self {
-            Self::On | Self::Reboot | Self::SoftReboot => PowerState::On,
-            Self::Off | Self::SoftOff => PowerState::Off,
-        }
-    }
-
-    /// Soft actions and timeouts arrived in API 1.27.
-    pub const fn is_soft(self) -> bool {
-        matches!(self, Self::SoftOff | Self::SoftReboot)
-    }
-}
-
-impl fmt::Display for PowerAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PowerAction {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|action| action.as_str() == name)
-            .ok_or(())
-    }
-}
-
-/// A boot device (`PUT /v1/nodes/{node}/management/boot_device`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BootDevice {
-    Pxe,
-    Disk,
-    Cdrom,
-    Bios,
-    Safe,
-    Wanboot,
-    Iscsiboot,
-    Floppy,
-    Uefihttp,
-}
-
-impl BootDevice {
-    pub const ALL: [BootDevice; 9] = [
-        Self::Pxe,
-        Self::Disk,
-        Self::Cdrom,
-        Self::Bios,
-        Self::Safe,
-        Self::Wanboot,
-        Self::Iscsiboot,
-        Self::Floppy,
-        Self::Uefihttp,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Pxe => "pxe",
-            Self::Disk => "disk",
-            Self::Cdrom => "cdrom",
-            Self::Bios => "bios",
-            Self::Safe => "safe",
-            Self::Wanboot => "wanboot",
-            Self::Iscsiboot => "iscsiboot",
-            Self::Floppy => "floppy",
-            Self::Uefihttp => "uefihttp",
-        }
-    }
-}
-
-impl fmt::Display for BootDevice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for BootDevice {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|device| device.as_str() == name)
-            .ok_or(())
-    }
-}
-
-/// A node's firmware boot mode (`PUT /v1/nodes/{node}/states/boot_mode`, the node's
-/// `boot_mode` field).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BootMode {
-    Uefi,
-    Bios,
-}
-
-impl BootMode {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Uefi => "uefi",
-            Self::Bios => "bios",
-        }
-    }
-}
-
-impl fmt::Display for BootMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for BootMode {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        [Self::Uefi, Self::Bios]
-            .into_iter()
-            .find(|mode| mode.as_str() == name)
-            .ok_or(())
-    }
-}
-
-/// The boot device a BMC reports; either part may be unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BootDeviceSetting {
-    pub device: Option<BootDevice>,
-    pub persistent: Option<bool>,
 }
 
 /// Which list of steps: cleaning, deploying or servicing.
@@ -216,45 +54,6 @@ pub struct StepDef {
     pub abortable: bool,
     /// Argument names and what they mean, for `GET …/steps`-style listings.
     pub argsinfo: &'static [(&'static str, &'static str)],
-}
-
-/// One step to run, as the API receives it or the conductor schedules it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepCall {
-    pub interface: InterfaceKind,
-    pub step: String,
-    pub args: JsonObject,
-    pub priority: u32,
-}
-
-impl StepCall {
-    /// The step as Ironic stores it in `clean_step` / `deploy_step` / `service_step`.
-    pub fn to_json(&self) -> JsonObject {
-        let mut object = JsonObject::new();
-        object.insert("interface".into(), self.interface.as_str().into());
-        object.insert("step".into(), self.step.clone().into());
-        object.insert("args".into(), Value::Object(self.args.clone()));
-        object.insert("priority".into(), self.priority.into());
-        object
-    }
-
-    /// Reads back what [`StepCall::to_json`] wrote.
-    pub fn from_json(object: &JsonObject) -> Option<Self> {
-        Some(Self {
-            interface: InterfaceKind::from_name(object.get("interface")?.as_str()?)?,
-            step: object.get("step")?.as_str()?.to_owned(),
-            args: object
-                .get("args")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default(),
-            priority: object
-                .get("priority")
-                .and_then(Value::as_u64)
-                .and_then(|priority| u32::try_from(priority).ok())
-                .unwrap_or(0),
-        })
-    }
 }
 
 /// Checks settings without touching hardware; the interface of every kind has it.

@@ -5,83 +5,11 @@
 //! holds the vocabulary and the check of a node's `network_data`, which a virtual-media boot
 //! on a site without DHCP hands to the agent.
 
-use std::fmt;
-use std::str::FromStr;
-
 use ferric_model::resources::{JsonObject, Node};
 use serde_json::Value;
 
 use crate::DriverError;
-
-/// A kind of virtual media device (Ironic's `device_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum VmediaDevice {
-    Cdrom,
-    Floppy,
-    Disk,
-}
-
-impl VmediaDevice {
-    pub const ALL: [VmediaDevice; 3] = [Self::Cdrom, Self::Floppy, Self::Disk];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Cdrom => "cdrom",
-            Self::Floppy => "floppy",
-            Self::Disk => "disk",
-        }
-    }
-
-    /// The Redfish `MediaTypes` values a VirtualMedia resource serving this kind lists.
-    pub const fn redfish_media_types(self) -> &'static [&'static str] {
-        match self {
-            Self::Cdrom => &["CD", "DVD"],
-            Self::Floppy => &["Floppy"],
-            Self::Disk => &["USBStick"],
-        }
-    }
-}
-
-impl fmt::Display for VmediaDevice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for VmediaDevice {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|device| device.as_str() == name)
-            .ok_or(())
-    }
-}
-
-/// One virtual media device of a machine as its BMC reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VmediaSlot {
-    /// The kind it serves (the first one its media types name).
-    pub device_type: VmediaDevice,
-    /// Where the BMC keeps it (a Redfish VirtualMedia resource's path).
-    pub location: String,
-    /// The image it presents, if any.
-    pub image: Option<String>,
-    pub inserted: bool,
-}
-
-impl VmediaSlot {
-    /// The slot as `GET /v1/nodes/{node}/vmedia` lists it.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "device_type": self.device_type.as_str(),
-            "image_url": self.image,
-            "inserted": self.inserted,
-            "location": self.location,
-        })
-    }
-}
+pub use ferric_model::values::{VmediaDevice, VmediaSlot};
 
 /// `driver_info` key: `true` when no DHCP server answers the node on its provisioning
 /// network, so a virtual-media boot must give the agent static addresses (`network_data`).

@@ -4,7 +4,9 @@
 //! Architecture Invariant: this crate does no IO and depends on no database, HTTP or BMC
 //! library. Everything in it can be exercised by plain unit tests.
 
+pub mod action;
 pub mod state;
+pub mod values;
 
 pub use machine::{Event, Verb, check_verb, next_state};
 pub use microversion::Microversion;

@@ -130,6 +130,11 @@ pub(crate) struct Settings {
     /// Seconds an API process waits for the owning conductor to answer a handed-over
     /// request before it answers 503.
     pub(crate) conductor_request_timeout: u64,
+    /// During a rolling upgrade: the hand-off version this process sends to conductors of the
+    /// oldest release still running (Ironic's `pin_release_version`), so an older conductor
+    /// understands every request (the server logs each build's version at start). 0: not pinned
+    /// (this build's own version). Remove it once every process runs the new release.
+    pub(crate) pin_handoff_version: u32,
 
     // --- BMCs (Redfish and IPMI) ---
     /// Seconds opening a connection to a BMC may take (TCP and TLS; for IPMI, which has no
@@ -398,6 +403,7 @@ impl Default for Settings {
             conductor_heartbeat_interval: 10,
             conductor_heartbeat_timeout: 60,
             conductor_request_timeout: 30,
+            pin_handoff_version: 0,
             bmc_connect_timeout: 10,
             bmc_read_timeout: 30,
             bmc_retries: 3,
@@ -560,7 +566,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 93] = [
+    pub(crate) const KEYS: [&'static str; 94] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -586,6 +592,7 @@ impl Settings {
         "conductor_heartbeat_interval",
         "conductor_heartbeat_timeout",
         "conductor_request_timeout",
+        "pin_handoff_version",
         // BMCs
         "bmc_connect_timeout",
         "bmc_read_timeout",

@@ -72,6 +72,11 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     tracing::info!(database = %database, backend = store.backend_name(), role = role.as_str(), "database ready");
 
     let (drivers, conductor_config) = settings.conductor()?;
+    tracing::info!(
+        handoff_version = ferric_model::action::HANDOFF_VERSION,
+        sends = conductor_config.handoff.sends(),
+        "conductor hand-off (a rolling upgrade pins newer processes to the oldest version running)"
+    );
     let runs_conductor = role != Role::Api;
     let boot_server = match settings.boot_http_listen.filter(|_| runs_conductor) {
         Some(address) => Some(boot_files(&settings, address).await?),

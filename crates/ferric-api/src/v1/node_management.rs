@@ -10,8 +10,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use ferric_drivers::BootMode;
 use ferric_model::resources::Node;
+use ferric_model::values::BootMode;
 use serde_json::Value;
 
 use super::json_object_body;

@@ -6,11 +6,10 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use ferric_conductor::ConductorError;
 use serde_json::{Value, json};
 
 use super::json_object_body;
-use super::states::{conductor_error, update_unleased_node};
+use super::states::{conductor_error, node, update_unleased_node};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -23,16 +22,14 @@ pub async fn node_raid_set(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let target = json_object_body(&body)?;
+    // The node's raid interface checks it, on the node's conductor.
+    let uuid = node(&state, &ident).await?.uuid;
+    state
+        .conductor
+        .validate_raid_target(uuid, target.clone())
+        .await
+        .map_err(conductor_error)?;
     update_unleased_node(&state, &ident, "its target RAID configuration", |node| {
-        let interfaces = state
-            .conductor
-            .drivers()
-            .load(node)
-            .map_err(|error| conductor_error(ConductorError::Driver(error)))?;
-        interfaces
-            .raid
-            .validate_target(node, &target)
-            .map_err(|error| ApiError::bad_request(error.to_string()))?;
         node.target_raid_config = target.clone();
         Ok(())
     })

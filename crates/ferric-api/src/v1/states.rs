@@ -10,10 +10,10 @@ use axum::http::header::LOCATION;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use ferric_conductor::{ConductorError, ProvisionArgs};
-use ferric_drivers::{BootDevice, PowerAction, StepCall};
 use ferric_model::machine::VerbError;
 use ferric_model::microversion::{gate, visible_provision_state};
 use ferric_model::resources::{Ident, InterfaceKind, Node};
+use ferric_model::values::{BootDevice, PowerAction, StepCall};
 use ferric_model::{Microversion, Verb, check_verb};
 use serde_json::{Map, Value, json};
 

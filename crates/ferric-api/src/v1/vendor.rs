@@ -91,15 +91,13 @@ pub async fn node_vendor_methods(
     Path(ident): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let node = node(&state, &ident).await?;
-    let interfaces = state
+    // The node's conductor builds its vendor interface and lists it.
+    let listing = state
         .conductor
-        .drivers()
-        .load(&node)
-        .map_err(|error| conductor_error(ConductorError::Driver(error)))?;
-    Ok(Json(VendorMethod::listing(
-        interfaces.vendor.methods(),
-        true,
-    )))
+        .vendor_methods(node.uuid)
+        .await
+        .map_err(conductor_error)?;
+    Ok(Json(listing))
 }
 
 async fn node_call(

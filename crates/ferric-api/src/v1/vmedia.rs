@@ -10,7 +10,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use ferric_drivers::vmedia::VmediaDevice;
+use ferric_model::values::VmediaDevice;
 use serde_json::{Value, json};
 
 use super::json_object_body;

@@ -73,6 +73,10 @@ impl Settings {
             heartbeat_interval: seconds(self.conductor_heartbeat_interval),
             heartbeat_timeout: seconds(self.conductor_heartbeat_timeout),
             request_timeout: seconds(self.conductor_request_timeout),
+            handoff: ferric_model::action::HandoffVersion::pinned(
+                (self.pin_handoff_version > 0).then_some(self.pin_handoff_version),
+            )
+            .map_err(anyhow::Error::msg)?,
             automated_clean: self.automated_clean,
             sync_power_state_interval: optional(self.sync_power_state_interval),
             power_state_sync_max_retries: self.power_state_sync_max_retries.max(1),

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 93] = [
+const SAMPLES: [(&str, &str); 94] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -217,6 +217,7 @@ const SAMPLES: [(&str, &str); 93] = [
     ("conductor_heartbeat_interval", "2"),
     ("conductor_heartbeat_timeout", "7"),
     ("conductor_request_timeout", "9"),
+    ("pin_handoff_version", "1"),
     ("bmc_connect_timeout", "4"),
     ("bmc_read_timeout", "11"),
     ("bmc_retries", "0"),

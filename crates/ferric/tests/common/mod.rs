@@ -14,6 +14,8 @@ pub(crate) struct Server {
     pub(crate) address: String,
     /// The inspection service's address, when the server runs it.
     pub(crate) inspector_address: Option<String>,
+    /// The log lines up to the ready one.
+    pub(crate) startup_log: Vec<String>,
     log: mpsc::Receiver<String>,
 }
 
@@ -36,7 +38,24 @@ impl Server {
         env: &[(&str, &str)],
         ready: &str,
     ) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferric"))
+        Self::start_program_until(
+            Path::new(env!("CARGO_BIN_EXE_ferric")),
+            dir,
+            args,
+            env,
+            ready,
+        )
+    }
+
+    /// [`Server::start_until`] with another `ferric` binary (an older release's).
+    pub(crate) fn start_program_until(
+        program: &Path,
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        ready: &str,
+    ) -> Server {
+        let mut child = Command::new(program)
             .arg("server")
             .args(["--api-listen", "127.0.0.1:0", "--log-format", "json"])
             .args(args)
@@ -64,6 +83,7 @@ impl Server {
             child,
             address: String::new(),
             inspector_address: None,
+            startup_log: Vec::new(),
             log,
         };
         // Generous: a cold debug build on a loaded 2-core machine. Only a hang trips it.
@@ -81,6 +101,7 @@ impl Server {
             if record["message"] == "Bare Metal API listening" {
                 server.address = record["address"].as_str().expect("address").to_owned();
             }
+            server.startup_log.push(line);
             if record["message"] == ready {
                 return server;
             }
