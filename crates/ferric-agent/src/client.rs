@@ -33,6 +33,8 @@ pub enum ClientError {
     Http(#[source] reqwest::Error),
     #[error("auto-TLS: {0}")]
     Tls(String),
+    #[error("the API's CA file {0}: {1} (fix ipa-cafile= or --api-ca-file)")]
+    ApiCaFile(String, String),
 }
 
 /// A lookup's outcome for one try.
@@ -61,10 +63,7 @@ pub async fn run(
         .first()
         .cloned()
         .ok_or(ClientError::NoApiUrl)?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(ClientError::Http)?;
+    let http = api_client(&agent.config)?;
     if let Some(url) = agent.config.inspection_callback_url.clone() {
         inspect(&agent, &http, &url).await;
     }
@@ -109,6 +108,33 @@ pub async fn run(
         () = agent.stop.notified() => {}
     }
     Ok(())
+}
+
+/// The HTTP client for the Bare Metal API: the system's roots plus `api_ca_file`, or no
+/// verification with `api_insecure`.
+pub fn api_client(config: &crate::config::AgentConfig) -> Result<reqwest::Client, ClientError> {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(60));
+    if let Some(path) = &config.api_ca_file {
+        let shown = path.display().to_string();
+        let pem = std::fs::read(path)
+            .map_err(|error| ClientError::ApiCaFile(shown.clone(), error.to_string()))?;
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|error| ClientError::ApiCaFile(shown.clone(), error.to_string()))?;
+        if certificates.is_empty() {
+            return Err(ClientError::ApiCaFile(
+                shown,
+                "no PEM certificate in it".to_owned(),
+            ));
+        }
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    if config.api_insecure {
+        tracing::warn!("ipa-insecure: the Bare Metal API's certificate is not verified");
+        builder = builder.danger_accept_invalid_certs(true);
+    }
+    builder.build().map_err(ClientError::Http)
 }
 
 /// Heartbeats forever: after each success at 30–60 % of the timeout, 5–10 s after a failure,
@@ -408,5 +434,25 @@ mod tests {
     fn loopback_api_advertises_loopback() {
         let agent = Agent::new(crate::AgentConfig::new(vec![]));
         assert_eq!(advertise_host(&agent, "http://127.0.0.1:6385"), "127.0.0.1");
+    }
+
+    #[test]
+    fn an_unusable_api_ca_file_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = crate::AgentConfig::new(vec![]);
+        config.api_ca_file = Some(dir.path().join("missing.pem"));
+        let error = api_client(&config).expect_err("a missing file is refused");
+        assert!(error.to_string().contains("missing.pem"), "{error}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, b"not a certificate").expect("write");
+        config.api_ca_file = Some(empty);
+        let error = api_client(&config).expect_err("a file without certificates is refused");
+        assert!(error.to_string().contains("no PEM certificate"), "{error}");
+        let good = dir.path().join("ca.pem");
+        let certificate = rcgen::generate_simple_self_signed(vec!["api.example".to_owned()])
+            .expect("certificate");
+        std::fs::write(&good, certificate.cert.pem()).expect("write");
+        config.api_ca_file = Some(good);
+        assert!(api_client(&config).is_ok());
     }
 }

@@ -59,6 +59,13 @@ pub struct AgentConfig {
     /// Where `rescue.finalize_rescue` writes the rescue password and the `/etc/.rescued`
     /// marker (`/` in the ramdisk; tests point it elsewhere).
     pub rescue_root: PathBuf,
+    /// PEM certificates (IPA's `cafile`, `ipa-cafile=`) trusted, besides the system's roots,
+    /// for an `https://` Bare Metal API: a site CA or the API's self-signed certificate packed
+    /// into the ramdisk (`ferric ramdisk build --file`).
+    pub api_ca_file: Option<PathBuf>,
+    /// Do not verify the Bare Metal API's certificate (IPA's `insecure`, `ipa-insecure=1`):
+    /// the traffic is still encrypted, but anyone on the path can pose as the API.
+    pub api_insecure: bool,
 }
 
 impl AgentConfig {
@@ -83,6 +90,8 @@ impl AgentConfig {
             lldp_timeout: None,
             auto_tls: true,
             rescue_root: PathBuf::from("/"),
+            api_ca_file: None,
+            api_insecure: false,
         }
     }
 }
@@ -108,6 +117,10 @@ pub struct KernelArgs {
     pub lldp_timeout: Option<Duration>,
     /// `ipa-enable-auto-tls=` (IPA's switch; true unless it says false/0).
     pub auto_tls: bool,
+    /// `ipa-cafile=`: a PEM file in the ramdisk trusted for the API's certificate.
+    pub api_ca_file: Option<PathBuf>,
+    /// `ipa-insecure=1` (also `true`, `yes`): do not verify the API's certificate.
+    pub api_insecure: bool,
 }
 
 impl KernelArgs {
@@ -149,12 +162,9 @@ impl KernelArgs {
                     args.inspection_callback_url = Some(value.to_owned())
                 }
                 "BOOTIF" => args.pxe_mac = bootif_mac(value),
-                "ipa-collect-lldp" => {
-                    args.collect_lldp = matches!(
-                        value.to_ascii_lowercase().as_str(),
-                        "1" | "true" | "yes" | "on"
-                    )
-                }
+                "ipa-collect-lldp" => args.collect_lldp = is_true(value),
+                "ipa-cafile" if !value.is_empty() => args.api_ca_file = Some(PathBuf::from(value)),
+                "ipa-insecure" => args.api_insecure = is_true(value),
                 "ipa-lldp-timeout" => {
                     args.lldp_timeout = value
                         .parse::<f64>()
@@ -173,6 +183,14 @@ impl KernelArgs {
         }
         args
     }
+}
+
+/// A kernel-argument boolean as IPA reads it: `1`, `true`, `yes`, `on` (any case).
+fn is_true(value: &str) -> bool {
+    matches!(
+        value.to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 /// `01-52-54-00-12-34-56` (PXELINUX/iPXE form, hardware type first) → `52:54:00:12:34:56`.
@@ -229,6 +247,19 @@ mod tests {
             KernelArgs::parse("ipa-collect-lldp=0 ipa-lldp-timeout=5").lldp(),
             None
         );
+    }
+
+    #[test]
+    fn api_certificate_settings_come_from_ipa_arguments() {
+        let args = KernelArgs::parse("ipa-cafile=/etc/ferric/api-ca.pem ipa-insecure=True");
+        assert_eq!(
+            args.api_ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/ferric/api-ca.pem"))
+        );
+        assert!(args.api_insecure);
+        let plain = KernelArgs::parse("ipa-cafile= ipa-insecure=0");
+        assert_eq!(plain.api_ca_file, None);
+        assert!(!plain.api_insecure);
     }
 
     #[test]

@@ -81,6 +81,15 @@ struct Args {
     /// certificate (by default the agent makes one and speaks HTTPS, as IPA's auto-TLS).
     #[arg(long)]
     no_tls: bool,
+
+    /// Trust the PEM certificates in FILE for an `https://` API URL besides the system's roots
+    /// (IPA's `ipa-cafile=`, also read from the kernel command line).
+    #[arg(long, value_name = "FILE")]
+    api_ca_file: Option<PathBuf>,
+
+    /// Do not verify the API's certificate (IPA's `ipa-insecure=1`); for tests only.
+    #[arg(long)]
+    api_insecure: bool,
 }
 
 fn main() -> ExitCode {
@@ -144,6 +153,8 @@ fn main() -> ExitCode {
     config.lookup_timeout = Duration::from_secs(args.lookup_timeout);
     config.allow_md5 = args.allow_md5;
     config.auto_tls = !args.no_tls && kernel.auto_tls;
+    config.api_ca_file = args.api_ca_file.or(kernel.api_ca_file);
+    config.api_insecure = args.api_insecure || kernel.api_insecure;
     if ferric_agent::rescue::rescued(&config) {
         // finalize_rescue handed the machine to its owner: the agent's API stays down.
         eprintln!("ferric-agent: this machine is rescued; the agent does not start again");

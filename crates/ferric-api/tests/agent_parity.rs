@@ -430,6 +430,21 @@ async fn ipa_steps_are_read_merged_by_priority_and_their_versions_sent_back() {
             json!({"generic_hardware_manager": "1.2"})
         );
     }
+    // The erase options travel where IPA's hardware.py reads them, with Ironic's defaults.
+    let internal = &commands[1]["params"]["node"]["driver_internal_info"];
+    for (key, value) in [
+        ("agent_continue_if_secure_erase_failed", json!(false)),
+        ("agent_continue_if_ata_erase_failed", json!(false)),
+        ("agent_enable_ata_secure_erase", json!(true)),
+        ("agent_enable_nvme_secure_erase", json!(true)),
+        ("disk_erasure_concurrency", json!(4)),
+    ] {
+        assert_eq!(internal[key], value, "{key} in {internal}");
+    }
+    assert!(
+        internal.get("agent_secret_token").is_none(),
+        "the token never goes into the command"
+    );
     // The cache goes with the agent.
     assert!(
         available["driver_internal_info"]
@@ -725,4 +740,95 @@ async fn port_of(api: &Api, node: &str) -> String {
         .send_latest(Method::GET, &format!("/v1/nodes/{node}/ports"), None)
         .await;
     ports.body["ports"][0]["uuid"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automated_cleaning_without_driver_steps_still_boots_the_agent_for_its_own() {
+    let root = tempfile::tempdir().unwrap();
+    // Both erase steps off: before the agent is known, nothing has a priority above 0.
+    let drivers = Drivers::default().with_settings(DriverSettings {
+        boot: BootSettings {
+            http_url: Some("http://10.9.0.1:8080".into()),
+            http_root: root.path().to_owned(),
+            api_url: Some("http://10.9.0.1:6385".into()),
+            ..BootSettings::default()
+        },
+        deploy: DeploySettings {
+            command_poll_interval: Duration::from_millis(20),
+            erase_devices_metadata_priority: 0,
+            ..DeploySettings::default()
+        },
+        ..DriverSettings::default()
+    });
+    let api = Api::with_drivers(TestDb::sqlite().await, ConductorConfig::default(), drivers).await;
+    let ipa = ipa(generic_steps());
+    let url = start_ipa(ipa.clone()).await;
+    let uuid = node(&api, true).await;
+
+    // As Ironic: the ramdisk boots to tell its steps, and its priority-50 step runs.
+    api.provision(&uuid, "provide").await;
+    state(&api, &uuid, "clean wait").await;
+    let beat = calls_back(&api, &uuid, &url, None, &ipa).await;
+    assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
+    let available = state(&api, &uuid, "available").await;
+    assert_eq!(available["last_error"], Value::Null);
+    assert_eq!(names(&ipa)[0], "clean.get_clean_steps");
+    assert_eq!(steps_run(&ipa), ["flash_nic"]);
+    assert_eq!(available["power_state"], "power off");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_requests_a_reboot_boots_the_ramdisk_again_and_the_flow_goes_on() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path(), ConductorConfig::default(), LogsCollect::Never).await;
+    let ipa = ipa(json!({
+        "clean": {
+            "GenericHardwareManager": [
+                {"step": "erase_devices_metadata", "priority": 99, "interface": "deploy",
+                 "reboot_requested": false, "abortable": true},
+            ],
+            "SiteHardwareManager": [
+                {"step": "update_nic_firmware", "priority": 60, "interface": "deploy",
+                 "reboot_requested": true, "abortable": false},
+                {"step": "check_nic_firmware", "priority": 40, "interface": "deploy",
+                 "reboot_requested": false, "abortable": true},
+            ],
+        },
+    }));
+    let url = start_ipa(ipa.clone()).await;
+    let uuid = node(&api, true).await;
+
+    api.provision(&uuid, "provide").await;
+    state(&api, &uuid, "clean wait").await;
+    calls_back(&api, &uuid, &url, None, &ipa).await;
+    // update_nic_firmware asked for a reboot: the node waits for the rebooted agent, which
+    // must look the node up for a new token.
+    let waiting = state(&api, &uuid, "clean wait").await;
+    assert_eq!(
+        steps_run(&ipa),
+        ["erase_devices_metadata", "update_nic_firmware"]
+    );
+    assert_eq!(waiting["power_state"], "power on");
+    assert!(
+        waiting["driver_internal_info"].get("agent_url").is_none(),
+        "the rebooted agent is a new one: {}",
+        waiting["driver_internal_info"]
+    );
+    let script = root.path().join("ipxe/52-54-00-aa-bb-02.ipxe");
+    assert!(script.exists(), "the ramdisk boots again from the network");
+
+    ipa.lock().unwrap().token.clear();
+    let beat = calls_back(&api, &uuid, &url, None, &ipa).await;
+    assert_eq!(beat.status, StatusCode::ACCEPTED, "{}", beat.body);
+    let available = state(&api, &uuid, "available").await;
+    assert_eq!(available["last_error"], Value::Null);
+    assert_eq!(
+        steps_run(&ipa),
+        [
+            "erase_devices_metadata",
+            "update_nic_firmware",
+            "check_nic_firmware"
+        ],
+        "the flow goes on after the rebooted step, which does not run again"
+    );
 }

@@ -161,6 +161,54 @@ async fn agent_inspection_fills_properties_and_ports() {
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
 }
 
+/// IPA's `lldp` field (`[[type, hex value], …]`) for a NIC plugged into `Ethernet1/7` of the
+/// switch `leaf-1`, whose chassis ID is its MAC.
+fn lldp_tlvs() -> Value {
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    json!([
+        [1, hex(&[4, 0x52, 0x54, 0x00, 0xfe, 0x1a, 0x01])],
+        [2, hex(b"\x05Ethernet1/7")],
+        [5, hex(b"leaf-1")],
+    ])
+}
+
+#[tokio::test]
+async fn lldp_fills_the_ports_local_link_connection_but_keeps_the_operators() {
+    let root = tempfile::tempdir().unwrap();
+    let api = api(root.path(), InspectorSettings::default()).await;
+    let uuid = node(&api, "agent").await;
+    let ports = send(&api, Method::GET, &format!("/v1/nodes/{uuid}/ports"), None).await;
+    let port = ports.body["ports"][0]["uuid"].as_str().unwrap().to_owned();
+    let patched = send(
+        &api,
+        Method::PATCH,
+        &format!("/v1/ports/{port}"),
+        Some(json!([{"op": "add", "path": "/local_link_connection",
+            "value": {"switch_id": "52:54:00:00:00:0a", "port_id": "set-by-operator"}}])),
+    )
+    .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+
+    provision(&api, &uuid, "inspect").await;
+    state(&api, &uuid, "inspect wait").await;
+    let mut data = payload();
+    data["inventory"]["interfaces"][1]["lldp"] = lldp_tlvs();
+    let answer = api
+        .send(Method::POST, "/v1/continue_inspection", Some(data))
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    state(&api, &uuid, "manageable").await;
+
+    let port = send(&api, Method::GET, &format!("/v1/ports/{port}"), None).await;
+    assert_eq!(
+        port.body["local_link_connection"],
+        json!({"switch_id": "52:54:00:00:00:0a", "port_id": "set-by-operator",
+            "switch_info": "leaf-1"}),
+        "{}",
+        port.body
+    );
+}
+
 #[tokio::test]
 async fn agent_inspection_at_1_84_hands_out_a_token_and_fails_on_ramdisk_errors() {
     let root = tempfile::tempdir().unwrap();

@@ -167,6 +167,8 @@ async fn apply(
     tracing::info!(node = %task.uuid(), updated = ?processed.updated, new_ports = processed.new_ports.len(), "inspection data processed");
     task.node.properties = processed.properties;
     ferric_inspector::service::create_ports(&inner.store, task.uuid(), &processed.new_ports).await;
+    ferric_inspector::service::fill_local_links(&inner.store, task.uuid(), &processed.local_links)
+        .await;
     // Stored for `GET /v1/nodes/{node}/inventory`; a store that refuses it fails the
     // inspection (the data would otherwise be lost without a word).
     inner

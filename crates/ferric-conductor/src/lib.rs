@@ -26,6 +26,7 @@ mod error;
 mod hardware_data;
 mod inspection;
 mod power;
+mod priority_override;
 mod provision;
 pub mod reconcilers;
 mod requests;
@@ -53,6 +54,7 @@ use uuid::Uuid;
 pub use agent::{AgentToken, Heartbeat};
 pub use error::ConductorError;
 pub use power::{NodeValidation, ValidationResult};
+pub use priority_override::PriorityOverride;
 pub use provision::ProvisionArgs;
 pub use reconcilers::ReconcilerStatus;
 pub use requests::Handoff;
@@ -115,6 +117,9 @@ pub struct ConductorConfig {
     pub inspection: ferric_inspector::ProcessingConfig,
     /// How often nodes inspected through the inspection service are polled; `None`: never.
     pub inspector_status_interval: Option<Duration>,
+    /// Ironic's `[conductor]clean_step_priority_override`: automated cleaning runs these
+    /// steps, the driver's or the agent's, at these priorities (0: not at all).
+    pub clean_step_priority_override: Vec<PriorityOverride>,
 }
 
 impl Default for ConductorConfig {
@@ -147,6 +152,7 @@ impl Default for ConductorConfig {
             agent_require_tls: false,
             inspection: ferric_inspector::ProcessingConfig::default(),
             inspector_status_interval: Some(Duration::from_secs(60)),
+            clean_step_priority_override: Vec::new(),
         }
     }
 }

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::ConductorError;
 use crate::abort::{Aborted, interruptible};
+use crate::priority_override::PriorityOverride;
 use crate::task::Task;
 
 /// How far a step list got.
@@ -228,6 +229,21 @@ pub(crate) fn check_requested(
     Ok(())
 }
 
+/// What the node's interfaces and agent offer for `kind`, with the site's
+/// `clean_step_priority_override` applied in automated cleaning.
+pub(crate) fn offered_steps(
+    interfaces: &Interfaces,
+    overrides: &[PriorityOverride],
+    node: &Node,
+    kind: StepKind,
+) -> Vec<OfferedStep> {
+    let mut offered = interfaces.offered_steps(node, kind);
+    if kind == StepKind::Clean && is_automated(node, kind) {
+        crate::priority_override::apply(&mut offered, overrides);
+    }
+    offered
+}
+
 /// The steps an automated flow runs: the offered steps with a priority above 0, with
 /// `requested` steps added or overriding a driver step's priority (priority 0 removes it),
 /// highest priority first.
@@ -290,12 +306,13 @@ fn is_automated(node: &Node, kind: StepKind) -> bool {
 /// checked against what the agent offers. The error says which step does not fit.
 fn fit_plan(
     interfaces: &Interfaces,
+    overrides: &[PriorityOverride],
     node: &Node,
     kind: StepKind,
     plan: &[StepCall],
     index: usize,
 ) -> Result<Vec<StepCall>, String> {
-    let offered = interfaces.offered_steps(node, kind);
+    let offered = offered_steps(interfaces, overrides, node, kind);
     let (done, rest) = plan.split_at(index.min(plan.len()));
     let wanted = if is_automated(node, kind) {
         read_steps(node, &requested_key(kind))
@@ -405,7 +422,10 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
     } else if resume {
         index += 1;
     }
-    let needs_preparing = plan.get(index).is_some()
+    // Automated cleaning with nothing to run yet may still have agent steps to discover: as
+    // Ironic, boot the agent and ask it (its steps with a priority above 0 then run).
+    let discover = plan.len() <= index && discovers_agent_steps(&task.node, &interfaces, kind);
+    let needs_preparing = (plan.get(index).is_some() || discover)
         && !task
             .node
             .driver_internal_info
@@ -433,6 +453,16 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
         if prepared == Outcome::Wait {
             return saved_unless_aborted(task, Progress::Wait).await;
         }
+    }
+    if discover {
+        let Ok(read) = signal
+            .unless_aborted(interfaces.deploy.refresh_agent_steps(&mut task.node, kind))
+            .await
+        else {
+            return Ok(Progress::Aborted);
+        };
+        read.map_err(|error| agent_steps_failed(task, kind, &error))?;
+        plan = refit(task, &interfaces, kind, &plan, index)?;
     }
     while let Some(step) = plan.get(index).cloned() {
         if wants_agent_steps(&task.node, &interfaces, kind, &step) {
@@ -488,7 +518,11 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             StepOutcome::Aborted => return Ok(Progress::Aborted),
         }
     }
-    if !plan.is_empty() && !ramdisk_disabled(&task.node, kind) {
+    let prepared = task
+        .node
+        .driver_internal_info
+        .contains_key(&prepared_key(kind));
+    if (!plan.is_empty() || prepared) && !ramdisk_disabled(&task.node, kind) {
         let Ok(finished) = signal
             .unless_aborted(interfaces.deploy.finish(&mut task.node, kind))
             .await
@@ -525,6 +559,19 @@ fn wants_agent_steps(
         && interfaces.step_needs_agent(step)
 }
 
+/// Whether an automated cleaning must boot the agent only to learn its steps: the node's
+/// deploy interface hands steps to an agent whose clean steps are not known yet (Ironic boots
+/// the ramdisk for every automated cleaning with an agent deploy interface).
+fn discovers_agent_steps(node: &Node, interfaces: &Interfaces, kind: StepKind) -> bool {
+    kind == StepKind::Clean
+        && is_automated(node, kind)
+        && interfaces.deploy.runs_agent()
+        && !ramdisk_disabled(node, kind)
+        && !node
+            .driver_internal_info
+            .contains_key(&agent_steps_key(kind))
+}
+
 fn agent_steps_failed(task: &Task, kind: StepKind, error: &DriverError) -> String {
     format!(
         "Reading the {} steps of node {}'s agent failed: {error}",
@@ -541,13 +588,15 @@ fn refit(
     plan: &[StepCall],
     index: usize,
 ) -> Result<Vec<StepCall>, String> {
-    let fitted = fit_plan(interfaces, &task.node, kind, plan, index).map_err(|error| {
-        format!(
-            "The {} steps of node {} do not fit what its driver and agent offer: {error}",
-            kind.as_str(),
-            task.uuid()
-        )
-    })?;
+    let overrides = &task.inner.config.clean_step_priority_override;
+    let fitted =
+        fit_plan(interfaces, overrides, &task.node, kind, plan, index).map_err(|error| {
+            format!(
+                "The {} steps of node {} do not fit what its driver and agent offer: {error}",
+                kind.as_str(),
+                task.uuid()
+            )
+        })?;
     let info = &mut task.node.driver_internal_info;
     info.insert(agent_steps_key(kind), true.into());
     info.insert(plan_key(kind), steps_json(&fitted));
@@ -593,7 +642,8 @@ async fn after_version_mismatch(
         "the agent's hardware managers changed; its steps were read again"
     );
     if restart {
-        let offered = interfaces.offered_steps(&task.node, kind);
+        let overrides = &task.inner.config.clean_step_priority_override;
+        let offered = offered_steps(interfaces, overrides, &task.node, kind);
         let fresh = automated_plan(&offered, &[]);
         let info = &mut task.node.driver_internal_info;
         info.insert(agent_steps_key(kind), true.into());

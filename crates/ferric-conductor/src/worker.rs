@@ -125,7 +125,8 @@ async fn steps_flow(task: &mut Task, kind: StepKind, resume: bool) -> Result<(),
             return move_on(task, kind, Event::Done).await;
         }
         let interfaces = task.interfaces()?;
-        let offered = interfaces.offered_steps(&task.node, kind);
+        let overrides = &task.inner.config.clean_step_priority_override;
+        let offered = steps::offered_steps(&interfaces, overrides, &task.node, kind);
         let plan = steps::automated_plan(&offered, &[]);
         steps::store_plan(&mut task.node, kind, &plan);
     }

@@ -246,8 +246,35 @@ impl DirectDeploy {
     ) -> Result<Outcome, DriverError> {
         Ok(match self.run_agent_step(node, kind, step).await? {
             AgentStep::Running(outcome) => outcome,
+            AgentStep::Finished(_) if reboot_requested(node, kind, step) => {
+                self.reboot_after_step(node, step).await?
+            }
             AgentStep::Finished(_) => Outcome::Done,
         })
+    }
+
+    /// The agent's step said `reboot_requested`: as Ironic's `_post_step_reboot`, boot the
+    /// ramdisk again and wait; the new agent's heartbeat moves the flow on to the next step.
+    /// The new agent looks the node up for a new token and brings a new certificate; the steps
+    /// read from the old one stay.
+    async fn reboot_after_step(
+        &self,
+        node: &mut Node,
+        step: &StepCall,
+    ) -> Result<Outcome, DriverError> {
+        tracing::info!(node = %node.uuid, step = %step.step, "the agent asked for a reboot after its step; rebooting into the ramdisk");
+        for key in crate::agent_client::AGENT_KEYS {
+            node.driver_internal_info.remove(key);
+        }
+        node.driver_internal_info.remove(PROGRESS_KEY);
+        self.boot.prepare_ramdisk(node).await?;
+        let device = self.boot.network_boot_device();
+        self.management.set_boot_device(node, device, false).await?;
+        self.power
+            .set_power(node, PowerAction::Reboot, None)
+            .await?;
+        node.power_state = Some(PowerState::On);
+        Ok(Outcome::Wait)
     }
 
     /// Runs `step` on the agent, or follows the run already started, and hands back the
@@ -547,7 +574,13 @@ impl DeployInterface for DirectDeploy {
         match kind {
             // The `deploy` step boots the agent itself.
             StepKind::Deploy => Ok(Outcome::Done),
-            StepKind::Clean | StepKind::Service => self.boot_agent(node).await,
+            StepKind::Clean | StepKind::Service => {
+                // The erase options, where IPA reads them (Ironic's agent_add_clean_params).
+                for (key, value) in self.settings.erase.agent_params() {
+                    node.driver_internal_info.insert(key.to_owned(), value);
+                }
+                self.boot_agent(node).await
+            }
         }
     }
 
@@ -669,6 +702,13 @@ impl DeployInterface for DirectDeploy {
 }
 
 /// Base64 of gzip of `bytes` — the form the agent takes a config drive in.
+/// Whether the agent offered `step` with `reboot_requested: true`.
+fn reboot_requested(node: &Node, kind: StepKind, step: &StepCall) -> bool {
+    crate::agent_steps::cached(node, kind)
+        .iter()
+        .any(|def| def.interface == step.interface && def.step == step.step && def.reboot_requested)
+}
+
 pub(crate) fn gzip_base64(bytes: &[u8]) -> Result<String, DriverError> {
     use std::io::Write;
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

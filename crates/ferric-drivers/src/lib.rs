@@ -50,5 +50,6 @@ pub use interfaces::{
     VendorInterface, VendorMethod,
 };
 pub use settings::{
-    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, InspectorSettings, LogsCollect,
+    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, EraseSettings, InspectorSettings,
+    LogsCollect,
 };

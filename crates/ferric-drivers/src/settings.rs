@@ -48,6 +48,8 @@ pub struct DeploySettings {
     pub erase_devices_priority: u32,
     /// Priority of `erase_devices_metadata` in automated cleaning (0: not run).
     pub erase_devices_metadata_priority: u32,
+    /// How the agent's `erase_devices` erases disks.
+    pub erase: EraseSettings,
     /// How often a running agent command is looked at.
     pub command_poll_interval: Duration,
     /// How long one request to an agent may take.
@@ -60,6 +62,58 @@ pub struct DeploySettings {
     pub logs_collect: LogsCollect,
     /// Where collected ramdisk logs are stored (`deploy_logs_local_path`).
     pub logs_local_path: PathBuf,
+}
+
+/// Ironic's `[deploy]` erase options, which the conductor hands the agent in the node's
+/// `driver_internal_info` (Ironic's `agent_add_clean_params`) before it boots for cleaning or
+/// servicing; IPA and ferric-agent read them there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EraseSettings {
+    /// `agent_continue_if_secure_erase_failed` and `agent_continue_if_ata_erase_failed`.
+    pub continue_if_secure_erase_fails: bool,
+    /// `agent_enable_ata_secure_erase`.
+    pub ata_secure_erase: bool,
+    /// `agent_enable_nvme_secure_erase`.
+    pub nvme_secure_erase: bool,
+    /// `disk_erasure_concurrency`.
+    pub concurrency: u32,
+}
+
+impl Default for EraseSettings {
+    /// Ironic's defaults.
+    fn default() -> Self {
+        Self {
+            continue_if_secure_erase_fails: false,
+            ata_secure_erase: true,
+            nvme_secure_erase: true,
+            concurrency: 4,
+        }
+    }
+}
+
+impl EraseSettings {
+    /// The `driver_internal_info` entries, with Ironic's names.
+    pub fn agent_params(&self) -> [(&'static str, serde_json::Value); 5] {
+        [
+            (
+                "agent_continue_if_secure_erase_failed",
+                self.continue_if_secure_erase_fails.into(),
+            ),
+            (
+                "agent_continue_if_ata_erase_failed",
+                self.continue_if_secure_erase_fails.into(),
+            ),
+            (
+                "agent_enable_ata_secure_erase",
+                self.ata_secure_erase.into(),
+            ),
+            (
+                "agent_enable_nvme_secure_erase",
+                self.nvme_secure_erase.into(),
+            ),
+            ("disk_erasure_concurrency", self.concurrency.into()),
+        ]
+    }
 }
 
 /// When the agent's logs (`log.collect_system_logs`) are collected and stored: Ironic's
@@ -118,6 +172,7 @@ impl Default for DeploySettings {
         Self {
             erase_devices_priority: 0,
             erase_devices_metadata_priority: 99,
+            erase: EraseSettings::default(),
             command_poll_interval: Duration::from_secs(2),
             agent_command_timeout: Duration::from_secs(60),
             iso_tool: "genisoimage".to_owned(),

@@ -4,6 +4,11 @@
 //! "switch_system_name": …, …}}`, with Ironic's names for the basic management TLVs and the
 //! common 802.1 / 802.3 ones. A TLV that does not parse is skipped, never an error: LLDP is
 //! what a switch says, not what the machine is.
+//!
+//! [`local_link_connections`] is Ironic's `local-link-connection` hook: per NIC, the port's
+//! `local_link_connection` from the same TLVs (`switch_id` from a MAC chassis ID, `port_id`
+//! from the port ID, and `switch_info` from the system name, as the widely used
+//! `system_name_llc` plug-in adds).
 
 use serde_json::{Map, Value, json};
 
@@ -18,24 +23,83 @@ pub fn parsed_lldp(
     inventory: &Map<String, Value>,
     plugin_data: &Map<String, Value>,
 ) -> Option<Value> {
-    let raw = plugin_data.get("lldp_raw").and_then(Value::as_object);
     let mut parsed = Map::new();
-    let interfaces = inventory.get("interfaces").and_then(Value::as_array)?;
-    for interface in interfaces.iter().take(MAX_INTERFACES) {
-        let Some(name) = interface["name"].as_str() else {
-            continue;
-        };
-        let tlvs = raw
-            .and_then(|raw| raw.get(name))
-            .filter(|tlvs| !tlvs.is_null())
-            .or_else(|| interface.get("lldp"))
-            .and_then(Value::as_array);
-        let fields = parse_tlvs(tlvs.map_or(&[][..], Vec::as_slice));
+    for (name, _, tlvs) in interface_tlvs(inventory, plugin_data) {
+        let fields = parse_tlvs(tlvs);
         if !fields.is_empty() {
             parsed.insert(name.to_owned(), Value::Object(fields));
         }
     }
     (!parsed.is_empty()).then_some(Value::Object(parsed))
+}
+
+/// Each named interface (at most [`MAX_INTERFACES`]) with its MAC as sent and its TLVs: the
+/// `lldp_raw` collector's when it has them, else the inventory's `lldp`.
+fn interface_tlvs<'a>(
+    inventory: &'a Map<String, Value>,
+    plugin_data: &'a Map<String, Value>,
+) -> Vec<(&'a str, Option<&'a str>, &'a [Value])> {
+    let raw = plugin_data.get("lldp_raw").and_then(Value::as_object);
+    let Some(interfaces) = inventory.get("interfaces").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    interfaces
+        .iter()
+        .take(MAX_INTERFACES)
+        .filter_map(|interface| {
+            let name = interface["name"].as_str()?;
+            let tlvs = raw
+                .and_then(|raw| raw.get(name))
+                .filter(|tlvs| !tlvs.is_null())
+                .or_else(|| interface.get("lldp"))
+                .and_then(Value::as_array);
+            Some((
+                name,
+                interface["mac_address"].as_str(),
+                tlvs.map_or(&[][..], Vec::as_slice),
+            ))
+        })
+        .collect()
+}
+
+/// Ironic's `local-link-connection` hook: for each NIC with a MAC that heard LLDP, the
+/// `local_link_connection` its port should get — `switch_id` from a chassis ID of the MAC
+/// subtype (other subtypes are not switch IDs), `port_id` from the port ID, `switch_info` from
+/// the system name. MACs in lower-case colon form; NICs without any of the three are left out.
+pub fn local_link_connections(
+    inventory: &Map<String, Value>,
+    plugin_data: &Map<String, Value>,
+) -> Vec<(String, Map<String, Value>)> {
+    let mut links = Vec::new();
+    for (_, address, tlvs) in interface_tlvs(inventory, plugin_data) {
+        let Some(address) = address.and_then(crate::process::normalize_mac) else {
+            continue;
+        };
+        let fields = parse_tlvs(tlvs);
+        let mut link = Map::new();
+        let chassis_mac = tlvs.iter().find_map(|tlv| {
+            let value = tlv[1].as_str().and_then(unhex)?;
+            match (tlv[0].as_u64(), value.split_first()) {
+                (Some(1), Some((4, id))) => mac(id),
+                _ => None,
+            }
+        });
+        if let Some(switch_id) = chassis_mac {
+            link.insert("switch_id".to_owned(), switch_id);
+        }
+        for (from, to) in [
+            ("switch_port_id", "port_id"),
+            ("switch_system_name", "switch_info"),
+        ] {
+            if let Some(value) = fields.get(from).filter(|value| value.as_str() != Some("")) {
+                link.insert(to.to_owned(), value.clone());
+            }
+        }
+        if !link.is_empty() {
+            links.push((address, link));
+        }
+    }
+    links
 }
 
 /// The named fields of one interface's TLVs (`[[type, hex], …]`); the first value of a field
@@ -256,6 +320,45 @@ mod tests {
                 "switch_port_vlans": [{"id": 100, "name": "prov"}],
                 "switch_port_mtu": 1500,
             })
+        );
+    }
+
+    #[test]
+    fn local_link_connections_come_from_chassis_port_and_system_name() {
+        let inventory = json!({"interfaces": [
+            {"name": "eth0", "mac_address": "52:54:00:AA:00:01", "lldp": [
+                tlv(1, &[4, 0x52, 0x54, 0x00, 0xfe, 0x1a, 0x01]),
+                tlv(2, b"\x05Ethernet1/7"),
+                tlv(5, b"leaf-1"),
+            ]},
+            // A chassis ID that is a name is no switch_id; the port ID alone still counts.
+            {"name": "eth1", "mac_address": "52:54:00:aa:00:02", "lldp": [
+                tlv(1, b"\x07chassis-name"),
+                tlv(2, &[3, 0x52, 0x54, 0x00, 0xfe, 0x1a, 0x09]),
+            ]},
+            {"name": "eth2", "mac_address": "52:54:00:aa:00:03", "lldp": []},
+            {"name": "eth3", "lldp": [tlv(5, b"no mac")]},
+        ]});
+        let links = local_link_connections(inventory.as_object().expect("object"), &Map::new());
+        assert_eq!(
+            links,
+            vec![
+                (
+                    "52:54:00:aa:00:01".to_owned(),
+                    json!({"switch_id": "52:54:00:fe:1a:01", "port_id": "Ethernet1/7",
+                        "switch_info": "leaf-1"})
+                    .as_object()
+                    .expect("object")
+                    .clone()
+                ),
+                (
+                    "52:54:00:aa:00:02".to_owned(),
+                    json!({"port_id": "52:54:00:fe:1a:09"})
+                        .as_object()
+                        .expect("object")
+                        .clone()
+                ),
+            ]
         );
     }
 

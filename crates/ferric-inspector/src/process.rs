@@ -7,7 +7,8 @@
 //! ([`Processed`]); whoever calls it (the service or the conductor) writes the result.
 //! The steps follow ironic-inspector's default hooks in their order: `ramdisk_error`,
 //! `root_disk_selection`, `scheduler`, `validate_interfaces` (ports per `add_ports`), then
-//! Ironic's `parse-lldp` (`lldp.rs`: `plugin_data.parsed_lldp`, whenever a NIC reported LLDP).
+//! Ironic's `parse-lldp` (`lldp.rs`: `plugin_data.parsed_lldp`, whenever a NIC reported LLDP)
+//! and `local-link-connection` (`Processed::local_links`, for the ports).
 
 use std::collections::BTreeSet;
 
@@ -102,6 +103,9 @@ pub struct Processed {
     pub updated: Vec<&'static str>,
     /// MACs (lower case) that need a new port, with whether the port boots from the network.
     pub new_ports: Vec<(String, bool)>,
+    /// Per MAC (lower case), the `local_link_connection` its port gets from LLDP (Ironic's
+    /// `local-link-connection` hook; [`crate::service::fill_local_links`] writes it).
+    pub local_links: Vec<(String, JsonObject)>,
     /// The chosen root disk, as the inventory describes it.
     pub root_disk: Option<Value>,
     /// Every valid interface of the inventory.
@@ -260,10 +264,13 @@ pub fn process(
     if let Some(parsed) = crate::lldp::parsed_lldp(inventory, &plugin_data) {
         plugin_data.insert("parsed_lldp".to_owned(), parsed);
     }
+    // local_link_connection: where each NIC is plugged, for the ports.
+    let local_links = crate::lldp::local_link_connections(inventory, &plugin_data);
     Ok(Processed {
         properties,
         updated,
         new_ports,
+        local_links,
         root_disk,
         interfaces,
         inventory: inventory.clone(),

@@ -27,7 +27,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use ferric_db::{Page, PortFilter, Store};
 use ferric_drivers::{BootDevice, DriverError, Drivers, PowerAction};
 use ferric_model::ProvisionState;
-use ferric_model::resources::{Ident, Node, Port};
+use ferric_model::resources::{Ident, JsonObject, Node, Port};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -580,6 +580,7 @@ impl Service {
             match self.store.node_update(&updated, node.version).await {
                 Ok(_) => {
                     create_ports(&self.store, node_uuid, &processed.new_ports).await;
+                    fill_local_links(&self.store, node_uuid, &processed.local_links).await;
                     // Also served by the Bare Metal API (`GET /v1/nodes/{node}/inventory`).
                     if let Err(error) = self
                         .store
@@ -808,6 +809,52 @@ pub async fn create_ports(store: &Store, node: Uuid, new_ports: &[(String, bool)
             Ok(_) => tracing::info!(node = %node, mac = %mac, "port created from inspection"),
             Err(error) => {
                 tracing::warn!(node = %node, mac = %mac, error = %error, "inspection could not create a port")
+            }
+        }
+    }
+}
+
+/// Ironic's `local-link-connection` hook, written: each port of `node` whose MAC heard LLDP
+/// gets the `switch_id`, `port_id` and `switch_info` it does not have yet (an operator's
+/// values are never replaced). A port that cannot be saved is logged and skipped.
+pub async fn fill_local_links(store: &Store, node: Uuid, links: &[(String, JsonObject)]) {
+    if links.is_empty() {
+        return;
+    }
+    let filter = PortFilter {
+        node_uuid: Some(node),
+        ..PortFilter::default()
+    };
+    let ports = match store.port_list(&filter, &Page::all()).await {
+        Ok(ports) => ports,
+        Err(error) => {
+            tracing::warn!(node = %node, error = %error, "inspection could not list the ports for their local_link_connection");
+            return;
+        }
+    };
+    for mut port in ports {
+        let address = port.address.to_ascii_lowercase();
+        let Some((_, link)) = links.iter().find(|(mac, _)| *mac == address) else {
+            continue;
+        };
+        let mut changed = false;
+        for (key, value) in link {
+            if !port.local_link_connection.contains_key(key) {
+                port.local_link_connection
+                    .insert(key.clone(), value.clone());
+                changed = true;
+            }
+        }
+        if !changed {
+            continue;
+        }
+        match store.port_update(&port, port.version).await {
+            Ok(_) => {
+                let link = Value::Object(port.local_link_connection.clone());
+                tracing::info!(node = %node, mac = %address, local_link_connection = %link, "port's local_link_connection filled from LLDP")
+            }
+            Err(error) => {
+                tracing::warn!(node = %node, mac = %address, error = %error, "inspection could not save a port's local_link_connection")
             }
         }
     }

@@ -209,6 +209,22 @@ pub(crate) struct Settings {
     pub(crate) erase_devices_priority: u32,
     /// Priority of the agent's partition-table wipe in automated cleaning; 0: not run.
     pub(crate) erase_devices_metadata_priority: u32,
+    /// When a disk's NVMe or ATA secure erase fails, overwrite it instead of failing the clean
+    /// step (Ironic's `[deploy]continue_if_disk_secure_erase_fails`; sent to the agent).
+    pub(crate) continue_if_disk_secure_erase_fails: bool,
+    /// Let the agent's `erase_devices` use ATA security erase (Ironic's
+    /// `[deploy]enable_ata_secure_erase`); false: overwrite instead.
+    pub(crate) enable_ata_secure_erase: bool,
+    /// Let the agent's `erase_devices` format NVMe disks (Ironic's
+    /// `[deploy]enable_nvme_secure_erase`); false: overwrite instead.
+    pub(crate) enable_nvme_secure_erase: bool,
+    /// How many disks the agent may erase at once (Ironic's `[deploy]disk_erasure_concurrency`;
+    /// IPA honours it, ferric-agent erases one disk after the other).
+    pub(crate) disk_erasure_concurrency: u32,
+    /// Other priorities for automated cleaning's steps, the driver's and the agent's alike:
+    /// `interface.step:priority` entries (Ironic's `[conductor]clean_step_priority_override`),
+    /// e.g. `["deploy.erase_devices:20", "deploy.erase_devices_metadata:0"]`; 0 skips a step.
+    pub(crate) clean_step_priority_override: Vec<String>,
     /// Fast track: agents may stay up between operations and skip the reboot into the ramdisk.
     pub(crate) fast_track: bool,
     /// Seconds an agent may stay silent; it heartbeats every 30–60 % of this.
@@ -429,6 +445,11 @@ impl Default for Settings {
             dhcp_enable_ra: false,
             erase_devices_priority: 0,
             erase_devices_metadata_priority: 99,
+            continue_if_disk_secure_erase_fails: false,
+            enable_ata_secure_erase: true,
+            enable_nvme_secure_erase: true,
+            disk_erasure_concurrency: 4,
+            clean_step_priority_override: Vec::new(),
             fast_track: false,
             agent_heartbeat_timeout: 300,
             agent_require_tls: false,
@@ -566,7 +587,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 94] = [
+    pub(crate) const KEYS: [&'static str; 99] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -621,6 +642,11 @@ impl Settings {
         "dhcp_enable_ra",
         "erase_devices_priority",
         "erase_devices_metadata_priority",
+        "continue_if_disk_secure_erase_fails",
+        "enable_ata_secure_erase",
+        "enable_nvme_secure_erase",
+        "disk_erasure_concurrency",
+        "clean_step_priority_override",
         "fast_track",
         "agent_heartbeat_timeout",
         "agent_require_tls",

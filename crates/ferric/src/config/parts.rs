@@ -93,6 +93,10 @@ impl Settings {
             agent_heartbeat_timeout: seconds(self.agent_heartbeat_timeout.max(10)),
             agent_require_tls: self.agent_require_tls,
             inspection: self.processing()?,
+            clean_step_priority_override: ferric_conductor::PriorityOverride::parse_all(
+                &self.clean_step_priority_override,
+            )
+            .map_err(|error| anyhow::anyhow!("invalid settings: {error}"))?,
             ..ferric_conductor::ConductorConfig::default()
         };
         let drivers = drivers
@@ -341,6 +345,12 @@ impl Settings {
             deploy: ferric_drivers::DeploySettings {
                 erase_devices_priority: self.erase_devices_priority,
                 erase_devices_metadata_priority: self.erase_devices_metadata_priority,
+                erase: ferric_drivers::EraseSettings {
+                    continue_if_secure_erase_fails: self.continue_if_disk_secure_erase_fails,
+                    ata_secure_erase: self.enable_ata_secure_erase,
+                    nvme_secure_erase: self.enable_nvme_secure_erase,
+                    concurrency: self.disk_erasure_concurrency,
+                },
                 agent_verify_ca: ferric_drivers::AgentVerifyCa::parse(&self.agent_verify_ca),
                 // Checked in `conductor()`.
                 logs_collect: ferric_drivers::LogsCollect::parse(&self.deploy_logs_collect)

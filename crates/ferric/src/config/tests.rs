@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 94] = [
+const SAMPLES: [(&str, &str); 99] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -243,6 +243,14 @@ const SAMPLES: [(&str, &str); 94] = [
     ("dhcp_enable_ra", "true"),
     ("erase_devices_priority", "10"),
     ("erase_devices_metadata_priority", "0"),
+    ("continue_if_disk_secure_erase_fails", "true"),
+    ("enable_ata_secure_erase", "false"),
+    ("enable_nvme_secure_erase", "false"),
+    ("disk_erasure_concurrency", "2"),
+    (
+        "clean_step_priority_override",
+        r#"["deploy.erase_devices:20"]"#,
+    ),
     ("fast_track", "yes"),
     ("agent_heartbeat_timeout", "120"),
     ("agent_require_tls", "true"),

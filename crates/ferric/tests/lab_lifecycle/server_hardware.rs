@@ -4,8 +4,8 @@
 //!
 //! It is inspected with LLDP collection on (`ipa-collect-lldp=1` in the node's
 //! `kernel_append_params`): both disks are in the inventory, the NIC is driven by e1000e, and
-//! the lab bridge's LLDP announcement of node-3's port is in the inventory and parsed into
-//! `plugin_data.parsed_lldp`. Then a manual clean runs `erase_devices` on the agent left up
+//! the lab bridge's LLDP announcement of node-3's port is in the inventory, parsed into
+//! `plugin_data.parsed_lldp` and written into the port's `local_link_connection`. Then a manual clean runs `erase_devices` on the agent left up
 //! by fast track: the NVMe disk is erased by an NVMe format (the agent's log on the console
 //! says so), the SCSI disk, which has no secure erase, is overwritten; a marker written into
 //! the middle of each disk beforehand is gone.
@@ -118,9 +118,23 @@ pub(super) fn server_hardware(client: &Client, dir: &Path, machine: &Value) -> a
         "parsed_lldp does not name the lab bridge's port {tap}: {}",
         stored["plugin_data"]["parsed_lldp"]
     );
+    // Ironic's local-link-connection hook: the port says where the NIC is plugged.
+    let ports = client.expect(
+        reqwest::Method::GET,
+        &format!("/v1/nodes/{uuid}/ports?detail=true"),
+        None,
+        200,
+    )?;
+    let link = &ports["ports"][0]["local_link_connection"];
+    ensure!(
+        link["port_id"] == tap
+            && link["switch_info"] == NAMESPACE
+            && link["switch_id"] == neighbour["switch_chassis_id"],
+        "the port's local_link_connection does not come from LLDP: {ports}"
+    );
     eprintln!(
         "lab_lifecycle: {name} inspected: disks {disk_names:?}, NIC {interface} (e1000e), \
-         LLDP neighbour {neighbour}"
+         LLDP neighbour {neighbour}, port local_link_connection {link}"
     );
 
     client.wait_for_heartbeat(uuid, None)?;
