@@ -6,12 +6,20 @@
 //! `boot_mode` field (what the BMC last reported), then the default, UEFI. Every boot Ferric
 //! arranges sets it (Redfish `BootSourceOverrideMode`, IPMI's EFI flag), and validate refuses
 //! a value that is neither `uefi` nor `bios`, naming the field to fix.
+//!
+//! [`BootCheck`] is the boot interface as validate sees it: the interface's own checks, then
+//! the BMC's word on the boot that interface arranges (a mode or a boot target outside what
+//! the BMC lists as allowable), so a node whose BMC cannot boot it this way is refused before
+//! anything is powered.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use ferric_model::resources::Node;
 use serde_json::Value;
 
 use crate::DriverError;
-use crate::interfaces::BootMode;
+use crate::interfaces::{BootInterface, BootMode, ManagementInterface, Validate};
 
 /// Ironic's `[deploy]default_boot_mode`.
 pub const DEFAULT_BOOT_MODE: BootMode = BootMode::Uefi;
@@ -91,6 +99,31 @@ pub fn boot_mode(node: &Node) -> Result<(BootMode, Source), DriverError> {
         };
     }
     Ok((DEFAULT_BOOT_MODE, Source::Default))
+}
+
+/// A boot interface validated together with the management interface that arranges its boots.
+pub(crate) struct BootCheck {
+    pub(crate) boot: Arc<dyn BootInterface>,
+    pub(crate) management: Arc<dyn ManagementInterface>,
+    /// The boot interface's name, for messages.
+    pub(crate) name: String,
+}
+
+#[async_trait]
+impl Validate for BootCheck {
+    async fn validate(&self, node: &Node) -> Result<(), DriverError> {
+        self.boot.validate(node).await?;
+        self.management
+            .check_boot(node, self.boot.network_boot_device())
+            .await
+            .map_err(|error| match error {
+                DriverError::InvalidParameter(message) => DriverError::InvalidParameter(format!(
+                    "Boot interface {}: {message}",
+                    self.name
+                )),
+                other => other,
+            })
+    }
 }
 
 #[cfg(test)]

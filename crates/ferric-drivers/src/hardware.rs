@@ -408,6 +408,17 @@ impl Drivers {
             }),
             _ => Arc::new(FakeBoot),
         };
+        // Validate asks the BMC too whether it can boot this way (boot mode, boot target).
+        let boot_check: Arc<dyn Validate> = match name(InterfaceKind::Boot).as_str() {
+            name @ ("ipxe" | "pxe" | "http" | "http-ipxe" | "redfish-virtual-media") => {
+                Arc::new(crate::boot_mode::BootCheck {
+                    boot: boot.clone(),
+                    management: management.clone(),
+                    name: name.to_owned(),
+                })
+            }
+            _ => boot.clone(),
+        };
         let direct = match name(InterfaceKind::Deploy).as_str() {
             "direct" => Some(Arc::new(DirectDeploy {
                 power: power.clone(),
@@ -500,7 +511,7 @@ impl Drivers {
                 InterfaceKind::Power => power.clone(),
                 InterfaceKind::Management => management.clone(),
                 InterfaceKind::Deploy => deploy.clone(),
-                InterfaceKind::Boot => boot.clone(),
+                InterfaceKind::Boot => boot_check.clone(),
                 InterfaceKind::Inspect => inspect.clone(),
                 InterfaceKind::Rescue => rescue.clone(),
                 InterfaceKind::Bios => bios.clone(),

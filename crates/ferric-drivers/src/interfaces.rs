@@ -97,6 +97,13 @@ pub trait ManagementInterface: Validate {
         persistent: bool,
     ) -> Result<(), DriverError>;
 
+    /// Asks the BMC whether it can boot the node from `device` in the node's boot mode, before
+    /// anything is powered (validate): a BMC that lists the values it allows refuses others
+    /// here rather than at the boot. Management interfaces that cannot tell accept.
+    async fn check_boot(&self, _node: &Node, _device: BootDevice) -> Result<(), DriverError> {
+        Ok(())
+    }
+
     /// The firmware boot mode the BMC reports (`None`: it does not say).
     async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
         Err(DriverError::Unsupported {

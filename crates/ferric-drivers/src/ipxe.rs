@@ -245,7 +245,9 @@ impl IpxeBoot {
                     return Ok(());
                 }
                 Err(DriverError::InvalidParameter(format!(
-                    "Node {}: boot interface {name} hands {mode} machines {} over TFTP, and it                      is missing; install Debian's ipxe package, or set boot_interface ipxe if                      the machine's NIC runs iPXE itself.",
+                    "Node {}: boot interface {name} hands {mode} machines {} over TFTP, and it is \
+                     missing; install Debian's ipxe package, or set boot_interface ipxe if the \
+                     machine's NIC runs iPXE itself.",
                     node.uuid,
                     path.display()
                 )))
@@ -253,14 +255,18 @@ impl IpxeBoot {
             NetworkBoot::Http => {
                 if mode != BootMode::Uefi {
                     return Err(DriverError::InvalidParameter(format!(
-                        "Node {}: boot interface {name} is UEFI HTTP boot, but the node boots                          in {mode} mode (from {}); set boot_mode:uefi in                          properties.capabilities, or use boot_interface pxe or ipxe.",
+                        "Node {}: boot interface {name} is UEFI HTTP boot, but the node boots in \
+                         {mode} mode (from {}); set boot_mode:uefi in properties.capabilities, or \
+                         use boot_interface pxe or ipxe.",
                         node.uuid,
                         source.field()
                     )));
                 }
                 if !self.http_selectable {
                     return Err(DriverError::InvalidParameter(format!(
-                        "Node {}: boot interface {name} needs a BMC that can select UEFI HTTP                          boot, and its management interface {} cannot; use the redfish driver,                          or boot_interface pxe.",
+                        "Node {}: boot interface {name} needs a BMC that can select UEFI HTTP \
+                         boot, and its management interface {} cannot; use the redfish driver, or \
+                         boot_interface pxe.",
                         node.uuid,
                         node.management_interface.as_deref().unwrap_or("(default)")
                     )));
@@ -270,7 +276,9 @@ impl IpxeBoot {
                     return Ok(());
                 }
                 Err(DriverError::InvalidParameter(format!(
-                    "Node {}: boot interface {name} serves {} to UEFI HTTP boot, and it is                      missing; install Debian's ipxe package ({IPXE_DIR}/{UEFI_LOADER}) and                      restart ferric server, which copies it there.",
+                    "Node {}: boot interface {name} serves {} to UEFI HTTP boot, and it is \
+                     missing; install Debian's ipxe package ({IPXE_DIR}/{UEFI_LOADER}) and \
+                     restart ferric server, which copies it there.",
                     node.uuid,
                     loader.display()
                 )))

@@ -106,6 +106,16 @@ impl<T: ManagementInterface> ManagementInterface for Measured<T> {
         result
     }
 
+    async fn check_boot(&self, node: &Node, device: BootDevice) -> Result<(), DriverError> {
+        let started = Instant::now();
+        let result = self.inner.check_boot(node, device).await;
+        // Only a BMC's answer is a BMC request; a refusal of the node's settings is not.
+        if !matches!(result, Err(DriverError::InvalidParameter(_))) {
+            self.record("check_boot", started, &result);
+        }
+        result
+    }
+
     async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
         let started = Instant::now();
         let result = self.inner.get_boot_mode(node).await;

@@ -204,6 +204,7 @@ pub mod fake {
         info: MachineInfo,
         state: Mutex<(PowerState, BootSettings, Vec<PowerAction>)>,
         media: Mutex<Option<String>>,
+        firmware: Firmware,
     }
 
     impl FakeMachine {
@@ -212,7 +213,15 @@ pub mod fake {
                 info,
                 state: Mutex::new((PowerState::Off, BootSettings::default(), Vec::new())),
                 media: Mutex::new(None),
+                firmware: Firmware::Uefi,
             }
+        }
+
+        /// The same machine with `firmware` (`Bios`: legacy boot only, no UEFI HTTP boot).
+        #[must_use]
+        pub fn with_firmware(mut self, firmware: Firmware) -> Self {
+            self.firmware = firmware;
+            self
         }
 
         /// The power actions received so far, oldest first.
@@ -258,6 +267,10 @@ pub mod fake {
 
         fn boot(&self) -> BootSettings {
             self.lock().1
+        }
+
+        fn boot_modes(&self) -> &'static [BootMode] {
+            self.firmware.boot_modes()
         }
 
         async fn set_boot(&self, boot: BootSettings) -> Result<(), MachineError> {

@@ -236,13 +236,58 @@ pub(crate) fn override_mode(
             BootMode::Bios => "uefi",
         };
         return Err(DriverError::InvalidParameter(format!(
-            "Node {}: its BMC allows boot mode {} only, and the node asks for {mode} (from {});              set boot_mode:{other} in properties.capabilities (or instance_info.capabilities).",
+            "Node {}: its BMC allows boot mode {} only, and the node asks for {mode} (from {}); \
+             set boot_mode:{other} in properties.capabilities (or instance_info.capabilities).",
             node.uuid,
             allowed.join(", "),
             source.field()
         )));
     }
     Ok(Some((mode, name)))
+}
+
+/// Refuses a boot target outside the system's `BootSourceOverrideTarget` allowable values,
+/// naming what the BMC allows.
+pub(crate) fn check_target(
+    node: &Node,
+    system: &Value,
+    device: BootDevice,
+    target: &str,
+) -> Result<(), DriverError> {
+    if let Some(allowed) = system
+        .pointer("/Boot/BootSourceOverrideTarget@Redfish.AllowableValues")
+        .and_then(Value::as_array)
+        && !allowed.iter().any(|value| value.as_str() == Some(target))
+    {
+        let hint = match device {
+            BootDevice::Uefihttp => "; it has no UEFI HTTP boot: set boot_interface pxe or ipxe",
+            BootDevice::Cdrom => "; it cannot boot virtual media: set boot_interface pxe or ipxe",
+            _ => "",
+        };
+        return Err(DriverError::InvalidParameter(format!(
+            "Node {}: its BMC cannot boot from {target} (it allows {}){hint}.",
+            node.uuid,
+            allowed
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The Redfish name of a boot device, or what to do when Redfish has none.
+fn target_of(device: BootDevice) -> Result<&'static str, DriverError> {
+    TARGETS
+        .iter()
+        .find(|(candidate, _)| *candidate == device)
+        .map(|(_, name)| *name)
+        .ok_or_else(|| {
+            DriverError::InvalidParameter(format!(
+                "The redfish management interface cannot set boot device {device}."
+            ))
+        })
 }
 
 /// Ironic's mapping: transitional states count as where they lead.
@@ -328,36 +373,9 @@ impl ManagementInterface for Redfish {
         persistent: bool,
     ) -> Result<(), DriverError> {
         let info = RedfishInfo::parse(node)?;
-        let target = TARGETS
-            .iter()
-            .find(|(candidate, _)| *candidate == device)
-            .map(|(_, name)| *name)
-            .ok_or_else(|| {
-                DriverError::InvalidParameter(format!(
-                    "The redfish management interface cannot set boot device {device}."
-                ))
-            })?;
+        let target = target_of(device)?;
         let (path, system) = self.system(&info).await?;
-        if let Some(allowed) = system
-            .pointer("/Boot/BootSourceOverrideTarget@Redfish.AllowableValues")
-            .and_then(Value::as_array)
-            && !allowed.iter().any(|value| value.as_str() == Some(target))
-        {
-            let hint = if device == BootDevice::Uefihttp {
-                "; it has no UEFI HTTP boot: set boot_interface pxe or ipxe"
-            } else {
-                ""
-            };
-            return Err(DriverError::InvalidParameter(format!(
-                "Node {}: its BMC cannot boot from {target} (it allows {}){hint}.",
-                node.uuid,
-                allowed
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
+        check_target(node, &system, device, target)?;
         let enabled = if persistent { "Continuous" } else { "Once" };
         let mut boot = json!({
             "BootSourceOverrideTarget": target,
@@ -375,6 +393,14 @@ impl ManagementInterface for Redfish {
             node.boot_mode = Some(mode.as_str().to_owned());
         }
         Ok(())
+    }
+
+    async fn check_boot(&self, node: &Node, device: BootDevice) -> Result<(), DriverError> {
+        let info = RedfishInfo::parse(node)?;
+        let target = target_of(device)?;
+        let (_, system) = self.system(&info).await?;
+        check_target(node, &system, device, target)?;
+        override_mode(node, &system).map(drop)
     }
 
     async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {

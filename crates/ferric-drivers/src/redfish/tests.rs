@@ -248,3 +248,39 @@ fn the_override_carries_the_nodes_boot_mode_where_the_bmc_allows_it() {
         Some((BootMode::Bios, "Legacy"))
     );
 }
+
+#[test]
+fn a_boot_target_the_bmc_does_not_list_is_refused_with_what_to_set() {
+    use crate::interfaces::BootDevice;
+    let node = node("http://bmc", "basic");
+    let system = serde_json::json!({"Boot": {
+        "BootSourceOverrideTarget@Redfish.AllowableValues": ["None", "Pxe", "Hdd"],
+    }});
+    assert_eq!(
+        super::check_target(&node, &system, BootDevice::Pxe, "Pxe"),
+        Ok(())
+    );
+    let http = super::check_target(&node, &system, BootDevice::Uefihttp, "UefiHttp")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        http.contains("cannot boot from UefiHttp (it allows None, Pxe, Hdd)")
+            && http.contains("set boot_interface pxe or ipxe")
+            && http.contains(&node.uuid.to_string()),
+        "{http}"
+    );
+    let cd = super::check_target(&node, &system, BootDevice::Cdrom, "Cd")
+        .unwrap_err()
+        .to_string();
+    assert!(cd.contains("cannot boot virtual media"), "{cd}");
+    // A BMC that lists nothing is taken at its word at the boot itself.
+    assert_eq!(
+        super::check_target(
+            &node,
+            &serde_json::json!({"Boot": {}}),
+            BootDevice::Uefihttp,
+            "UefiHttp"
+        ),
+        Ok(())
+    );
+}
