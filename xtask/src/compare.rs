@@ -358,7 +358,7 @@ fn reads(
             latencies.extend(bench::walk_pages(&agent, url)?);
         }
         latencies.sort_unstable();
-        if url == &detail {
+        if *url == detail {
             figures.push(megabytes(
                 format!("memory: RSS after 4 detail walks of {nodes} nodes"),
                 tree.rss_bytes()?,
