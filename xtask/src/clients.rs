@@ -31,6 +31,13 @@ usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,
   --wait-timeout S   how long a step waits for a node to reach a state (default 30)
 ";
 
+/// The allocator settings `packaging/systemd/ferric.service` runs `ferric` with: freed memory
+/// goes back to the system at once, arenas are committed as used.
+const MIMALLOC_ENV: &[(&str, &str)] = &[
+    ("MIMALLOC_PURGE_DELAY", "0"),
+    ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
+];
+
 /// Ferric configured as `scripts/ironic-standalone.sh` configures the reference Ironic, as
 /// far as the goldens need: the same two hardware types. (Ironic also narrows each interface
 /// kind with `enabled_<kind>_interfaces`; Ferric has the same settings but the suite leaves
@@ -237,6 +244,8 @@ impl RunningServer {
             .arg("server")
             .args(["--database-url", database_url])
             .args(["--api-listen", &address.to_string()])
+            // As packaging/systemd/ferric.service runs it (docs/benchmarks.md).
+            .envs(MIMALLOC_ENV.iter().copied())
             .envs(envs.iter().copied())
             .stdout(log.try_clone()?)
             .stderr(log)

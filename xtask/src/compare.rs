@@ -234,7 +234,7 @@ fn measure(server: &RunningServer, options: &Options, label: &str) -> anyhow::Re
             .with_context(|| format!("{label}: fleet of {size}"))?;
     }
     if options.read_nodes > 0 {
-        reads(endpoint, options, &mut figures).with_context(|| format!("{label}: reads"))?;
+        reads(endpoint, options, &tree, &mut figures).with_context(|| format!("{label}: reads"))?;
         // Let the server settle (request buffers freed, caches as they stay) before reading
         // its idle footprint.
         thread::sleep(Duration::from_secs(3));
@@ -316,7 +316,12 @@ fn fleet(
 }
 
 /// The reads of `bench-api` at `options.read_nodes` nodes.
-fn reads(endpoint: &str, options: &Options, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
+fn reads(
+    endpoint: &str,
+    options: &Options,
+    tree: &ProcessTree,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
     let nodes = options.read_nodes;
     println!("reads at {nodes} nodes:");
     let started = Instant::now();
@@ -326,6 +331,12 @@ fn reads(endpoint: &str, options: &Options, figures: &mut Vec<Figure>) -> anyhow
     figures.push(Figure::seconds(
         format!("reads: enroll {nodes} nodes"),
         elapsed,
+    ));
+    thread::sleep(Duration::from_secs(3));
+    figures.push(megabytes(
+        format!("memory: RSS idle after enrolling {nodes} nodes"),
+        tree.rss_bytes()?,
+        "≤ 40 MB at 10,000",
     ));
 
     let agent = bench::agent();
@@ -347,6 +358,13 @@ fn reads(endpoint: &str, options: &Options, figures: &mut Vec<Figure>) -> anyhow
             latencies.extend(bench::walk_pages(&agent, url)?);
         }
         latencies.sort_unstable();
+        if *url == detail {
+            figures.push(megabytes(
+                format!("memory: RSS after 4 detail walks of {nodes} nodes"),
+                tree.rss_bytes()?,
+                "≤ 64 MB at 10,000",
+            ));
+        }
         let mut p50 = Figure::millis(format!("reads: {name} p50"), percentile(&latencies, 50));
         if let Some(target) = target {
             p50 = p50.with_target(target);
@@ -385,6 +403,18 @@ fn reads(endpoint: &str, options: &Options, figures: &mut Vec<Figure>) -> anyhow
         .with_target("≥ 10,000 req/s"),
     );
     Ok(())
+}
+
+/// A resident-memory figure in MB.
+fn megabytes(name: String, bytes: u64, target: &'static str) -> Figure {
+    Figure {
+        name,
+        value: bytes as f64 / 1e6,
+        unit: "MB",
+        better: Better::Lower,
+        target: None,
+    }
+    .with_target(target)
 }
 
 /// Runs `work(agent, n)` for every `n` below `count` on `threads` threads (each with its own

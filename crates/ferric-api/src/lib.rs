@@ -39,6 +39,7 @@ use tower_http::normalize_path::NormalizePath;
 pub use auth::AuthStrategy;
 pub use error::ApiError;
 pub use limits::BodyLimits;
+pub use v1::rendered::DEFAULT_RENDER_CACHE_SIZE;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -63,6 +64,13 @@ impl ApiState {
             conductor,
             rendered: Arc::default(),
         }
+    }
+
+    /// Holds at most `bytes` of rendered detail documents (`api_render_cache_size`; 0: none).
+    #[must_use]
+    pub fn with_render_cache_size(mut self, bytes: usize) -> Self {
+        self.rendered = Arc::new(v1::rendered::RenderedNodes::with_budget(bytes));
+        self
     }
 }
 

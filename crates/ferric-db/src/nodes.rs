@@ -1,9 +1,6 @@
 //! Nodes: create, get by UUID or name, filtered and paged listing, revision-guarded update,
 //! delete (which takes the node's ports, portgroups, lease and history with it).
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, Node, PowerState};
@@ -315,66 +312,6 @@ impl Store {
             .map_err(backend("node_list"))
     }
 
-    /// [`Store::node_list`] for readers that only look: the records are shared with the node
-    /// cache, so a page of unchanged nodes costs one narrow query and no row decoding.
-    pub async fn node_list_shared(
-        &self,
-        filter: &NodeFilter,
-        page: &Page<NodeSortKey>,
-    ) -> Result<Vec<Arc<Node>>, Error> {
-        let marker_id = match page.marker {
-            Some(marker) => Some(self.marker_id("nodes", Kind::Node, marker).await?),
-            None => None,
-        };
-        let description_pattern = filter.description_contains.as_deref().map(like_contains);
-        let mut query = SqlBuilder::new("SELECT id, version FROM nodes");
-        push_node_filter(&mut query, filter, description_pattern.as_deref());
-        if let Some(marker_id) = marker_id {
-            push_after_marker(&mut query, "nodes", page.sort_key, page.sort_dir, marker_id);
-        }
-        push_order_and_limit(&mut query, page.sort_key, page.sort_dir, page.limit);
-        let revisions = self
-            .fetch_all(query.sql(), query.args(), |row| {
-                Ok((row.int("id")?, row.int("version")?))
-            })
-            .await
-            .map_err(backend("node_list_shared"))?;
-
-        let mut found: HashMap<i64, Arc<Node>> = HashMap::with_capacity(revisions.len());
-        let mut missing = Vec::new();
-        for &(id, version) in &revisions {
-            match self.node_cache.get(id, version) {
-                Some(node) => {
-                    found.insert(id, node);
-                }
-                None => missing.push(id),
-            }
-        }
-        // Bounded statements: SQLite allows 32,766 parameters, but smaller ones plan faster.
-        for ids in missing.chunks(500) {
-            let mut query = SqlBuilder::new("SELECT * FROM nodes WHERE id IN (");
-            for (n, id) in ids.iter().enumerate() {
-                query.push(if n == 0 { "" } else { ", " }).arg(*id);
-            }
-            query.push(")");
-            let nodes = self
-                .fetch_all(query.sql(), query.args(), node_from_row)
-                .await
-                .map_err(backend("node_list_shared"))?;
-            for node in nodes {
-                let node = Arc::new(node);
-                self.node_cache.put(Arc::clone(&node));
-                found.insert(node.id, node);
-            }
-        }
-        // A node deleted between the two statements is left out; one updated in between is
-        // shown at its newer revision.
-        Ok(revisions
-            .iter()
-            .filter_map(|(id, _)| found.remove(id))
-            .collect())
-    }
-
     /// Every shard with how many nodes are in it, the nodes in no shard as `None`, largest
     /// first (ties by name, no shard first), as Ironic's `GET /v1/shards` lists them.
     pub async fn node_shard_counts(&self) -> Result<Vec<(Option<String>, i64)>, Error> {
@@ -486,7 +423,7 @@ impl Store {
     }
 }
 
-fn push_node_filter<'a>(
+pub(crate) fn push_node_filter<'a>(
     query: &mut SqlBuilder<'a>,
     filter: &'a NodeFilter,
     description_pattern: Option<&'a str>,

@@ -14,7 +14,6 @@
 //! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -23,7 +22,6 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
 use crate::error::{Error, backend, redact};
-use crate::node_cache::NodeCache;
 use crate::schema::SchemaPolicy;
 use crate::sql::{Arg, BindArgs, DbRow, db_time};
 
@@ -63,8 +61,6 @@ impl Default for StoreOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: Pool,
-    /// Node records by row id and revision, shared by clones (see `node_cache.rs`).
-    pub(crate) node_cache: Arc<NodeCache>,
 }
 
 #[derive(Debug, Clone)]
@@ -127,7 +123,6 @@ impl Store {
             })?;
         Ok(Self {
             pool: Pool::Sqlite(pool),
-            node_cache: Arc::default(),
         })
     }
 
@@ -164,7 +159,6 @@ impl Store {
                 .map_err(open_error)?;
             Self {
                 pool: Pool::Postgres(pool),
-                node_cache: Arc::default(),
             }
         } else {
             let (connect, in_memory) = if url.starts_with("sqlite:") {
@@ -211,7 +205,6 @@ impl Store {
                 .map_err(open_error)?;
             Self {
                 pool: Pool::Sqlite(pool),
-                node_cache: Arc::default(),
             }
         };
         Ok(store)
@@ -282,6 +275,22 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Vec<T>, sqlx::Error> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
+            rows.iter().map(|row| map(row)).collect()
+        })
+    }
+
+    /// [`Store::fetch_all`] with a mapper that carries state (which columns were selected).
+    pub(crate) async fn fetch_all_with<T, F>(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        map: F,
+    ) -> Result<Vec<T>, sqlx::Error>
+    where
+        F: Fn(&dyn DbRow) -> Result<T, sqlx::Error>,
+    {
         on_pool!(self, pool => {
             let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
             rows.iter().map(|row| map(row)).collect()

@@ -158,6 +158,10 @@ pub(crate) struct Settings {
     pub(crate) http_basic_auth_user_file: Option<PathBuf>,
     /// The largest request body the API accepts, in bytes (Ironic's `max_json_body_size`).
     pub(crate) api_max_body_size: usize,
+    /// How many bytes of rendered node documents the API keeps for detail listings
+    /// (compressed, one per node and microversion; 0: none). A detail page of nodes it holds
+    /// costs no row reads; at ~1 KiB per node the default covers ~20,000 nodes.
+    pub(crate) api_render_cache_size: usize,
     /// For `http_basic`: a TOML file giving each user roles and a project
     /// (`docs/security.md`); unset: every user is an admin.
     pub(crate) auth_users_file: Option<PathBuf>,
@@ -427,6 +431,7 @@ impl Default for Settings {
             auth_strategy: AuthStrategySetting::Noauth,
             http_basic_auth_user_file: None,
             api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
+            api_render_cache_size: ferric_api::DEFAULT_RENDER_CACHE_SIZE,
             auth_users_file: None,
             auth_policy_file: None,
             api_tls_cert: None,
@@ -559,6 +564,12 @@ pub(crate) struct SettingsOverrides {
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     api_max_body_size: Option<usize>,
+
+    /// Bytes of rendered node documents kept for detail listings (default 25165824; 0: none).
+    /// [env: FERRIC_API_RENDER_CACHE_SIZE]
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_render_cache_size: Option<usize>,
     // --- end of API access settings ---
     /// URL agents reach this API at, for the ramdisk's kernel command line.
     /// [env: FERRIC_API_URL]
@@ -587,7 +598,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 99] = [
+    pub(crate) const KEYS: [&'static str; 100] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -623,6 +634,7 @@ impl Settings {
         "auth_strategy",
         "http_basic_auth_user_file",
         "api_max_body_size",
+        "api_render_cache_size",
         "auth_users_file",
         "auth_policy_file",
         "api_tls_cert",

@@ -171,7 +171,9 @@ async fn serve_api(
     let scheme = if api_tls.is_some() { "https" } else { "http" };
     tracing::info!(%address, scheme, "Bare Metal API listening");
 
-    let api = ferric_api::router_with(ApiState::new(store.clone(), handoff), api_config);
+    let state = ApiState::new(store.clone(), handoff)
+        .with_render_cache_size(settings.api_render_cache_size);
+    let api = ferric_api::router_with(state, api_config);
     match api_tls {
         Some(tls) => crate::tls::serve(listener, tls, api, shutdown).await,
         // Peer addresses reach the handlers: the lookup rate limit and the agent-token

@@ -62,6 +62,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("AUTH_STRATEGY", "http_basic"),
         ("HTTP_BASIC_AUTH_USER_FILE", "htpasswd"),
         ("API_MAX_BODY_SIZE", "2097152"),
+        ("API_RENDER_CACHE_SIZE", "1048576"),
         ("AUTH_USERS_FILE", "users.toml"),
         ("AUTH_POLICY_FILE", "policy.toml"),
         ("API_TLS_CERT", "api.crt"),

@@ -35,7 +35,7 @@ pub async fn node_children_list(
     };
     let children = state
         .store
-        .node_list_shared(&filter, &Page::all())
+        .node_list_heads(&filter, &Page::all())
         .await
         .map_err(db_error)?;
     Ok(Json(json!({

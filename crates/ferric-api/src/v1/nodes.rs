@@ -12,7 +12,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use ferric_db::{Kind, NodeFilter, Store};
+use ferric_db::{Kind, NodeFilter, NodeHead, Store};
 use ferric_model::microversion::{gate, initial_provision_state};
 use ferric_model::resources::{Ident, InterfaceKind, Node};
 use ferric_model::{Microversion, ProvisionState};
@@ -251,74 +251,75 @@ pub(crate) async fn list(
         .is_some()
         .then(|| params.page.limit.take())
         .flatten();
-    let mut nodes = state
-        .store
-        .node_list_shared(&filter, &params.page)
-        .await
-        .map_err(db_error)?;
-    if let Some(conductor) = &conductor {
-        let rings = state.conductor.membership().rings();
-        nodes.retain(|node| rings.owner(node) == Some(conductor.as_str()));
-        if let Some(limit) = limit {
-            nodes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-        }
-    }
     let base = base_url(headers);
-    let held = if nodes.is_empty() {
-        HashMap::new()
-    } else {
-        held_leases(&state.store, &selection).await?
-    };
     let detail = if detail_path { "/detail" } else { "" };
     let path = match chassis {
         Some(chassis) => format!("chassis/{chassis}/nodes{detail}"),
         None => format!("nodes{detail}"),
+    };
+    let rings = state.conductor.membership().rings();
+    let owned_by = |group: &str, driver: &str, uuid: Uuid| match &conductor {
+        Some(conductor) => rings.owner_of(group, driver, uuid) == Some(conductor.as_str()),
+        None => true,
+    };
+    let limit = limit.map(|limit| usize::try_from(limit).unwrap_or(usize::MAX));
+
+    // The collection is written out directly rather than built as one JSON value, so that
+    // documents of unchanged nodes can come from the render cache as they are.
+    let mut body = Vec::with_capacity(64);
+    body.extend_from_slice(b"{\"nodes\":[");
+    let (count, last) = match &selection {
+        Selection::All => {
+            let mut heads = state
+                .store
+                .node_list_heads(&filter, &params.page)
+                .await
+                .map_err(db_error)?;
+            heads.retain(|head| owned_by(&head.conductor_group, &head.driver, head.uuid));
+            if let Some(limit) = limit {
+                heads.truncate(limit);
+            }
+            let held = if heads.is_empty() {
+                HashMap::new()
+            } else {
+                held_leases(&state.store, &selection).await?
+            };
+            write_detail(state, &mut body, &heads, &held, version, &base).await?
+        }
+        Selection::Only(fields) => {
+            let columns: Vec<&str> = fields.iter().map(String::as_str).collect();
+            let mut nodes = state
+                .store
+                .node_list_columns(&filter, &params.page, &columns)
+                .await
+                .map_err(db_error)?;
+            nodes.retain(|node| owned_by(&node.conductor_group, &node.driver, node.uuid));
+            if let Some(limit) = limit {
+                nodes.truncate(limit);
+            }
+            let held = if nodes.is_empty() {
+                HashMap::new()
+            } else {
+                held_leases(&state.store, &selection).await?
+            };
+            for (n, node) in nodes.iter().enumerate() {
+                if n > 0 {
+                    body.push(b',');
+                }
+                let shown = node_json(state, node, &held, version, &selection, &base);
+                body.extend_from_slice(&to_json(&shown)?);
+            }
+            (nodes.len(), nodes.last().map(|node| node.uuid))
+        }
     };
     let next = next_link(
         &base,
         &path,
         query,
         params.limit,
-        nodes.len(),
-        nodes.last().map(|node| node.uuid.to_string()),
+        count,
+        last.map(|uuid| uuid.to_string()),
     );
-
-    // The collection is written out directly rather than built as one JSON value, so that
-    // documents of unchanged nodes can come from the render cache as they are.
-    let rings = state.conductor.membership().rings();
-    let mut body = Vec::with_capacity(64 + nodes.len() * 256);
-    body.extend_from_slice(b"{\"nodes\":[");
-    for (n, node) in nodes.iter().enumerate() {
-        if n > 0 {
-            body.push(b',');
-        }
-        let document = match selection {
-            Selection::All => {
-                let key = RenderKey {
-                    id: node.id,
-                    version: node.version,
-                    minor: version.minor(),
-                    base: base.clone(),
-                    reservation: held.get(&node.uuid).cloned(),
-                    conductor: rings.owner(node).map(str::to_owned),
-                };
-                match state.rendered.get(&key) {
-                    Some(document) => document,
-                    None => {
-                        let shown = node_json(state, node, &held, version, &selection, &base);
-                        let document = Bytes::from(to_json(&shown)?);
-                        state.rendered.put(key, document.clone());
-                        document
-                    }
-                }
-            }
-            Selection::Only(_) => {
-                let shown = node_json(state, node, &held, version, &selection, &base);
-                Bytes::from(to_json(&shown)?)
-            }
-        };
-        body.extend_from_slice(&document);
-    }
     body.push(b']');
     if let Some(next) = next {
         body.extend_from_slice(b",\"next\":");
@@ -326,6 +327,81 @@ pub(crate) async fn list(
     }
     body.push(b'}');
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// Writes the detail documents of `heads` into `body`, comma-separated: each from the render
+/// cache when it holds the node as it is now, else rendered from the node's row (read for
+/// all the missing ones at once) and kept. Returns how many were written and the last one's
+/// UUID; a node deleted since `heads` were read is left out.
+async fn write_detail(
+    state: &ApiState,
+    body: &mut Vec<u8>,
+    heads: &[NodeHead],
+    held: &HashMap<Uuid, String>,
+    version: Microversion,
+    base: &str,
+) -> Result<(usize, Option<Uuid>), ApiError> {
+    let rings = state.conductor.membership().rings();
+    let key = |head: &NodeHead| RenderKey {
+        id: head.id,
+        version: head.version,
+        minor: version.minor(),
+        base: base.to_owned(),
+        reservation: held.get(&head.uuid).cloned(),
+        conductor: rings
+            .owner_of(&head.conductor_group, &head.driver, head.uuid)
+            .map(str::to_owned),
+    };
+    // First the cache, into one buffer: `Some(range)` of it for each node it holds.
+    let mut cached = Vec::with_capacity(heads.len() * 3072);
+    let mut documents = Vec::with_capacity(heads.len());
+    let mut missing = Vec::new();
+    for head in heads {
+        let start = cached.len();
+        if state.rendered.append_to(&key(head), &mut cached) {
+            documents.push(Some(start..cached.len()));
+        } else {
+            documents.push(None);
+            missing.push(head.id);
+        }
+    }
+    let mut nodes = if missing.is_empty() {
+        HashMap::new()
+    } else {
+        state
+            .store
+            .node_list_by_id(&missing)
+            .await
+            .map_err(db_error)?
+    };
+    let mut count = 0;
+    let mut last = None;
+    for (head, document) in heads.iter().zip(documents) {
+        let rendered;
+        let document = match document {
+            Some(range) => &cached[range],
+            None => {
+                let Some(node) = nodes.remove(&head.id) else {
+                    continue;
+                };
+                let shown = node_json(state, &node, held, version, &Selection::All, base);
+                rendered = to_json(&shown)?;
+                let head = NodeHead {
+                    version: node.version,
+                    ..head.clone()
+                };
+                state.rendered.put(key(&head), &rendered);
+                &rendered[..]
+            }
+        };
+        if count > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(document);
+        count += 1;
+        last = Some(head.uuid);
+    }
+    Ok((count, last))
 }
 
 fn to_json(value: &Value) -> Result<Vec<u8>, ApiError> {

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, FixedOffset, TimeZone, Utc};
-use ferric_db::{Error, Kind, NodeFilter, NodeSortKey, Page, SortDir, Store};
+use ferric_db::{
+    Error, Kind, NODE_COLUMNS, NodeFilter, NodeHead, NodeSortKey, Page, SortDir, Store,
+};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, JsonObject, Node, NodeHistoryEntry, Port, PowerState};
 use serde_json::json;
@@ -22,7 +24,7 @@ backend_tests!(
     duplicate_uuid_name_and_instance_are_refused,
     deleting_a_node_removes_its_ports_lease_and_history,
     unknown_marker_and_missing_node_are_reported,
-    shared_listing_follows_every_revision,
+    narrow_listings_match_the_whole_rows,
     state_counts_group_by_provision_and_power_state,
 );
 
@@ -714,45 +716,74 @@ async fn unknown_marker_and_missing_node_are_reported(store: Store) {
     assert_eq!(error.to_string(), "node nobody was not found");
 }
 
-async fn shared_listing_follows_every_revision(store: Store) {
+async fn narrow_listings_match_the_whole_rows(store: Store) {
     for name in ["a", "b", "c"] {
-        store.node_create(&enrolled(name)).await.unwrap();
+        let mut node = enrolled(name);
+        node.description = Some(format!("node {name}"));
+        node.extra = object(json!({"rack": name}));
+        node.conductor_group = "hall".to_owned();
+        store.node_create(&node).await.unwrap();
     }
     let page = Page::<NodeSortKey>::first(10);
     let plain = store
         .node_list(&NodeFilter::default(), &page)
         .await
         .unwrap();
-    let shared = store
-        .node_list_shared(&NodeFilter::default(), &page)
+
+    // Heads: the same nodes in the same order, with what routing needs.
+    let heads = store
+        .node_list_heads(&NodeFilter::default(), &page)
         .await
         .unwrap();
-    let shared: Vec<Node> = shared.iter().map(|node| (**node).clone()).collect();
-    assert_eq!(plain, shared);
+    let expected: Vec<NodeHead> = plain
+        .iter()
+        .map(|node| NodeHead {
+            id: node.id,
+            version: node.version,
+            uuid: node.uuid,
+            driver: node.driver.clone(),
+            conductor_group: node.conductor_group.clone(),
+        })
+        .collect();
+    assert_eq!(heads, expected);
+    let after_first = store
+        .node_list_heads(&NodeFilter::default(), &page.clone().after(plain[0].uuid))
+        .await
+        .unwrap();
+    assert_eq!(after_first, expected[1..]);
 
-    // A write bumps the revision, so the cached record is not served again.
+    // Whole rows by id: a write shows at its new revision, a deleted node is left out.
     let mut changed = plain[1].clone();
     changed.description = Some("moved".to_owned());
-    store.node_update(&changed, changed.version).await.unwrap();
-    let again = store
-        .node_list_shared(&NodeFilter::default(), &page)
-        .await
-        .unwrap();
-    assert_eq!(again[1].description.as_deref(), Some("moved"));
-    assert_eq!(again[0].version, plain[0].version);
-
-    // Filters and paging apply as in `node_list`.
-    let after_first = store
-        .node_list_shared(&NodeFilter::default(), &page.clone().after(plain[0].uuid))
-        .await
-        .unwrap();
-    assert_eq!(after_first.len(), 2);
+    let changed = store.node_update(&changed, changed.version).await.unwrap();
     store.node_delete(plain[2].uuid).await.unwrap();
-    let remaining = store
-        .node_list_shared(&NodeFilter::default(), &page)
+    let ids: Vec<i64> = plain.iter().map(|node| node.id).collect();
+    let by_id = store.node_list_by_id(&ids).await.unwrap();
+    assert_eq!(by_id.len(), 2);
+    assert_eq!(by_id[&plain[0].id], plain[0]);
+    assert_eq!(by_id[&plain[1].id], changed);
+
+    // Every column named: the whole record. Some: those, the rest empty.
+    let whole = store
+        .node_list_columns(&NodeFilter::default(), &page, NODE_COLUMNS)
         .await
         .unwrap();
-    assert_eq!(remaining.len(), 2);
+    assert_eq!(whole, vec![plain[0].clone(), changed.clone()]);
+    let narrow = store
+        .node_list_columns(&NodeFilter::default(), &page, &["name", "links", "no such"])
+        .await
+        .unwrap();
+    assert_eq!(narrow.len(), 2);
+    assert_eq!(narrow[1].name, changed.name);
+    assert_eq!(narrow[1].uuid, changed.uuid);
+    assert_eq!(narrow[1].version, changed.version);
+    assert_eq!(narrow[1].conductor_group, "hall");
+    assert_eq!(narrow[1].provision_state, changed.provision_state);
+    assert_eq!(
+        narrow[1].description, None,
+        "a column not asked for is not read"
+    );
+    assert!(narrow[1].extra.is_empty());
 }
 
 async fn state_counts_group_by_provision_and_power_state(store: Store) {

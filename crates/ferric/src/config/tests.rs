@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 99] = [
+const SAMPLES: [(&str, &str); 100] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -225,6 +225,7 @@ const SAMPLES: [(&str, &str); 99] = [
     ("auth_strategy", "http_basic"),
     ("http_basic_auth_user_file", "htpasswd"),
     ("api_max_body_size", "2097152"),
+    ("api_render_cache_size", "1048576"),
     ("auth_users_file", "users.toml"),
     ("auth_policy_file", "policy.toml"),
     ("api_tls_cert", "cert.pem"),
