@@ -21,6 +21,8 @@
 
 mod abort;
 pub mod agent;
+mod console;
+mod console_relay;
 mod error;
 mod hardware_data;
 mod inspection;
@@ -50,6 +52,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 pub use agent::{AgentToken, Heartbeat};
+pub use console::{ConsoleHub, ConsoleInfo, ConsoleSettings};
 pub use error::ConductorError;
 pub use power::{NodeValidation, ValidationResult};
 pub use provision::ProvisionArgs;
@@ -111,6 +114,8 @@ pub struct ConductorConfig {
     pub inspection: ferric_inspector::ProcessingConfig,
     /// How often nodes inspected through the inspection service are polled; `None`: never.
     pub inspector_status_interval: Option<Duration>,
+    /// Serial consoles: output kept per node, where the TCP relays listen.
+    pub console: ConsoleSettings,
 }
 
 impl Default for ConductorConfig {
@@ -142,6 +147,7 @@ impl Default for ConductorConfig {
             agent_require_tls: false,
             inspection: ferric_inspector::ProcessingConfig::default(),
             inspector_status_interval: Some(Duration::from_secs(60)),
+            console: ConsoleSettings::default(),
         }
     }
 }
@@ -189,6 +195,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: ferric_metrics::Metrics,
     /// Which conductors are alive, and so which nodes are this conductor's (`ring.rs`).
     pub(crate) membership: Membership,
+    /// The consoles this conductor relays (`console.rs`).
+    pub(crate) consoles: console::Consoles,
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (plain sets and maps).
@@ -374,6 +382,7 @@ impl Conductor {
                 reconcilers: reconcilers::Registry::new(&config),
                 metrics,
                 membership: Membership::new(store.clone(), config.heartbeat_timeout),
+                consoles: console::Consoles::default(),
                 config,
             }),
         }
@@ -409,8 +418,13 @@ impl Conductor {
             .await?;
         inner.membership.refresh().await?;
         reconcilers::recovery::run_once(inner).await?;
+        // Consoles enabled before a restart come back (Ironic's `_start_consoles`).
+        if let Err(error) = console::sync_once(inner).await {
+            tracing::warn!(%error, "could not restore the enabled consoles");
+        }
         if inner.config.periodic {
             reconcilers::spawn_all(inner.clone());
+            console::spawn_sync(inner.clone());
         }
         if inner.store.is_shared() {
             requests::spawn_server(inner.clone()).await?;
@@ -425,6 +439,7 @@ impl Conductor {
     pub async fn shutdown(&self, grace: Duration) {
         let inner = &self.inner;
         inner.shutdown.cancel();
+        inner.consoles.stop_all();
         inner.unregister().await;
         inner.tracker.close();
         if tokio::time::timeout(grace, inner.tracker.wait())

@@ -96,6 +96,12 @@ enum Action {
         payload: Value,
         mint_token: bool,
     },
+    // ---- Serial consoles (issue 24; the lead ports these to the typed Action at merge) ----
+    SetConsole {
+        enabled: bool,
+    },
+    ConsoleInfo,
+    // ---- end of serial consoles ----
 }
 
 /// A conductor's answer, as it travels back.
@@ -373,8 +379,92 @@ async fn execute(
             .continue_inspection(node, payload, mint_token)
             .await?
             .map_or(Value::Null, Value::String)),
+        // ---- Serial consoles (issue 24) ----
+        Action::SetConsole { enabled } => {
+            conductor.set_console(node, enabled).await?;
+            Ok(Value::Null)
+        }
+        Action::ConsoleInfo => Ok(console_info_json(
+            conductor.console_info(node).await?.as_ref(),
+        )),
+        // ---- end of serial consoles ----
     }
 }
+
+// ---- Serial consoles (issue 24) ----
+
+fn console_info_json(info: Option<&crate::ConsoleInfo>) -> Value {
+    info.map_or(
+        Value::Null,
+        |info| serde_json::json!({"type": info.kind, "url": info.url}),
+    )
+}
+
+fn console_info_from_json(value: Value) -> Result<Option<crate::ConsoleInfo>, String> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let url = value
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or("console info without a url")?;
+    Ok(Some(crate::ConsoleInfo {
+        kind: "socat",
+        url: url.to_owned(),
+    }))
+}
+
+impl Handoff {
+    /// [`Conductor::set_console`] on the node's owner.
+    pub async fn set_console(&self, node: Uuid, enabled: bool) -> Result<(), ConductorError> {
+        self.dispatch(
+            node,
+            || Action::SetConsole { enabled },
+            |conductor| async move { conductor.set_console(node, enabled).await },
+            unit,
+        )
+        .await
+    }
+
+    /// [`Conductor::console_info`] on the node's owner.
+    pub async fn console_info(
+        &self,
+        node: Uuid,
+    ) -> Result<Option<crate::ConsoleInfo>, ConductorError> {
+        self.dispatch(
+            node,
+            || Action::ConsoleInfo,
+            |conductor| async move { conductor.console_info(node).await },
+            console_info_from_json,
+        )
+        .await
+    }
+
+    /// The node's console relayed by this process's conductor, for the API's WebSocket;
+    /// `Err` names the conductor that relays it when that is another process.
+    pub async fn local_console(
+        &self,
+        node: Uuid,
+    ) -> Result<Option<Arc<crate::ConsoleHub>>, ConductorError> {
+        match (self.route(node).await?, &self.inner.local) {
+            (None, Some(conductor)) => {
+                if conductor.console(node).is_none() {
+                    // Enabled but not started yet here (restart, take-over): start it now.
+                    conductor.console_info(node).await?;
+                }
+                Ok(conductor.console(node))
+            }
+            (Some(owner), _) => Err(ConductorError::Conflict(format!(
+                "The console of node {node} is relayed by conductor {owner}; connect to the                  API of that conductor's process, or to the TCP relay GET                  …/states/console names."
+            ))),
+            (None, None) => Err(ConductorError::Unavailable(
+                "This API process runs no conductor and none is alive; start one.".to_owned(),
+            )),
+        }
+    }
+}
+
+// ---- end of serial consoles ----
 
 /// Starts the conductor's request server: listens for requests addressed to it, and polls.
 /// Stops when the conductor shuts down (after which new requests wait for the API's deadline
