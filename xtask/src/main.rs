@@ -29,7 +29,8 @@ commands:
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
           lab_ipa (the same with the unmodified ironic-python-agent),
-          lab_agent_tls (ferric-agent over auto-TLS: no agent token in the captured traffic)
+          lab_agent_tls (ferric-agent over auto-TLS: no agent token in the captured traffic),
+          lab_console (boot messages through `ferric node console` over IPMI Serial-over-LAN)
   rolling-upgrade
           API and conductor processes of release N (a pinned older commit's binary, built
           once and cached in ~/.cache/ferric/release-n) replaced one by one with this build
@@ -209,6 +210,7 @@ fn e2e() -> anyhow::Result<()> {
         ("ferric", "lab_vmedia", true),
         ("ferric", "lab_ipa", false),
         ("ferric", "lab_agent_tls", true),
+        ("ferric", "lab_console", true),
     ];
     for (package, test, uses_agent) in suites {
         let envs: &[(&str, &str)] = if uses_agent {

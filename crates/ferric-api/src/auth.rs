@@ -276,6 +276,11 @@ fn unauthorized(message: &str) -> Response {
 
 /// The user and password of a `Basic` authorization header, or the error to answer instead.
 fn credentials(request: &Request) -> Result<(String, Vec<u8>), ApiError> {
+    if request.headers().get(AUTHORIZATION).is_none()
+        && let Some(token) = console_stream_token(request)
+    {
+        return decode_basic(&token);
+    }
     let Some(header) = request.headers().get(AUTHORIZATION) else {
         tracing::info!("HTTP basic auth: no authorization header");
         return Err(ApiError::new(
@@ -296,6 +301,34 @@ fn credentials(request: &Request) -> Result<(String, Vec<u8>), ApiError> {
             "Unsupported authorization type \"{kind}\""
         )));
     }
+    decode_basic(token)
+}
+
+/// The `?token=` of a console stream request: browsers cannot set headers on a WebSocket,
+/// so the UI may pass the value of its `Basic` authorization header there instead
+/// (`docs/console.md`). Only that path takes it.
+fn console_stream_token(request: &Request) -> Option<String> {
+    if !request.uri().path().ends_with("/console/stream") {
+        return None;
+    }
+    request.uri().query()?.split('&').find_map(|pair| {
+        let value = pair.strip_prefix("token=")?;
+        // Base64's '+', '/', '=' arrive percent-encoded from encodeURIComponent.
+        Some(
+            value
+                .replace("%2B", "+")
+                .replace("%2b", "+")
+                .replace("%2F", "/")
+                .replace("%2f", "/")
+                .replace("%3D", "=")
+                .replace("%3d", "="),
+        )
+    })
+}
+
+/// The user and password in the base64 `token` of a `Basic` authorization.
+fn decode_basic(token: &str) -> Result<(String, Vec<u8>), ApiError> {
+    let bad_request = |message: &str| ApiError::bad_request(message);
     let undecodable = || bad_request("Could not decode authorization token");
     let pair = STANDARD.decode(token).map_err(|_| undecodable())?;
     let colon = pair

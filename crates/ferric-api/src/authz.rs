@@ -91,6 +91,10 @@ enum Check {
     RunbookUpdate(String),
 }
 
+/// The rules of the console stream: watching, and typing.
+const CONSOLE_VIEW: &str = "baremetal:node:console:view";
+const CONSOLE_INPUT: &str = "baremetal:node:console:input";
+
 /// The provision verbs of an instance's life, which lessees may use
 /// (`baremetal:node:set_provision_state:instance`).
 const INSTANCE_VERBS: &[&str] = &[
@@ -271,6 +275,18 @@ async fn authorize_check(
                 Some(uuid) => (vec![rule], Subject::Node(uuid)),
                 None => (vec![rule], Subject::Nothing),
             }
+        }
+        // The console stream: watching needs the guard's rule; whether the caller may also
+        // type is decided here and handed to the handler.
+        Check::Rule(CONSOLE_VIEW, Subject::Node(ident)) => {
+            check_subject(authz, caller, &[CONSOLE_VIEW], Subject::Node(ident.clone())).await?;
+            let input = check_subject(authz, caller, &[CONSOLE_INPUT], Subject::Node(ident))
+                .await
+                .is_ok();
+            request
+                .extensions_mut()
+                .insert(crate::v1::console::ConsoleInput(input));
+            return Ok(request);
         }
         Check::Rule(rule, subject) => (vec![rule], subject),
     };

@@ -276,6 +276,26 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         NODE_MEMBERS,
         "PUT …/management/inject_nmi",
     ),
+    (
+        "baremetal:node:get_console",
+        NODE_MEMBERS,
+        "GET …/states/console",
+    ),
+    (
+        "baremetal:node:set_console_state",
+        NODE_MEMBERS,
+        "PUT …/states/console",
+    ),
+    (
+        "baremetal:node:console:view",
+        NODE_READERS,
+        "GET …/console/stream: watch the console over a WebSocket (Ferric's rule)",
+    ),
+    (
+        "baremetal:node:console:input",
+        &[SystemMember, Service, OwnerMember, LesseeMember],
+        "type on the console over the WebSocket; without it the socket is closed with 1008 at the first keystroke (Ferric's rule)",
+    ),
     ("baremetal:node:vmedia:get", NODE_MEMBERS, "GET …/vmedia"),
     (
         "baremetal:node:vmedia:attach",

@@ -47,6 +47,11 @@ impl Client {
         &self.connection.url
     }
 
+    /// Where and how this client reaches the API (the console's WebSocket connects alike).
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
     /// `path` is either absolute (`/v1/nodes`) or a full URL (a collection's `next` link).
     fn build(&self, method: Method, path: &str) -> (String, RequestBuilder) {
         let url = if path.starts_with("http://") || path.starts_with("https://") {

@@ -8,6 +8,7 @@
 //! Every failure is a [`CliError`], printed as one line on stderr with exit code 1.
 
 pub mod client;
+mod console;
 mod node;
 mod node_data;
 mod node_states;

@@ -117,6 +117,14 @@ pub(crate) enum NodeCommand {
     /// Example: `ferric node power on n1 --wait`.
     #[command(subcommand)]
     Power(PowerCommand),
+    /// Attach to a node's serial console (GET /v1/nodes/{node}/console/stream, a
+    /// WebSocket), or enable, disable or show it (/v1/nodes/{node}/states/console).
+    ///
+    /// Attached, keys go to the machine; leave with `~.` at the start of a line or Ctrl-].
+    /// With stdin not a terminal its input is forwarded and its end does not detach (use
+    /// --timeout). Examples: `ferric node console n1 --enable`, `ferric node console n1`,
+    /// `ferric node console n1 --show`.
+    Console(crate::console::ConsoleArgs),
     /// A node's boot device (/v1/nodes/{node}/management/boot_device).
     ///
     /// Example: `ferric node boot-device set n1 pxe --persistent`.
@@ -615,6 +623,7 @@ pub(crate) fn run(context: &Context, command: NodeCommand) -> Result<(), CliErro
         NodeCommand::Rescue(args) => node_states::rescue(context, args),
         NodeCommand::Service(args) => node_states::service(context, args),
         NodeCommand::Power(power) => node_power(context, power),
+        NodeCommand::Console(args) => crate::console::run(context, args),
         NodeCommand::BootDevice(BootDeviceCommand::Set {
             node,
             device,

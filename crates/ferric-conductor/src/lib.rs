@@ -22,6 +22,8 @@
 mod abort;
 pub mod agent;
 mod catalog;
+mod console;
+mod console_relay;
 mod error;
 mod hardware_data;
 mod inspection;
@@ -52,6 +54,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 pub use agent::{AgentToken, Heartbeat};
+pub use console::{ConsoleHub, ConsoleInfo, ConsoleSettings};
 pub use error::ConductorError;
 pub use power::{NodeValidation, ValidationResult};
 pub use priority_override::PriorityOverride;
@@ -120,6 +123,8 @@ pub struct ConductorConfig {
     /// Ironic's `[conductor]clean_step_priority_override`: automated cleaning runs these
     /// steps, the driver's or the agent's, at these priorities (0: not at all).
     pub clean_step_priority_override: Vec<PriorityOverride>,
+    /// Serial consoles: output kept per node, where the TCP relays listen.
+    pub console: ConsoleSettings,
 }
 
 impl Default for ConductorConfig {
@@ -153,6 +158,7 @@ impl Default for ConductorConfig {
             inspection: ferric_inspector::ProcessingConfig::default(),
             inspector_status_interval: Some(Duration::from_secs(60)),
             clean_step_priority_override: Vec::new(),
+            console: ConsoleSettings::default(),
         }
     }
 }
@@ -200,6 +206,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: ferric_metrics::Metrics,
     /// Which conductors are alive, and so which nodes are this conductor's (`ring.rs`).
     pub(crate) membership: Membership,
+    /// The consoles this conductor relays (`console.rs`).
+    pub(crate) consoles: console::Consoles,
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (plain sets and maps).
@@ -385,6 +393,7 @@ impl Conductor {
                 reconcilers: reconcilers::Registry::new(&config),
                 metrics,
                 membership: Membership::new(store.clone(), config.heartbeat_timeout),
+                consoles: console::Consoles::default(),
                 config,
             }),
         }
@@ -420,8 +429,13 @@ impl Conductor {
             .await?;
         inner.membership.refresh().await?;
         reconcilers::recovery::run_once(inner).await?;
+        // Consoles enabled before a restart come back (Ironic's `_start_consoles`).
+        if let Err(error) = console::sync_once(inner).await {
+            tracing::warn!(%error, "could not restore the enabled consoles");
+        }
         if inner.config.periodic {
             reconcilers::spawn_all(inner.clone());
+            console::spawn_sync(inner.clone());
         }
         if inner.store.is_shared() {
             requests::spawn_server(inner.clone()).await?;
@@ -436,6 +450,7 @@ impl Conductor {
     pub async fn shutdown(&self, grace: Duration) {
         let inner = &self.inner;
         inner.shutdown.cancel();
+        inner.consoles.stop_all();
         inner.unregister().await;
         inner.tracker.close();
         if tokio::time::timeout(grace, inner.tracker.wait())

@@ -50,6 +50,8 @@ pub struct NodeFilter {
     pub allocated: Option<bool>,
     /// `true`: nodes with a power action under way (`target_power_state` set).
     pub power_action_pending: Option<bool>,
+    /// Nodes whose serial console is (`true`) or is not (`false`) enabled.
+    pub console_enabled: Option<bool>,
 }
 
 define_sort_key! {
@@ -433,6 +435,9 @@ pub(crate) fn push_node_filter<'a>(
     }
     if let Some(before) = filter.provision_updated_before {
         query.and().push("provision_updated_at < ").arg(before);
+    }
+    if let Some(console_enabled) = filter.console_enabled {
+        query.and_eq("console_enabled", console_enabled);
     }
     if let Some(maintenance) = filter.maintenance {
         query.and_eq("maintenance", maintenance);

@@ -11,6 +11,7 @@ use ferric_model::resources::{InterfaceKind, Node, Port};
 use crate::DriverError;
 use crate::agent_client::AgentClient;
 use crate::bmc::{BmcSettings, BmcState};
+use crate::console::{ConsoleInterface, FakeConsole, NoConsole};
 use crate::direct::DirectDeploy;
 use crate::enabled::InterfaceSettings;
 use crate::fake::{Fake, FakeBoot};
@@ -21,7 +22,7 @@ use crate::interfaces::{
     PowerInterface, RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate,
     VendorInterface,
 };
-use crate::ipmi::Ipmi;
+use crate::ipmi::{Ipmi, IpmiSol};
 use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
@@ -158,7 +159,7 @@ const IPMI: HardwareType = HardwareType {
     supported: [
         &["no-bios"],
         &["ipxe", "pxe", "http", "http-ipxe", "fake"],
-        &["no-console"],
+        &["no-console", "ipmitool-socat"],
         &["direct", "fake"],
         &["no-firmware"],
         &["no-inspect", "agent", "inspector"],
@@ -505,6 +506,13 @@ impl Drivers {
             }),
         };
         let vendor = vendor_interface(&name(InterfaceKind::Vendor));
+        let console: Arc<dyn ConsoleInterface> = match name(InterfaceKind::Console).as_str() {
+            "fake" => Arc::new(FakeConsole),
+            "ipmitool-socat" => Arc::new(IpmiSol {
+                state: self.bmc.clone(),
+            }),
+            _ => Arc::new(NoConsole),
+        };
         let mut validators: BTreeMap<InterfaceKind, Arc<dyn Validate>> = BTreeMap::new();
         for kind in InterfaceKind::ALL {
             let validator: Arc<dyn Validate> = match kind {
@@ -518,6 +526,7 @@ impl Drivers {
                 InterfaceKind::Firmware => firmware.clone(),
                 InterfaceKind::Raid => raid.clone(),
                 InterfaceKind::Vendor => vendor.clone(),
+                InterfaceKind::Console => console.clone(),
                 _ => match name(kind).as_str() {
                     "fake" => Arc::new(Fake),
                     "flat" | "noop" => Arc::new(Passive),
@@ -537,6 +546,7 @@ impl Drivers {
             firmware,
             raid,
             vendor,
+            console,
             validators,
         })
     }
@@ -587,6 +597,7 @@ pub struct Interfaces {
     pub firmware: Arc<dyn FirmwareInterface>,
     pub raid: Arc<dyn RaidInterface>,
     pub vendor: Arc<dyn VendorInterface>,
+    pub console: Arc<dyn ConsoleInterface>,
     validators: BTreeMap<InterfaceKind, Arc<dyn Validate>>,
 }
 

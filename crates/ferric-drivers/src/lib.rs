@@ -16,6 +16,7 @@ mod bmc;
 pub mod boot_iso;
 pub mod boot_mode;
 mod configdrive;
+pub mod console;
 pub mod dhcp;
 pub mod direct;
 mod enabled;

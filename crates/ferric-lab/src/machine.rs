@@ -191,6 +191,18 @@ pub trait MachineControl: Send + Sync + 'static {
     fn insert_media(&self, url: &str) -> impl Future<Output = Result<(), MachineError>> + Send;
     /// Empties the CD drive.
     fn eject_media(&self) -> impl Future<Output = Result<(), MachineError>> + Send;
+    /// How many bytes the machine has written on its serial console so far: where a
+    /// Serial-over-LAN session starts relaying. Machines without one answer 0.
+    fn serial_len(&self) -> u64 {
+        0
+    }
+    /// Up to `max` bytes the machine wrote on its serial console from `offset` on.
+    fn serial_read(&self, _offset: u64, _max: usize) -> Vec<u8> {
+        Vec::new()
+    }
+    /// Characters typed on the serial console through Serial-over-LAN; a serial port that
+    /// takes no input drops them.
+    fn serial_write(&self, _bytes: &[u8]) {}
 }
 
 /// An in-memory machine with the same contract, for front-end tests.
@@ -205,6 +217,8 @@ pub mod fake {
         state: Mutex<(PowerState, BootSettings, Vec<PowerAction>)>,
         media: Mutex<Option<String>>,
         firmware: Firmware,
+        /// What the machine wrote on its serial console, and what was typed on it.
+        serial: Mutex<(Vec<u8>, Vec<u8>)>,
     }
 
     impl FakeMachine {
@@ -214,6 +228,7 @@ pub mod fake {
                 state: Mutex::new((PowerState::Off, BootSettings::default(), Vec::new())),
                 media: Mutex::new(None),
                 firmware: Firmware::Uefi,
+                serial: Mutex::new((Vec::new(), Vec::new())),
             }
         }
 
@@ -222,6 +237,22 @@ pub mod fake {
         pub fn with_firmware(mut self, firmware: Firmware) -> Self {
             self.firmware = firmware;
             self
+        }
+
+        /// The machine writes `bytes` on its serial console.
+        pub fn serial_print(&self, bytes: &[u8]) {
+            self.serial_lock().0.extend_from_slice(bytes);
+        }
+
+        /// What was typed on the serial console so far.
+        pub fn serial_typed(&self) -> Vec<u8> {
+            self.serial_lock().1.clone()
+        }
+
+        fn serial_lock(&self) -> std::sync::MutexGuard<'_, (Vec<u8>, Vec<u8>)> {
+            self.serial
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
 
         /// The power actions received so far, oldest first.
@@ -299,6 +330,22 @@ pub mod fake {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
             Ok(())
+        }
+
+        fn serial_len(&self) -> u64 {
+            self.serial_lock().0.len() as u64
+        }
+
+        fn serial_read(&self, offset: u64, max: usize) -> Vec<u8> {
+            let serial = self.serial_lock();
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(serial.0.len());
+            serial.0[start..].iter().take(max).copied().collect()
+        }
+
+        fn serial_write(&self, bytes: &[u8]) {
+            self.serial_lock().1.extend_from_slice(bytes);
         }
     }
 }

@@ -592,6 +592,36 @@ impl MachineControl for QemuMachine {
         &self.shared.info
     }
 
+    // The serial port is the console log file (every boot appended), so Serial-over-LAN
+    // reads what the machine writes from there; QEMU's file back-end takes no input, so
+    // what is typed over SOL is acknowledged and dropped (`docs/lab.md`).
+    fn serial_len(&self) -> u64 {
+        std::fs::metadata(&self.shared.config.console).map_or(0, |meta| meta.len())
+    }
+
+    fn serial_read(&self, offset: u64, max: usize) -> Vec<u8> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut file) = std::fs::File::open(&self.shared.config.console) else {
+            return Vec::new();
+        };
+        if file.seek(SeekFrom::Start(offset)).is_err() {
+            return Vec::new();
+        }
+        let mut bytes = Vec::with_capacity(max);
+        match file.take(max as u64).read_to_end(&mut bytes) {
+            Ok(_) => bytes,
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn serial_write(&self, bytes: &[u8]) {
+        tracing::debug!(
+            machine = %self.name(),
+            bytes = bytes.len(),
+            "characters typed over SOL dropped: the lab's serial port is a log file"
+        );
+    }
+
     async fn power_state(&self) -> Result<PowerState, MachineError> {
         let mut process = self.shared.process.lock().await;
         if !self.is_alive(&mut process) {

@@ -32,10 +32,11 @@ use crate::values::{
 /// 2. Adds `handoff_version` to each request, the `unsupported` reply error, the
 ///    `pin_handoff_version` setting, and the actions that let an API-only process leave
 ///    driver interfaces to the conductors: `vendor_methods`, `validate_raid_target`.
+/// 3. Serial consoles: `set_console`, `console_info`.
 ///
 /// A new action, or a new field an older receiver would misread, bumps it; the action's
 /// [`Action::since`] says which version introduced it.
-pub const HANDOFF_VERSION: u32 = 2;
+pub const HANDOFF_VERSION: u32 = 3;
 
 /// The oldest hand-off version this build can still talk to (and be pinned to).
 pub const OLDEST_HANDOFF_VERSION: u32 = 1;
@@ -104,6 +105,10 @@ pub enum Action {
     /// `PUT /v1/nodes/{node}/states/raid`: the raid interface's check of a target
     /// configuration before the API stores it (version 2).
     ValidateRaidTarget { target: JsonObject },
+    /// `PUT /v1/nodes/{node}/states/console` (version 3).
+    SetConsole { enabled: bool },
+    /// `GET /v1/nodes/{node}/states/console`: where the console is relayed (version 3).
+    ConsoleInfo,
 }
 
 impl Action {
@@ -139,6 +144,8 @@ impl Action {
             Self::ContinueInspection { .. } => "continue_inspection",
             Self::VendorMethods => "vendor_methods",
             Self::ValidateRaidTarget { .. } => "validate_raid_target",
+            Self::SetConsole { .. } => "set_console",
+            Self::ConsoleInfo => "console_info",
         }
     }
 
@@ -166,6 +173,7 @@ impl Action {
             | Self::AbortDeployment
             | Self::ContinueInspection { .. } => 1,
             Self::VendorMethods | Self::ValidateRaidTarget { .. } => 2,
+            Self::SetConsole { .. } | Self::ConsoleInfo => 3,
         }
     }
 
@@ -241,6 +249,8 @@ pub enum ActionReply {
     Token(Option<String>),
     /// `VendorMethods`: the listing, as the API shows it.
     Methods(Value),
+    /// `ConsoleInfo`: `{"type", "url"}`, or null while the console is off.
+    Console(Value),
 }
 
 impl ActionReply {
@@ -271,7 +281,7 @@ impl ActionReply {
                     .collect(),
             ),
             Self::Token(Some(token)) => Value::String(token.clone()),
-            Self::Methods(listing) => listing.clone(),
+            Self::Methods(listing) | Self::Console(listing) => listing.clone(),
         }
     }
 
@@ -308,6 +318,7 @@ impl ActionReply {
                 Self::Token(value.as_str().map(str::to_owned))
             }
             Action::VendorMethods => Self::Methods(value),
+            Action::ConsoleInfo => Self::Console(value),
             Action::Provision { .. }
             | Action::SetPower { .. }
             | Action::SetBootDevice { .. }
@@ -319,7 +330,8 @@ impl ActionReply {
             | Action::ContinueNode
             | Action::Heartbeat(_)
             | Action::AbortDeployment
-            | Action::ValidateRaidTarget { .. } => Self::Done,
+            | Action::ValidateRaidTarget { .. }
+            | Action::SetConsole { .. } => Self::Done,
         })
     }
 }

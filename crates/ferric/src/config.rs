@@ -2,7 +2,7 @@
 //! environment variables, then by command-line flags. Every setting has the same name in all
 //! three places (`database_url` ↔ `FERRIC_DATABASE_URL` ↔ `--database-url`).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -135,6 +135,16 @@ pub(crate) struct Settings {
     /// understands every request (the server logs each build's version at start). 0: not pinned
     /// (this build's own version). Remove it once every process runs the new release.
     pub(crate) pin_handoff_version: u32,
+    /// Bytes of each node's serial console output kept, so a viewer who attaches later sees
+    /// what happened (`docs/console.md`). At least 1024.
+    pub(crate) console_tail_size: usize,
+    /// The address the consoles' TCP relays listen on, and the host their `console_info`
+    /// URLs name. Anyone who reaches a relay may type on the console (as on Ironic's socat
+    /// port): keep it on loopback or a management network.
+    pub(crate) console_bind_address: IpAddr,
+    /// The ports the consoles' TCP relays may use, `LOW:HIGH` inclusive (Ironic's
+    /// `[console]port_range`); one per enabled console.
+    pub(crate) console_port_range: String,
 
     // --- BMCs (Redfish and IPMI) ---
     /// Seconds opening a connection to a BMC may take (TCP and TLS; for IPMI, which has no
@@ -424,6 +434,9 @@ impl Default for Settings {
             conductor_heartbeat_timeout: 60,
             conductor_request_timeout: 30,
             pin_handoff_version: 0,
+            console_tail_size: 64 * 1024,
+            console_bind_address: IpAddr::from([127, 0, 0, 1]),
+            console_port_range: "10000:20000".to_owned(),
             bmc_connect_timeout: 10,
             bmc_read_timeout: 30,
             bmc_retries: 3,
@@ -598,7 +611,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 100] = [
+    pub(crate) const KEYS: [&'static str; 103] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -625,6 +638,9 @@ impl Settings {
         "conductor_heartbeat_timeout",
         "conductor_request_timeout",
         "pin_handoff_version",
+        "console_tail_size",
+        "console_bind_address",
+        "console_port_range",
         // BMCs
         "bmc_connect_timeout",
         "bmc_read_timeout",

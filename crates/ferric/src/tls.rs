@@ -97,6 +97,8 @@ pub(crate) async fn serve(
             let service = router.map_request(with_peer(peer));
             let served = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+                // WebSockets (the console stream) take the connection over.
+                .with_upgrades()
                 .await;
             if let Err(error) = served {
                 tracing::debug!(%peer, %error, "API connection ended with an error");

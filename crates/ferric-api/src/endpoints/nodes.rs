@@ -8,8 +8,8 @@ use super::Guard::{List, NodeUpdate, Provision, Rule};
 use super::Verb::{Delete, Get, Patch, Post, Put};
 use super::{Endpoint, On, op, since, vendor_calls};
 use crate::v1::{
-    allocations, children, history, node_data, node_management, nodes, portgroups, ports, raid,
-    states, traits, vendor, vifs, vmedia, volumes,
+    allocations, children, console, history, node_data, node_management, nodes, portgroups, ports,
+    raid, states, traits, vendor, vifs, vmedia, volumes,
 };
 
 const NODE: &[&str] = &["node_ident"];
@@ -483,6 +483,44 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .body("InjectNmiRequest")
         .ok(204, None)
         .errors(&[409, 503]),
+        // The serial console (issue 24).
+        op(
+            Get,
+            "/v1/nodes/{node_ident}/states/console",
+            "node_console_get",
+            console::node_console_get,
+        )
+        .guard(Rule("baremetal:node:get_console", On::Node))
+        .summary("Whether the node's serial console is enabled, and where it is relayed")
+        .refs(NODE)
+        .ok(200, Some("ConsoleState"))
+        .errors(&[503]),
+        op(
+            Put,
+            "/v1/nodes/{node_ident}/states/console",
+            "node_console_set",
+            console::node_console_set,
+        )
+        .guard(Rule("baremetal:node:set_console_state", On::Node))
+        .summary("Enable or disable the node's serial console")
+        .refs(NODE)
+        .body("ConsoleRequest")
+        .ok(202, None)
+        .errors(&[409, 503]),
+        op(
+            Get,
+            "/v1/nodes/{node_ident}/console/stream",
+            "node_console_stream",
+            console::node_console_stream,
+        )
+        .guard(Rule("baremetal:node:console:view", On::Node))
+        .summary(
+            "The serial console over a WebSocket: the retained output, then live output; \
+             frames sent are keystrokes (Ferric's)",
+        )
+        .refs(NODE)
+        .ok(101, None)
+        .errors(&[400, 409, 426, 503]),
         op(
             Post,
             "/v1/nodes/{node_ident}/vmedia",

@@ -560,6 +560,20 @@ pub(super) fn schemas() -> Value {
             "target": { "type": "boolean" },
         }), &["target"]),
         "InjectNmiRequest": object(json!({}), &[]),
+        "ConsoleRequest": object(json!({
+            "enabled": { "type": "boolean" },
+        }), &["enabled"]),
+        "ConsoleState": object(json!({
+            "console_enabled": { "type": "boolean" },
+            "console_info": {
+                "type": "object",
+                "nullable": true,
+                "properties": {
+                    "type": { "type": "string", "enum": ["socat"] },
+                    "url": { "type": "string" },
+                },
+            },
+        }), &["console_enabled", "console_info"]),
         "VmediaAttachRequest": object(json!({
             "device_type": { "type": "string", "enum": ["cdrom", "floppy", "disk"] },
             "image_url": { "type": "string", "format": "uri" },

@@ -17,6 +17,7 @@ pub mod allocations;
 pub mod chassis;
 pub mod children;
 pub mod conductors;
+pub mod console;
 pub mod deploy_templates;
 pub mod drivers;
 pub(crate) mod fields;

@@ -539,6 +539,64 @@ impl Handoff {
 }
 
 /// A reply of the wrong kind for its action: a bug in [`Conductor::execute`].
+/// Serial consoles (issue 24): the API's shorthands.
+impl Handoff {
+    /// [`Conductor::set_console`] on the node's owner.
+    pub async fn set_console(&self, node: Uuid, enabled: bool) -> Result<(), ConductorError> {
+        self.call_done(node, Action::SetConsole { enabled }).await
+    }
+
+    /// [`Conductor::console_info`] on the node's owner.
+    pub async fn console_info(
+        &self,
+        node: Uuid,
+    ) -> Result<Option<crate::ConsoleInfo>, ConductorError> {
+        match self.call(node, Action::ConsoleInfo).await? {
+            ActionReply::Console(value) => console_info_from_json(&value),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The node's console relayed by this process's conductor, for the API's WebSocket;
+    /// `Err` names the conductor that relays it when that is another process.
+    pub async fn local_console(
+        &self,
+        node: Uuid,
+    ) -> Result<Option<Arc<crate::ConsoleHub>>, ConductorError> {
+        match (self.route(node).await?, &self.inner.local) {
+            (None, Some(conductor)) => {
+                if conductor.console(node).is_none() {
+                    // Enabled but not started yet here (restart, take-over): start it now.
+                    conductor.console_info(node).await?;
+                }
+                Ok(conductor.console(node))
+            }
+            (Some(owner), _) => Err(ConductorError::Conflict(format!(
+                "The console of node {node} is relayed by conductor {owner}; connect to the \
+                 API of that conductor's process, or to the TCP relay GET \
+                 …/states/console names."
+            ))),
+            (None, None) => Err(ConductorError::Unavailable(
+                "This API process runs no conductor and none is alive; start one.".to_owned(),
+            )),
+        }
+    }
+}
+
+/// A console's `{"type", "url"}` as a conductor answered it (null while off).
+fn console_info_from_json(value: &Value) -> Result<Option<crate::ConsoleInfo>, ConductorError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let url = value.get("url").and_then(Value::as_str).ok_or_else(|| {
+        ConductorError::Remote(format!("console info without a url: {value}"))
+    })?;
+    Ok(Some(crate::ConsoleInfo {
+        kind: "socat",
+        url: url.to_owned(),
+    }))
+}
+
 fn unexpected(reply: &ActionReply) -> ConductorError {
     ConductorError::Remote(format!(
         "the conductor answered with the wrong kind of reply: {reply:?}"

@@ -76,6 +76,16 @@ impl Conductor {
             Action::VendorMethods => {
                 return Ok(ActionReply::Methods(self.vendor_methods(node).await?));
             }
+            Action::SetConsole { enabled } => self.set_console(node, enabled).await?,
+            Action::ConsoleInfo => {
+                return Ok(ActionReply::Console(
+                    self.console_info(node)
+                        .await?
+                        .map_or(serde_json::Value::Null, |info| {
+                            serde_json::json!({"type": info.kind, "url": info.url})
+                        }),
+                ));
+            }
             Action::ValidateRaidTarget { target } => {
                 self.validate_raid_target(node, &target).await?;
             }

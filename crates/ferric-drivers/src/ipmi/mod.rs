@@ -13,6 +13,7 @@
 mod info;
 pub mod rmcp;
 mod session;
+pub mod sol;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use ferric_model::resources::{Node, PowerState};
 
 pub(crate) use info::PROPERTIES;
 pub(crate) use session::SuiteCache;
+pub(crate) use sol::IpmiSol;
 
 use crate::DriverError;
 use crate::bmc::BmcState;

@@ -19,6 +19,8 @@ const FLAG_AUTHENTICATED: u8 = 0x40;
 
 /// Payload types (IPMI 2.0 Table 13-16).
 pub const PAYLOAD_IPMI: u8 = 0x00;
+/// Serial-over-LAN (IPMI 2.0 §15.9).
+pub const PAYLOAD_SOL: u8 = 0x01;
 pub const PAYLOAD_OPEN_SESSION_REQUEST: u8 = 0x10;
 pub const PAYLOAD_OPEN_SESSION_RESPONSE: u8 = 0x11;
 pub const PAYLOAD_RAKP_1: u8 = 0x12;
@@ -334,10 +336,22 @@ pub fn session_packet(
     sequence: u32,
     message: &[u8],
 ) -> Vec<u8> {
-    let payload = encrypt(&keys.aes_key, message, rand::random());
+    session_payload_packet(keys, bmc_session_id, sequence, PAYLOAD_IPMI, message)
+}
+
+/// A signed, encrypted session packet carrying `payload` of `payload_type` (an IPMI message,
+/// or a Serial-over-LAN packet).
+pub fn session_payload_packet(
+    keys: &SessionKeys,
+    bmc_session_id: u32,
+    sequence: u32,
+    payload_type: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let payload = encrypt(&keys.aes_key, payload, rand::random());
     let mut covered = vec![
         AUTH_TYPE_RMCP_PLUS,
-        PAYLOAD_IPMI | FLAG_ENCRYPTED | FLAG_AUTHENTICATED,
+        payload_type | FLAG_ENCRYPTED | FLAG_AUTHENTICATED,
     ];
     covered.extend_from_slice(&bmc_session_id.to_le_bytes());
     covered.extend_from_slice(&sequence.to_le_bytes());

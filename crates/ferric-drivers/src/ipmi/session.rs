@@ -254,6 +254,51 @@ impl Session {
         Err(self.unreachable(attempts, format!("{name}: {last_reason}")))
     }
 
+    /// Sends one session packet of `payload_type` without waiting for anything (SOL packets,
+    /// whose acknowledgements the caller matches itself).
+    pub(crate) async fn send_payload(
+        &mut self,
+        payload_type: u8,
+        payload: &[u8],
+    ) -> Result<(), IpmiError> {
+        let packet = rmcp::session_payload_packet(
+            &self.keys,
+            self.bmc_session_id,
+            self.sequence,
+            payload_type,
+            payload,
+        );
+        self.sequence = self.sequence.wrapping_add(1).max(1);
+        self.socket
+            .send(&packet)
+            .await
+            .map_err(|error| self.unreachable(1, error.to_string()))?;
+        Ok(())
+    }
+
+    /// The next authentic session packet of `payload_type` the BMC sends (others are
+    /// skipped); waits as long as it takes, so callers bound it with a timeout.
+    pub(crate) async fn receive_payload(&mut self, payload_type: u8) -> Result<Vec<u8>, IpmiError> {
+        let mut buffer = [0u8; 1024];
+        loop {
+            let length = self
+                .socket
+                .recv(&mut buffer)
+                .await
+                .map_err(|error| self.unreachable(1, error.to_string()))?;
+            let Ok(packet) = rmcp::parse_packet(&buffer[..length], Some(&self.keys)) else {
+                continue;
+            };
+            if packet.payload_type == payload_type {
+                return Ok(packet.payload);
+            }
+        }
+    }
+
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     /// Closes the session; failures only get logged (the BMC drops idle sessions anyway).
     pub(crate) async fn close(mut self) {
         let id = self.bmc_session_id.to_le_bytes();

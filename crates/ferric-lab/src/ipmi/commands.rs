@@ -21,14 +21,16 @@ const GET_CHANNEL_AUTH_CAPABILITIES: u8 = 0x38;
 const SET_SESSION_PRIVILEGE: u8 = 0x3B;
 const CLOSE_SESSION: u8 = 0x3C;
 const GET_CHANNEL_CIPHER_SUITES: u8 = 0x54;
+const ACTIVATE_PAYLOAD: u8 = 0x48;
+const DEACTIVATE_PAYLOAD: u8 = 0x49;
 
 /// Completion codes (IPMI 2.0 Table 5-2).
 const OK: u8 = 0x00;
 const PARAMETER_NOT_SUPPORTED: u8 = 0x80;
 const PRIVILEGE_NOT_AVAILABLE: u8 = 0x81;
 const INVALID_COMMAND: u8 = 0xC1;
-const REQUEST_LENGTH_INVALID: u8 = 0xC7;
-const INVALID_DATA_FIELD: u8 = 0xCC;
+pub(super) const REQUEST_LENGTH_INVALID: u8 = 0xC7;
+pub(super) const INVALID_DATA_FIELD: u8 = 0xCC;
 const INSUFFICIENT_PRIVILEGE: u8 = 0xD4;
 const NOT_IN_PRESENT_STATE: u8 = 0xD5;
 const UNSPECIFIED_ERROR: u8 = 0xFF;
@@ -146,6 +148,22 @@ pub(super) async fn in_session<M: MachineControl>(
         (NETFN_APP, GET_DEVICE_ID) => Outcome::ok(device_id()),
         (NETFN_APP, SET_SESSION_PRIVILEGE) => set_privilege(bmc, request, bmc_id, privilege),
         (NETFN_APP, CLOSE_SESSION) => close_session(bmc, request, bmc_id),
+        // SOL's default privilege is USER (§26.7, "SOL privilege level").
+        (NETFN_APP, ACTIVATE_PAYLOAD) if needs(PRIVILEGE_USER) => {
+            match bmc.sol_activate(bmc_id, &request.data) {
+                Ok(data) => Outcome::ok(data),
+                Err(completion) => Outcome::error(completion),
+            }
+        }
+        (NETFN_APP, DEACTIVATE_PAYLOAD) if needs(PRIVILEGE_USER) => {
+            match bmc.sol_deactivate(&request.data) {
+                Ok(data) => Outcome::ok(data),
+                Err(completion) => Outcome::error(completion),
+            }
+        }
+        (NETFN_APP, ACTIVATE_PAYLOAD | DEACTIVATE_PAYLOAD) => {
+            Outcome::error(INSUFFICIENT_PRIVILEGE)
+        }
         (NETFN_CHASSIS, GET_CHASSIS_STATUS) if needs(PRIVILEGE_USER) => chassis_status(bmc).await,
         (NETFN_CHASSIS, CHASSIS_CONTROL) if needs(PRIVILEGE_OPERATOR) => {
             chassis_control(bmc, &request.data).await

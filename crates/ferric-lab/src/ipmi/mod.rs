@@ -7,17 +7,21 @@
 //! the client's (`ferric_drivers::ipmi::rmcp`), so both sides of a session come from one
 //! implementation. One user exists: the lab's `admin` with the generated password, at most
 //! ADMINISTRATOR. Commands: Get Device ID, Set Session Privilege Level, Close Session, Get
-//! Chassis Status, Chassis Control, and Set/Get System Boot Options (boot flags and the
-//! parameters ipmitool writes around them).
+//! Chassis Status, Chassis Control, Set/Get System Boot Options (boot flags and the
+//! parameters ipmitool writes around them), and Activate/Deactivate Payload for
+//! Serial-over-LAN onto the machine's serial port ([`sol`]).
 
 mod commands;
 mod session;
+mod sol;
 #[cfg(test)]
 mod tests;
 
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ferric_drivers::ipmi::rmcp::{self, PAYLOAD_IPMI};
+use ferric_drivers::ipmi::rmcp::{self, PAYLOAD_IPMI, PAYLOAD_SOL};
 use tokio::net::UdpSocket;
 
 use crate::machine::MachineControl;
@@ -48,6 +52,10 @@ pub struct IpmiBmc<M> {
     guid: [u8; 16],
     sessions: Mutex<Sessions>,
     boot_parameters: Mutex<BootParameters>,
+    /// The active Serial-over-LAN payload, if any.
+    sol: Mutex<Option<sol::SolLink>>,
+    /// The UDP port [`serve`] answers on (Activate Payload names it).
+    port: AtomicU16,
 }
 
 /// Why an IPMI BMC cannot be created.
@@ -75,6 +83,8 @@ impl<M: MachineControl> IpmiBmc<M> {
             guid,
             sessions: Mutex::new(Sessions::default()),
             boot_parameters: Mutex::new(BootParameters::default()),
+            sol: Mutex::new(None),
+            port: AtomicU16::new(623),
         })
     }
 
@@ -90,9 +100,18 @@ impl<M: MachineControl> IpmiBmc<M> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn port(&self) -> u16 {
+        self.port.load(Ordering::Relaxed)
+    }
+
     /// Answers one datagram; `None` when it gets no answer (not IPMI, unknown session, failed
     /// integrity check — a BMC stays silent rather than help a prober).
     pub async fn handle(&self, datagram: &[u8]) -> Option<Vec<u8>> {
+        self.handle_from(datagram, None).await
+    }
+
+    /// [`IpmiBmc::handle`] for a datagram from `peer`, where the session's SOL output goes.
+    pub async fn handle_from(&self, datagram: &[u8], peer: Option<SocketAddr>) -> Option<Vec<u8>> {
         let Some(session_id) = rmcp::peek_session_id(datagram) else {
             // IPMI 1.5 framing: only the pre-session commands are answered.
             let packet = rmcp::parse_packet(datagram, None).ok()?;
@@ -120,10 +139,14 @@ impl<M: MachineControl> IpmiBmc<M> {
                 _ => None,
             };
         }
-        if payload_type != PAYLOAD_IPMI || !rmcp::is_sealed(datagram) {
+        if !rmcp::is_sealed(datagram) {
             return None;
         }
-        self.session_request(session_id, datagram).await
+        match payload_type {
+            PAYLOAD_IPMI => self.session_request(session_id, datagram, peer).await,
+            PAYLOAD_SOL => self.sol_packet(session_id, datagram, peer),
+            _ => None,
+        }
     }
 }
 
@@ -134,12 +157,25 @@ pub async fn serve<M: MachineControl>(
     bmc: Arc<IpmiBmc<M>>,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    if let Ok(address) = socket.local_addr() {
+        bmc.port.store(address.port(), Ordering::Relaxed);
+    }
     let socket = Arc::new(socket);
     let mut buffer = vec![0u8; 2048];
+    let mut sol_tick = tokio::time::interval(sol::TICK);
+    sol_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     tokio::pin!(stop);
     loop {
         let (length, peer) = tokio::select! {
             () = &mut stop => return Ok(()),
+            _ = sol_tick.tick() => {
+                if let Some((packet, peer)) = bmc.sol_tick()
+                    && let Err(error) = socket.send_to(&packet, peer).await
+                {
+                    tracing::debug!(%peer, %error, "cannot send SOL output");
+                }
+                continue;
+            }
             received = socket.recv_from(&mut buffer) => match received {
                 Ok(received) => received,
                 // ICMP errors from earlier replies surface here on some systems; keep serving.
@@ -150,7 +186,7 @@ pub async fn serve<M: MachineControl>(
         let datagram = buffer[..length].to_vec();
         let (socket, bmc) = (socket.clone(), bmc.clone());
         tokio::spawn(async move {
-            if let Some(reply) = bmc.handle(&datagram).await
+            if let Some(reply) = bmc.handle_from(&datagram, Some(peer)).await
                 && let Err(error) = socket.send_to(&reply, peer).await
             {
                 tracing::debug!(%peer, %error, "cannot answer an IPMI request");

@@ -2,6 +2,7 @@
 //! signed, encrypted requests of an active session.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferric_drivers::ipmi::rmcp::{
@@ -42,6 +43,8 @@ struct Session {
     suite: CipherSuite,
     last_used: Instant,
     stage: Stage,
+    /// Where the session's last authentic packet came from (where SOL output goes).
+    peer: Option<SocketAddr>,
 }
 
 enum Stage {
@@ -143,6 +146,7 @@ impl<M: MachineControl> IpmiBmc<M> {
                 suite,
                 last_used: Instant::now(),
                 stage: Stage::Opened,
+                peer: None,
             },
         );
         let mut payload = reply_head(tag, 0, console_id);
@@ -302,29 +306,73 @@ impl<M: MachineControl> IpmiBmc<M> {
         Some(rmcp::unauthenticated_packet(PAYLOAD_RAKP_4, &payload))
     }
 
-    /// A signed, encrypted request in an active session.
-    pub(super) async fn session_request(&self, bmc_id: u32, datagram: &[u8]) -> Option<Vec<u8>> {
-        let (request, privilege) = {
-            let mut sessions = self.sessions();
-            let session = sessions.by_id.get_mut(&bmc_id)?;
-            let Stage::Active(active) = &mut session.stage else {
-                return None;
-            };
-            let packet = rmcp::parse_packet(datagram, Some(&active.keys)).ok()?;
-            let sequence = read_u32(datagram, 10)?;
-            // Replays far outside the window are dropped; retransmissions inside it are
-            // answered again, as the console expects after a lost reply.
-            if sequence == 0
-                || sequence.wrapping_add(SEQUENCE_WINDOW) < active.inbound
-                || sequence > active.inbound.saturating_add(SEQUENCE_WINDOW)
-            {
-                return None;
-            }
-            active.inbound = active.inbound.max(sequence);
-            session.last_used = Instant::now();
-            let request = rmcp::parse_ipmi_request(&packet.payload).ok()?;
-            (request, active.privilege)
+    /// The payload of a signed, encrypted packet in the active session `bmc_id` (checked,
+    /// decrypted, inside the sequence window), with the session's privilege; the session
+    /// remembers `peer`.
+    pub(super) fn open_sealed(
+        &self,
+        bmc_id: u32,
+        datagram: &[u8],
+        peer: Option<SocketAddr>,
+    ) -> Option<(Vec<u8>, u8)> {
+        let mut sessions = self.sessions();
+        let session = sessions.by_id.get_mut(&bmc_id)?;
+        let Stage::Active(active) = &mut session.stage else {
+            return None;
         };
+        let packet = rmcp::parse_packet(datagram, Some(&active.keys)).ok()?;
+        let sequence = read_u32(datagram, 10)?;
+        // Replays far outside the window are dropped; retransmissions inside it are
+        // answered again, as the console expects after a lost reply.
+        if sequence == 0
+            || sequence.wrapping_add(SEQUENCE_WINDOW) < active.inbound
+            || sequence > active.inbound.saturating_add(SEQUENCE_WINDOW)
+        {
+            return None;
+        }
+        active.inbound = active.inbound.max(sequence);
+        let privilege = active.privilege;
+        session.last_used = Instant::now();
+        if peer.is_some() {
+            session.peer = peer;
+        }
+        Some((packet.payload, privilege))
+    }
+
+    /// `payload` sealed for the console of the active session `bmc_id`, and where it goes.
+    pub(super) fn seal(
+        &self,
+        bmc_id: u32,
+        payload_type: u8,
+        payload: &[u8],
+    ) -> Option<(Vec<u8>, Option<SocketAddr>)> {
+        let mut sessions = self.sessions();
+        let session = sessions.by_id.get_mut(&bmc_id)?;
+        let console_id = session.console_id;
+        let peer = session.peer;
+        let Stage::Active(active) = &mut session.stage else {
+            return None;
+        };
+        let packet = rmcp::session_payload_packet(
+            &active.keys,
+            console_id,
+            active.outbound,
+            payload_type,
+            payload,
+        );
+        active.outbound = active.outbound.wrapping_add(1).max(1);
+        Some((packet, peer))
+    }
+
+    /// A signed, encrypted request in an active session.
+    pub(super) async fn session_request(
+        &self,
+        bmc_id: u32,
+        datagram: &[u8],
+        peer: Option<SocketAddr>,
+    ) -> Option<Vec<u8>> {
+        let (payload, privilege) = self.open_sealed(bmc_id, datagram, peer)?;
+        let request = rmcp::parse_ipmi_request(&payload).ok()?;
         let outcome = commands::in_session(self, &request, bmc_id, privilege).await;
         let response = rmcp::ipmi_response(&request, outcome.completion, &outcome.data);
         let mut sessions = self.sessions();
@@ -340,6 +388,8 @@ impl<M: MachineControl> IpmiBmc<M> {
         active.outbound = active.outbound.wrapping_add(1).max(1);
         if let Some(closed) = outcome.close {
             sessions.by_id.remove(&closed);
+            drop(sessions);
+            self.sol_session_closed(closed);
         }
         Some(packet)
     }

@@ -434,3 +434,77 @@ async fn ipmitool_fails_with_a_wrong_password_and_power_cycle_needs_power() {
     }
     assert!(bmc.machine.actions().is_empty());
 }
+
+// --- Serial-over-LAN -------------------------------------------------------------------------
+
+/// Reads the console link until its text contains `needle` (bounded wait, not a timing check).
+async fn sol_read_until(link: &mut ferric_drivers::console::ConsoleLink, needle: &str) -> String {
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !text.contains(needle) {
+            match link.output.recv().await {
+                Some(Ok(bytes)) => text.push_str(&String::from_utf8_lossy(&bytes)),
+                other => panic!("the SOL link ended before {needle:?}: {other:?}; got {text:?}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{needle:?} never came over SOL; got {text:?}"));
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sol_relays_the_serial_port_both_ways() {
+    let bmc = start().await;
+    let mut node = node(bmc.port, "admin", PASSWORD, 17);
+    node.console_interface = Some("ipmitool-socat".into());
+    let interfaces = drivers().load(&node).expect("interfaces");
+    interfaces.console.validate(&node).await.expect("valid");
+    bmc.machine
+        .serial_print(b"written before SOL was activated\r\n");
+    let mut link = interfaces
+        .console
+        .attach(&node)
+        .await
+        .expect("SOL activates");
+
+    // More than one packet's worth, in order, none of it from before the activation.
+    let mut boot = String::from("SeaBIOS (version 1.16.2)\r\n");
+    for line in 0..40 {
+        boot.push_str(&format!(
+            "[    0.{line:06}] Linux version 6.1 line {line}\r\n"
+        ));
+    }
+    boot.push_str("login: ");
+    bmc.machine.serial_print(boot.as_bytes());
+    let text = sol_read_until(&mut link, "login: ").await;
+    assert_eq!(text, boot);
+
+    // Keystrokes reach the machine's serial port once each.
+    link.input.send(b"root\r".to_vec()).await.expect("typed");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while bmc.machine.serial_typed() != b"root\r" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("typed: {:?}", bmc.machine.serial_typed()));
+
+    // One SOL session at a time, as on real BMCs.
+    let second = interfaces.console.attach(&node).await.unwrap_err();
+    assert!(second.to_string().contains("already active"), "{second}");
+
+    // Detaching deactivates the payload: a new session may then activate it.
+    drop(link);
+    let again = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(link) = interfaces.console.attach(&node).await {
+                return link;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("SOL can be activated again after the first session detached");
+    drop(again);
+}

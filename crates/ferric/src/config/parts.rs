@@ -97,12 +97,40 @@ impl Settings {
                 &self.clean_step_priority_override,
             )
             .map_err(|error| anyhow::anyhow!("invalid settings: {error}"))?,
+            console: self.console_settings()?,
             ..ferric_conductor::ConductorConfig::default()
         };
         let drivers = drivers
             .with_bmc_settings(bmc)
             .with_settings(self.driver_settings());
         Ok((drivers, config))
+    }
+
+    /// The consoles' settings (`console_*`), checked.
+    pub(crate) fn console_settings(&self) -> anyhow::Result<ferric_conductor::ConsoleSettings> {
+        anyhow::ensure!(
+            self.console_tail_size >= 1024,
+            "console_tail_size must be at least 1024 bytes (it is {}): a viewer would see \
+             less than a screen of what happened",
+            self.console_tail_size
+        );
+        let range = self
+            .console_port_range
+            .split_once(':')
+            .and_then(|(low, high)| Some((low.trim().parse().ok()?, high.trim().parse().ok()?)))
+            .filter(|(low, high): &(u16, u16)| *low >= 1 && low <= high)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "console_port_range is \"{}\"; expected LOW:HIGH, two ports with LOW <= \
+                     HIGH (e.g. 10000:20000)",
+                    self.console_port_range
+                )
+            })?;
+        Ok(ferric_conductor::ConsoleSettings {
+            tail_size: self.console_tail_size,
+            bind_address: self.console_bind_address,
+            port_range: range,
+        })
     }
 
     /// The site's enabled interfaces and their defaults (`enabled_<kind>_interfaces`,

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 100] = [
+const SAMPLES: [(&str, &str); 103] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -218,6 +218,9 @@ const SAMPLES: [(&str, &str); 100] = [
     ("conductor_heartbeat_timeout", "7"),
     ("conductor_request_timeout", "9"),
     ("pin_handoff_version", "1"),
+    ("console_tail_size", "4096"),
+    ("console_bind_address", "127.0.0.2"),
+    ("console_port_range", "12000:12010"),
     ("bmc_connect_timeout", "4"),
     ("bmc_read_timeout", "11"),
     ("bmc_retries", "0"),

@@ -1,0 +1,362 @@
+//! End-to-end: a lab machine's boot messages read through `ferric node console` (issue 24).
+//!
+//! Runs only with `--features lab-e2e` (root; `scripts/install-deps.sh --lab`; the agent built
+//! beside the `ferric` binary): `cargo test -p ferric --features lab-e2e --test lab_console`.
+//! Like `lab_lifecycle` it is a `harness = false` binary that runs itself again inside the
+//! lab's namespace.
+//!
+//! One machine enrolled with the `ipmi` hardware type and the `ipmitool-socat` console (Serial-
+//! over-LAN spoken natively to the lab's RMCP+ BMC, which relays the QEMU machine's serial
+//! port). Phases, each timed: `ferric node console N --enable` and `--show` (a `socat` URL);
+//! `ferric node console N` attached with stdin not a terminal while the node is inspected,
+//! until the firmware's first output and the agent kernel's `Linux version` line have come
+//! through the CLI; the TCP relay `console_info` names gives the same retained output; then
+//! `--disable`, which ends the attached CLI (close 1000) and empties `console_info`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "ferric-console-e2e";
+const API: &str = "http://10.231.0.1:6385";
+const PHASE_TIMEOUT: Duration = Duration::from_secs(150);
+/// What OVMF writes on the serial console when it starts (its release build prints no
+/// banner), SeaBIOS's banner, and iPXE's: the firmware speaking.
+const FIRMWARE_LINES: [&str; 3] = ["\x1b[=3h", "SeaBIOS (version", "iPXE"];
+/// The agent kernel's first line (`console=ttyS0` is in the kernel parameters).
+const KERNEL_LINE: &str = "Linux version";
+
+fn ferric() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferric"))
+}
+
+fn run(command: &mut Command, what: &str) -> anyhow::Result<String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {what}"))?;
+    ensure!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let result = match (args.get(1).map(String::as_str), args.get(2)) {
+        (Some("inside"), Some(dir)) => inside(Path::new(dir)),
+        _ => outside(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("lab_console: FAILED: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds the ramdisk, brings up a one-machine lab, runs the scenario inside the namespace
+/// and takes the lab down.
+fn outside() -> anyhow::Result<()> {
+    let dir = PathBuf::from(format!("/tmp/ferric-console-{}", std::process::id()));
+    let boot = dir.join("boot");
+    std::fs::create_dir_all(&boot)?;
+    let started = Instant::now();
+    let result = (|| {
+        let mut build = ferric();
+        build.args(["ramdisk", "build", "--output"]).arg(&boot);
+        if let Some(agent) = std::env::var_os("FERRIC_E2E_AGENT") {
+            build.arg("--agent").arg(agent);
+        }
+        run(&mut build, "ferric ramdisk build")?;
+        eprintln!(
+            "lab_console: ramdisk ready: {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        run(
+            ferric()
+                .args(["lab", "up", "--nodes", "1", "--memory", "512"])
+                .args(["--namespace", NAMESPACE])
+                .arg("--dir")
+                .arg(dir.join("lab")),
+            "ferric lab up",
+        )?;
+        let status = Command::new("ip")
+            .args(["netns", "exec", NAMESPACE])
+            .arg(std::env::current_exe()?)
+            .arg("inside")
+            .arg(&dir)
+            .status()
+            .context("cannot run the scenario inside the lab's namespace")?;
+        ensure!(status.success(), "the scenario failed ({status})");
+        Ok(())
+    })();
+    let down = run(
+        ferric()
+            .args(["lab", "down", "--namespace", NAMESPACE])
+            .arg("--dir")
+            .arg(dir.join("lab")),
+        "ferric lab down",
+    );
+    match (result, down) {
+        (Ok(()), Ok(_)) => {
+            eprintln!(
+                "lab_console: passed in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(())
+        }
+        (result, down) => {
+            eprintln!(
+                "lab_console: kept for inspection: {} (server.log, lab/node-0/console.log, \
+                 lab/bmc.log)",
+                dir.display()
+            );
+            result?;
+            down.map(|_| ())
+        }
+    }
+}
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn phase(name: &str, started: Instant) {
+    eprintln!(
+        "lab_console: phase {name}: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// `ferric node console …` (or any client command) against the lab's server.
+fn cli(args: &[&str]) -> anyhow::Result<String> {
+    run(
+        ferric().env("FERRIC_URL", API).args(args),
+        &format!("ferric {}", args.join(" ")),
+    )
+}
+
+fn api(method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let mut request = client
+        .request(method.clone(), format!("{API}{path}"))
+        .header("X-OpenStack-Ironic-API-Version", "1.110");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().with_context(|| format!("{method} {path}"))?;
+    let status = response.status().as_u16();
+    let text = response.text()?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    ))
+}
+
+/// Reads `source` on a thread, handing each chunk over; the channel closes at its end.
+fn reader(mut source: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(length) = source.read(&mut buffer) {
+            if length == 0 || sender.send(buffer[..length].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+/// Collects what `chunks` delivers until `done` holds for it; the text so far either way.
+fn collect_until(
+    chunks: &mpsc::Receiver<Vec<u8>>,
+    text: &mut String,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while !done(text) {
+        let left = PHASE_TIMEOUT.saturating_sub(started.elapsed());
+        ensure!(
+            !left.is_zero(),
+            "{what} did not come within {PHASE_TIMEOUT:?}"
+        );
+        match chunks.recv_timeout(left) {
+            Ok(chunk) => text.push_str(&String::from_utf8_lossy(&chunk)),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the stream ended before {what}"),
+        }
+    }
+    Ok(())
+}
+
+fn inside(dir: &Path) -> anyhow::Result<()> {
+    let lab: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("lab/lab.json"))?)?;
+    let machine = &lab["nodes"][0];
+    let log = std::fs::File::create(dir.join("server.log"))?;
+    let _server = Killed(
+        ferric()
+            .arg("server")
+            .args(["--api-listen", "10.231.0.1:6385", "--api-url", API])
+            .args(["--boot-http-listen", "10.231.0.1:8080", "--boot-http-root"])
+            .arg(dir.join("boot"))
+            .current_dir(dir)
+            .env("FERRIC_DHCP_HOSTSDIR", dir.join("lab/dhcp-hosts"))
+            .env("FERRIC_DEPLOY_KERNEL", "ferric-agent.kernel")
+            .env("FERRIC_DEPLOY_RAMDISK", "ferric-agent.initramfs")
+            .env("FERRIC_LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("cannot start ferric server")?,
+    );
+    let up = Instant::now();
+    while api(reqwest::Method::GET, "/v1", None).is_err() {
+        ensure!(
+            up.elapsed() < Duration::from_secs(120),
+            "ferric server did not start; see server.log"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, created) = api(
+        reqwest::Method::POST,
+        "/v1/nodes",
+        Some(json!({
+            "name": "console-0",
+            "driver": "ipmi",
+            "console_interface": "ipmitool-socat",
+            "inspect_interface": "agent",
+            "driver_info": {
+                "ipmi_address": machine["ipmi_address"],
+                "ipmi_port": machine["ipmi_port"],
+                "ipmi_username": machine["ipmi_username"],
+                "ipmi_password": machine["ipmi_password"],
+            },
+        })),
+    )?;
+    ensure!(status == 201, "enrolling the node: {status} {created}");
+    let (status, port) = api(
+        reqwest::Method::POST,
+        "/v1/ports",
+        Some(json!({"node_uuid": created["uuid"], "address": machine["mac"]})),
+    )?;
+    ensure!(status == 201, "creating its port: {status} {port}");
+
+    let started = Instant::now();
+    cli(&["node", "console", "console-0", "--enable"])?;
+    let shown = cli(&["node", "console", "console-0", "--show", "-f", "json"])?;
+    let shown: Value = serde_json::from_str(&shown).context("--show -f json")?;
+    ensure!(
+        shown["console_enabled"] == true && shown["console_info"]["type"] == "socat",
+        "console not enabled: {shown}"
+    );
+    let relay = shown["console_info"]["url"]
+        .as_str()
+        .and_then(|url| url.strip_prefix("tcp://"))
+        .context("no tcp:// console URL")?
+        .to_owned();
+    phase("enable", started);
+
+    // Attached with stdin not a terminal, as a script would be, before the machine starts.
+    let started = Instant::now();
+    let mut attached = ferric()
+        .env("FERRIC_URL", API)
+        .args(["node", "console", "console-0", "--timeout", "300"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot attach ferric node console")?;
+    let output = reader(attached.stdout.take().context("no stdout")?);
+    let errors = attached.stderr.take().context("no stderr")?;
+    let attached = Killed(attached);
+    cli(&["node", "manage", "console-0", "--wait", "120"])?;
+    let (status, body) = api(
+        reqwest::Method::PUT,
+        &format!(
+            "/v1/nodes/{}/states/provision",
+            created["uuid"].as_str().unwrap_or("")
+        ),
+        Some(json!({"target": "inspect"})),
+    )?;
+    ensure!(status == 202, "inspect: {status} {body}");
+    let mut text = String::new();
+    collect_until(&output, &mut text, "the firmware's output", |text| {
+        FIRMWARE_LINES.iter().any(|line| text.contains(line))
+    })
+    .with_context(|| format!("through ferric node console; got {text:?}"))?;
+    phase("firmware output through ferric node console", started);
+    collect_until(&output, &mut text, "the kernel's first line", |text| {
+        text.contains(KERNEL_LINE)
+    })
+    .with_context(|| format!("through ferric node console; got {} bytes", text.len()))?;
+    phase("kernel output through ferric node console", started);
+    let kernel = text
+        .lines()
+        .find(|line| line.contains(KERNEL_LINE))
+        .unwrap_or_default();
+    eprintln!("lab_console: read through the CLI: {}", kernel.trim());
+
+    // The TCP relay (Ironic's socat console) gives a late viewer the same retained output.
+    let started = Instant::now();
+    let stream = std::net::TcpStream::connect(&relay).with_context(|| format!("relay {relay}"))?;
+    let relayed = reader(stream);
+    let mut late = String::new();
+    collect_until(&relayed, &mut late, "the retained kernel line", |late| {
+        late.contains(KERNEL_LINE)
+    })?;
+    phase("the same output from the TCP relay", started);
+
+    // Disabling ends the attached CLI (close 1000: a normal end) and the console_info.
+    let started = Instant::now();
+    cli(&["node", "console", "console-0", "--disable"])?;
+    let mut attached = attached;
+    let ended = Instant::now();
+    let status = loop {
+        if let Some(status) = attached.0.try_wait()? {
+            break status;
+        }
+        ensure!(
+            ended.elapsed() < PHASE_TIMEOUT,
+            "ferric node console still attached after --disable"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    let mut errors = errors;
+    errors.read_to_string(&mut stderr)?;
+    ensure!(
+        status.success(),
+        "ferric node console ended with {status}: {stderr}"
+    );
+    let shown = cli(&["node", "console", "console-0", "--show", "-f", "json"])?;
+    let shown: Value = serde_json::from_str(&shown)?;
+    ensure!(
+        shown["console_enabled"] == false && shown["console_info"].is_null(),
+        "still enabled after --disable: {shown}"
+    );
+    phase("disable", started);
+    Ok(())
+}
