@@ -306,12 +306,17 @@ def console_terminal(page: Page, endpoint, shots, uuid, real):
     page.goto(f"{endpoint}/ui/#/nodes/{uuid}")
     page.wait_for_selector("#console-open")
     page.click("#console-open")
-    page.wait_for_function("document.querySelector('#terminal').innerText.includes('login:')", timeout=30000)
+    try:
+        page.wait_for_function("document.querySelector('#terminal').textContent.includes('login:')", timeout=15000)
+    except Exception:
+        print(f"console status: {page.inner_text('#console-status')!r}; terminal: "
+              f"{page.inner_html('#terminal')[:400]!r}", file=sys.stderr)
+        raise
     page.click("#terminal")
     page.keyboard.type("root")
     page.keyboard.press("Enter")
     if not real:
-        page.wait_for_function("document.querySelector('#terminal').innerText.includes('login: root')")
+        page.wait_for_function("document.querySelector('#terminal').textContent.includes('login: root')")
         check("".join(m if isinstance(m, str) else m.decode() for m in typed) == "root\r",
               f"keystrokes reached the socket: {typed}")
     page.locator("#console").scroll_into_view_if_needed()
@@ -320,7 +325,7 @@ def console_terminal(page: Page, endpoint, shots, uuid, real):
 
 
 def reader_is_read_only(browser, endpoint, shots, uuid):
-    context = browser.new_context(viewport={"width": 1200, "height": 760})
+    context = browser.new_context(viewport={"width": 1200, "height": 760}, bypass_csp=True)
     page = context.new_page()
     log_in(page, endpoint, READER)
     page.goto(f"{endpoint}/ui/#/nodes/{uuid}")
@@ -336,7 +341,7 @@ def reader_is_read_only(browser, endpoint, shots, uuid):
 
 
 def member_acts_on_its_own_nodes(browser, endpoint, member_uuid, other_uuid):
-    context = browser.new_context()
+    context = browser.new_context(bypass_csp=True)
     page = context.new_page()
     log_in(page, endpoint, MEMBER)
     page.goto(f"{endpoint}/ui/#/nodes/{member_uuid}")
@@ -363,9 +368,10 @@ def main():
     demo = seed(api, options.nodes)
     shots = options.screenshots
     with sync_playwright() as playwright:
-        # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+        # bypass_csp: the test's own wait conditions are evaluated scripts, which the UI's CSP
+        # refuses. --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
         browser = playwright.chromium.launch(executable_path=options.chromium, args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1200, "height": 760})
+        context = browser.new_context(viewport={"width": 1200, "height": 760}, bypass_csp=True)
         page = context.new_page()
         page.on("pageerror", lambda error: print(f"browser error: {error}", file=sys.stderr))
         page.goto(f"{options.endpoint}/ui/")

@@ -226,8 +226,13 @@ export async function renderNodes(view, params) {
 
   next.addEventListener("click", () => guarded(async () => {
     const marker = next.dataset.marker;
-    await load(marker);
     state.markers.push(marker);
+    try {
+      await load(marker);
+    } catch (error) {
+      state.markers.pop();
+      throw error;
+    }
   }));
   previous.addEventListener("click", () => guarded(async () => {
     state.markers.pop();
