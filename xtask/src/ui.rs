@@ -37,7 +37,8 @@ const USERS: &[(&str, &str, &str)] = &[
 pub(crate) fn ui_test(args: &[String]) -> anyhow::Result<()> {
     let mut nodes = "10000".to_owned();
     let mut screenshots = None;
-    let mut chromium = std::env::var("FERRIC_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let mut chromium =
+        std::env::var("FERRIC_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -88,7 +89,11 @@ pub(crate) fn ui_test(args: &[String]) -> anyhow::Result<()> {
             ("FERRIC_AUTH_USERS_FILE", path_str(&roles_file)?),
         ],
     )?;
-    println!("ui-test: ferric at {}/ui/ (log: {}/ferric.log)", server.endpoint, run_dir.display());
+    println!(
+        "ui-test: ferric at {}/ui/ (log: {}/ferric.log)",
+        server.endpoint,
+        run_dir.display()
+    );
 
     let status = Command::new(venv.join("bin").join("python"))
         .arg(root.join("tests").join("ui").join("test_ui.py"))
