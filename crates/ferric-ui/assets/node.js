@@ -217,7 +217,7 @@ export async function renderNode(view, ident) {
   }
 
   function renderHeader() {
-    header.replaceChildren(
+    header.replaceChildren(...[
       el("h1", {}, nodeName(node), " ", stateBadge(node.provision_state),
         node.target_provision_state ? el("span", { class: "muted", id: "target-state" }, ` → ${node.target_provision_state}`) : null,
         node.maintenance ? el("span", { class: "badge maint" }, " maintenance") : null),
@@ -228,7 +228,7 @@ export async function renderNode(view, ident) {
       mayAct ? null : el("p", { class: "muted", id: "read-only" }, "Read-only: your role may not act on this node."),
       actions(node, mayAct, run),
       el("div", { class: "card" }, el("h2", {}, "Current step"), currentStep(node)),
-    );
+    ].filter(Boolean));
   }
 
   function renderDetails() {
@@ -250,7 +250,7 @@ export async function renderNode(view, ident) {
       optional(`/v1/nodes/${uuid}/inventory`, (body) => json(body)),
     ]);
     if (stopped) return;
-    sections.replaceChildren(
+    sections.replaceChildren(...[
       el("details", { open: true, id: "ports" }, el("summary", {}, "Ports"), ports),
       el("details", { open: true, id: "history" }, el("summary", {}, "History"), history),
       el("details", { id: "bios" }, el("summary", {}, "BIOS settings"), bios),
@@ -259,7 +259,7 @@ export async function renderNode(view, ident) {
       validation ? el("details", { id: "validation" }, el("summary", {}, "Validation"),
         table(["interface", "result", "reason"], Object.entries(validation).map(
           ([name, value]) => ({ interface: name, ...value })))) : null,
-    );
+    ].filter(Boolean));
   }
 
   /// Re-reads the node, redraws what changed and arms the next poll.
