@@ -84,6 +84,14 @@ if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
 fi
 "$(dirname "${BASH_SOURCE[0]}")/inspector-client-venv.sh" >/dev/null
 
+# --- the web UI's browser test (`cargo xtask ui-test`): Debian's chromium and Playwright ------
+# Playwright (PyPI, pinned in tests/ui/requirements.txt) drives this chromium by its executable
+# path; it never downloads a browser of its own. The venv is quick when it exists.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt_install chromium
+fi
+"$(dirname "${BASH_SOURCE[0]}")/ui-venv.sh" >/dev/null
+
 # --- the virtual lab (only with --lab): QEMU under TCG, iPXE ROMs, dnsmasq, qemu-img ----------
 # Needed by `ferric lab up` and the `lab-e2e` tests, not by the default test run. qemu-utils must
 # come from the same release as qemu-system-x86: a backported qemu-utils blocks the install

@@ -9,6 +9,7 @@ mod deb;
 mod fuzz;
 #[cfg(test)]
 mod tidy;
+mod ui;
 mod upgrade;
 
 use std::path::{Path, PathBuf};
@@ -23,8 +24,8 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings (also with lab-e2e)
-  ci      lint, test, rolling-upgrade, deb-test, clients, a bounded run of every fuzz
-          target (20 s each), then e2e (what .ci/run does)
+  ci      lint, test, rolling-upgrade, deb-test, clients, ui-test, a bounded run of every
+          fuzz target (20 s each), then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
@@ -62,6 +63,10 @@ commands:
           Ferric beside OpenStack Ironic (with --ironic): fleets of 100 and 1,000 nodes
           through manage/provide/deploy/undeploy, reads at 10,000 nodes, peak and idle RSS;
           one table with the ratio (`cargo xtask bench-compare --help`)
+  ui-test the web UI's browser test: ferric with http_basic users, 10,000 nodes, Debian's
+          headless chromium driven by Playwright (tests/ui/test_ui.py): log in, overview,
+          table filters and search timed, deploy and abort from the UI, a reader's read-only
+          page, the console terminal; a screenshot of each page (`cargo xtask ui-test --help`)
   fuzz    every cargo-fuzz target in fuzz/ for a bounded time, then schemathesis against
           docs/openapi.json on a running ferric server; prints crashes, 5xx and schema
           violations, and fails unless all are zero (`cargo xtask fuzz --help`;
@@ -85,6 +90,8 @@ fn main() -> anyhow::Result<()> {
             // The real OpenStack clients against ferric, step by step against Ironic's
             // goldens: any difference fails CI (about 5 minutes, most of it the CLI's start-up).
             clients::clients(&[])?;
+            // The web UI in a real browser (about 2 minutes, most of it enrolling the fleet).
+            ui::ui_test(&[])?;
             // A parser regression fails CI: every fuzz target, briefly (fuzz::CI_SECONDS each).
             fuzz::ci()?;
             // The QEMU suites need root (namespaces, taps); CI runs as root.
@@ -96,6 +103,7 @@ fn main() -> anyhow::Result<()> {
         "e2e" => e2e(),
         "rolling-upgrade" => upgrade::rolling_upgrade(&extra),
         "clients" => clients::clients(&extra),
+        "ui-test" => ui::ui_test(&extra),
         "bench-power-sync" => bench_power_sync(&extra),
         "bench-agent-write" => bench_agent_write(&extra),
         "bench-api" => bench::bench_api(&extra),

@@ -16,7 +16,9 @@
 //! - `fake_poll`: comma-separated step kinds (`deploy`, `clean`, `service`) whose fake step
 //!   runs asynchronously without waiting for a callback: it answers [`Outcome::Poll`] (every
 //!   0.1 s) `fake_polls` times (default 10; at most 6,000), counting in
-//!   `driver_internal_info.fake_polled`, then finishes.
+//!   `driver_internal_info.fake_polled`, then finishes. A polled deploy step also reports
+//!   `driver_internal_info.deploy_progress` as the agent's image write does (64 MiB a poll),
+//!   so progress displays can be watched without a machine.
 //!
 //! The fake BIOS (`BootMode`, `ProcVirtualization`, `SecureBoot`, read-only `SystemSerial`)
 //! and firmware (`bios`, `bmc`, at 1.0.0 until updated) keep what they were told in the
@@ -117,6 +119,17 @@ async fn poll(node: &mut Node, operation: &str) -> Result<Outcome, DriverError> 
         .get(POLLED_KEY)
         .and_then(Value::as_u64)
         .unwrap_or(0);
+    if operation == "deploy" {
+        // The shape `direct` keeps while the agent writes the image (and leaves at the end).
+        node.driver_internal_info.insert(
+            "deploy_progress".to_owned(),
+            json!({
+                "step": "write_image",
+                "bytes_written": polled.min(polls) * FAKE_WRITE_PER_POLL,
+                "total_bytes": polls * FAKE_WRITE_PER_POLL,
+            }),
+        );
+    }
     if polled >= polls {
         node.driver_internal_info.remove(POLLED_KEY);
         return Ok(Outcome::Done);
@@ -125,6 +138,9 @@ async fn poll(node: &mut Node, operation: &str) -> Result<Outcome, DriverError> 
         .insert(POLLED_KEY.to_owned(), (polled + 1).into());
     Ok(Outcome::Poll(Duration::from_millis(100)))
 }
+
+/// The bytes a polled fake deploy step reports written per poll.
+const FAKE_WRITE_PER_POLL: u64 = 64 << 20;
 
 /// The fake interface; one value serves every kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -767,12 +783,24 @@ mod tests {
                 Ok(Outcome::Poll(Duration::from_millis(100)))
             );
             assert_eq!(node.driver_internal_info[POLLED_KEY], polled);
+            assert_eq!(
+                node.driver_internal_info["deploy_progress"],
+                json!({
+                    "step": "write_image",
+                    "bytes_written": (polled - 1) * FAKE_WRITE_PER_POLL,
+                    "total_bytes": 2 * FAKE_WRITE_PER_POLL,
+                })
+            );
         }
         assert_eq!(
             DeployInterface::execute_step(&Fake, &mut node, StepKind::Deploy, &step).await,
             Ok(Outcome::Done)
         );
         assert!(!node.driver_internal_info.contains_key(POLLED_KEY));
+        assert_eq!(
+            node.driver_internal_info["deploy_progress"]["bytes_written"],
+            2 * FAKE_WRITE_PER_POLL
+        );
         // Other kinds are not polled.
         assert_eq!(
             DeployInterface::execute_step(&Fake, &mut node, StepKind::Clean, &step).await,

@@ -170,10 +170,12 @@ async fn serve_api(
         .context("cannot read the bound address")?;
     let scheme = if api_tls.is_some() { "https" } else { "http" };
     tracing::info!(%address, scheme, "Bare Metal API listening");
+    tracing::info!(url = %format!("{scheme}://{address}/ui/"), "web UI");
 
     let state = ApiState::new(store.clone(), handoff)
         .with_render_cache_size(settings.api_render_cache_size);
-    let api = ferric_api::router_with(state, api_config);
+    // The web UI's static files beside the API; its pages call `/v1` like any client.
+    let api = ferric_ui::router().merge(ferric_api::router_with(state, api_config));
     match api_tls {
         Some(tls) => crate::tls::serve(listener, tls, api, shutdown).await,
         // Peer addresses reach the handlers: the lookup rate limit and the agent-token
