@@ -27,8 +27,7 @@ commands:
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
-          lab_ipa (the same with the unmodified ironic-python-agent), lab_metal3 (a live ISO
-          through the ramdisk deploy interface and virtual media, as Metal3 drives it)
+          lab_ipa (the same with the unmodified ironic-python-agent)
   deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
           (`cargo xtask deb --help`; docs/operator-guide.md#packages)
   deb-test
@@ -199,7 +198,6 @@ fn e2e() -> anyhow::Result<()> {
         ("ferric", "lab_lifecycle", true),
         ("ferric", "lab_vmedia", true),
         ("ferric", "lab_ipa", false),
-        ("ferric", "lab_metal3", true),
     ];
     for (package, test, uses_agent) in suites {
         let envs: &[(&str, &str)] = if uses_agent {

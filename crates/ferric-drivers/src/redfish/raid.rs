@@ -367,7 +367,7 @@ impl RedfishRaid {
                             .collect()
                     };
                     (drives.len() >= count && drives.len() >= wanted.len())
-                        .then(|| (storage, drives))
+                        .then_some((storage, drives))
                 });
             let Some((storage, drives)) = chosen else {
                 return Err(DriverError::Failed(format!(
