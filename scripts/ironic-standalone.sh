@@ -4,7 +4,7 @@
 # benchmarks compare against it.
 #
 #   scripts/ironic-standalone.sh install                 # only the venv (idempotent)
-#   scripts/ironic-standalone.sh start [--port N] [--dir DIR] [--keep-db]
+#   scripts/ironic-standalone.sh start [--port N] [--dir DIR] [--keep-db] [--profile bmo]
 #   scripts/ironic-standalone.sh status|stop [--dir DIR]
 #
 # `start` prints the endpoint (http://127.0.0.1:PORT) on stdout once `GET /v1` answers and
@@ -12,6 +12,12 @@
 # background (its own session) until `stop`. Each start begins with an empty database unless
 # --keep-db is given. The log is DIR/ironic.log (one line per API request, "GET /v1/nodes -
 # 200"), DIR/stdout.log has what it printed before logging was set up.
+#
+# --profile bmo enables what Metal3's baremetal-operator registers nodes with (the ipmi and
+# redfish hardware types, their BIOS/firmware/RAID/inspection interfaces, virtual media boot,
+# the ramdisk and custom-agent deploy interfaces): the configuration the BMO replay scenario
+# (tests/clients/ferric_clients/bmo_scenario.py) is recorded against. The default profile is
+# the one the cli and sdk goldens were recorded against.
 #
 # Defaults: --port 6388, --dir $HOME/.cache/ferric/ironic-standalone, venv
 # $HOME/.cache/ferric/ironic-venv (IRONIC_VENV), Python from PYTHON (>= 3.11).
@@ -47,6 +53,7 @@ python="${PYTHON:-python3}"
 port=6388
 dir="${HOME}/.cache/ferric/ironic-standalone"
 keep_db=""
+profile=""
 
 log() { printf 'ironic-standalone: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -58,6 +65,7 @@ while [ $# -gt 0 ]; do
     --port) port="$2"; shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --keep-db) keep_db=1; shift ;;
+    --profile) profile="$2"; shift 2 ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -86,18 +94,9 @@ running_pid() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
-write_config() {
-  cat >"$dir/ironic.conf" <<EOF
-# Written by scripts/ironic-standalone.sh: Ironic standalone for Ferric's comparisons.
-[DEFAULT]
-# No Keystone: every request is an admin request.
-auth_strategy = noauth
-# API and conductor in one process (the \`ironic\` command), no message bus.
-rpc_transport = none
-# The conductor's name, shown as a node's "conductor" and a driver's "hosts".
-host = ironic-reference
-debug = false
-log_file = $dir/ironic.log
+enabled_interfaces() {
+  case "$profile" in
+    "") cat <<EOF
 enabled_hardware_types = fake-hardware,manual-management
 enabled_bios_interfaces = fake,no-bios
 enabled_boot_interfaces = fake,ipxe
@@ -112,6 +111,42 @@ enabled_raid_interfaces = fake,no-raid
 enabled_rescue_interfaces = fake,no-rescue
 enabled_storage_interfaces = fake,noop
 enabled_vendor_interfaces = fake,no-vendor
+EOF
+      ;;
+    bmo) cat <<EOF
+enabled_hardware_types = fake-hardware,ipmi,redfish
+enabled_bios_interfaces = fake,no-bios,redfish
+enabled_boot_interfaces = fake,ipxe,redfish-virtual-media
+enabled_console_interfaces = fake,no-console
+enabled_deploy_interfaces = fake,direct,ramdisk,custom-agent
+enabled_firmware_interfaces = fake,no-firmware,redfish
+enabled_inspect_interfaces = fake,no-inspect,agent,redfish
+enabled_management_interfaces = fake,noop,ipmitool,redfish
+enabled_network_interfaces = noop
+enabled_power_interfaces = fake,ipmitool,redfish
+enabled_raid_interfaces = fake,no-raid,agent,redfish
+enabled_rescue_interfaces = fake,no-rescue
+enabled_storage_interfaces = fake,noop
+enabled_vendor_interfaces = fake,no-vendor
+EOF
+      ;;
+    *) die "unknown profile $profile (known: bmo)" ;;
+  esac
+}
+
+write_config() {
+  cat >"$dir/ironic.conf" <<EOF
+# Written by scripts/ironic-standalone.sh: Ironic standalone for Ferric's comparisons.
+[DEFAULT]
+# No Keystone: every request is an admin request.
+auth_strategy = noauth
+# API and conductor in one process (the \`ironic\` command), no message bus.
+rpc_transport = none
+# The conductor's name, shown as a node's "conductor" and a driver's "hosts".
+host = ironic-reference
+debug = false
+log_file = $dir/ironic.log
+$(enabled_interfaces)
 
 [api]
 host_ip = 127.0.0.1
@@ -197,5 +232,5 @@ case "$command" in
   stop) stop ;;
   status)
     if pid="$(running_pid)"; then echo "running (pid $pid, $dir)"; else echo "stopped"; exit 3; fi ;;
-  *) die "usage: $0 install|start|stop|status [--port N] [--dir DIR] [--keep-db]" ;;
+  *) die "usage: $0 install|start|stop|status [--port N] [--dir DIR] [--keep-db] [--profile bmo]" ;;
 esac

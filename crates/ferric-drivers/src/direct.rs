@@ -388,7 +388,7 @@ impl DirectDeploy {
     /// Boots the agent ramdisk: network boot prepared, boot device network (once), power on
     /// or reboot. The node waits for the agent's heartbeat — unless fast track finds the agent
     /// already running, which is then used as it is ([`Outcome::Done`], no reboot).
-    async fn boot_agent(&self, node: &mut Node) -> Result<Outcome, DriverError> {
+    pub(crate) async fn boot_agent(&self, node: &mut Node) -> Result<Outcome, DriverError> {
         if self.fast_tracked(node).await {
             tracing::info!(node = %node.uuid, "fast track: the agent is up; no reboot into the ramdisk");
             node.driver_internal_info.remove(PROGRESS_KEY);

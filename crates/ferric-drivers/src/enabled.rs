@@ -274,7 +274,8 @@ mod tests {
                 error.to_string(),
                 "Could not find the following interface in the \
                  'ironic.hardware.interfaces.deploy' entrypoint: fake. Valid interfaces are \
-                 ['direct']. Add it to the enabled_deploy_interfaces setting to use it."
+                 ['direct', 'ramdisk', 'custom-agent']. Add it to the enabled_deploy_interfaces \
+                 setting to use it."
             );
         }
         let fake = hardware_type(FAKE_HARDWARE);

@@ -27,8 +27,9 @@ use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
 use crate::noop::{Noop, Passive};
 use crate::raid::AgentRaid;
+use crate::ramdisk_deploy::{CustomAgentDeploy, RamdiskDeploy};
 use crate::redfish::{
-    Redfish, RedfishBios, RedfishFirmware, RedfishInspect, RedfishVirtualMediaBoot,
+    Redfish, RedfishBios, RedfishFirmware, RedfishInspect, RedfishRaid, RedfishVirtualMediaBoot,
 };
 use crate::settings::DriverSettings;
 
@@ -68,7 +69,7 @@ const FAKE_HARDWARE: HardwareType = HardwareType {
         &["fake", "no-bios"],
         &["fake", "ipxe", "pxe"],
         &["fake", "no-console"],
-        &["fake", "direct"],
+        &["fake", "direct", "ramdisk", "custom-agent"],
         &["fake", "no-firmware"],
         &["fake", "no-inspect", "agent", "inspector"],
         &["fake"],
@@ -140,13 +141,13 @@ const REDFISH: HardwareType = HardwareType {
             "redfish-virtual-media",
         ],
         &["no-console"],
-        &["direct", "fake"],
+        &["direct", "fake", "ramdisk", "custom-agent"],
         &["no-firmware", "redfish"],
         &["redfish", "no-inspect", "agent", "inspector"],
         &["redfish", "noop"],
         &["noop", "flat"],
         &["redfish"],
-        &["no-raid", "agent"],
+        &["no-raid", "agent", "redfish"],
         &["no-rescue", "agent"],
         &["noop"],
         &["no-vendor"],
@@ -160,7 +161,7 @@ const IPMI: HardwareType = HardwareType {
         &["no-bios"],
         &["ipxe", "pxe", "http", "http-ipxe", "fake"],
         &["no-console", "ipmitool-socat"],
-        &["direct", "fake"],
+        &["direct", "fake", "ramdisk", "custom-agent"],
         &["no-firmware"],
         &["no-inspect", "agent", "inspector"],
         &["ipmitool", "noop"],
@@ -420,22 +421,31 @@ impl Drivers {
             }
             _ => boot.clone(),
         };
+        let new_direct = || DirectDeploy {
+            power: power.clone(),
+            management: management.clone(),
+            boot: boot.clone(),
+            agent: self.agent.clone(),
+            settings: self.settings.deploy.clone(),
+            fast_track: self.settings.fast_track,
+            http_url: self.settings.boot.http_url.clone(),
+            ports: ports.to_vec(),
+        };
+        // The agent RAID interface drives the agent through `direct`'s machinery, which the
+        // agent-based deploy interfaces all have.
         let direct = match name(InterfaceKind::Deploy).as_str() {
-            "direct" => Some(Arc::new(DirectDeploy {
-                power: power.clone(),
-                management: management.clone(),
-                boot: boot.clone(),
-                agent: self.agent.clone(),
-                settings: self.settings.deploy.clone(),
-                fast_track: self.settings.fast_track,
-                http_url: self.settings.boot.http_url.clone(),
-                ports: ports.to_vec(),
-            })),
+            "direct" | "ramdisk" | "custom-agent" => Some(Arc::new(new_direct())),
             _ => None,
         };
         let deploy: Arc<dyn DeployInterface> = match (name(InterfaceKind::Deploy).as_str(), &direct)
         {
             ("fake", _) => Arc::new(Fake),
+            ("ramdisk", _) => Arc::new(RamdiskDeploy {
+                direct: new_direct(),
+            }),
+            ("custom-agent", _) => Arc::new(CustomAgentDeploy {
+                direct: new_direct(),
+            }),
             (_, Some(direct)) => direct.clone(),
             _ => return Err(unsupported(InterfaceKind::Deploy)),
         };
@@ -501,6 +511,10 @@ impl Drivers {
         let raid: Arc<dyn RaidInterface> = match name(InterfaceKind::Raid).as_str() {
             "fake" => Arc::new(Fake),
             "agent" => Arc::new(AgentRaid { deploy: direct }),
+            "redfish" => Arc::new(RedfishRaid {
+                redfish: redfish(),
+                power: power.clone(),
+            }),
             _ => Arc::new(Noop {
                 kind: InterfaceKind::Raid,
             }),

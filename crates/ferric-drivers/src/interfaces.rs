@@ -248,6 +248,28 @@ pub trait BootInterface: Validate {
     ) -> Result<(), DriverError> {
         self.prepare_ramdisk(node).await
     }
+    /// Whether this interface can boot an instance that lives in memory (Ironic's
+    /// `ramdisk_boot` capability): what the `ramdisk` deploy interface needs.
+    fn boots_instance_ramdisk(&self) -> bool {
+        false
+    }
+    /// Makes the node boot its instance — `instance_info.boot_iso`, or `kernel` and
+    /// `ramdisk` — at every power-on, for the `ramdisk` deploy interface; returns the boot
+    /// device to set persistently. Interfaces without the capability refuse.
+    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+        Err(DriverError::InvalidParameter(format!(
+            "Node {}: its boot interface {} cannot boot an instance from memory, which the \
+             ramdisk deploy interface needs; use boot_interface ipxe (or pxe, http, \
+             http-ipxe) or redfish-virtual-media.",
+            node.uuid,
+            node.boot_interface.as_deref().unwrap_or("(default)")
+        )))
+    }
+    /// Stops the node from booting the instance [`BootInterface::prepare_instance_ramdisk`]
+    /// set up (undeploy).
+    async fn clean_up_instance_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        self.clean_up_ramdisk(node).await
+    }
 }
 
 /// Where an inspection that finishes elsewhere (the inspection service) stands.

@@ -25,6 +25,7 @@ use serde_json::Value;
 use crate::DriverError;
 use crate::dhcp::{BIOS_LOADER, IPXE_DIR, UEFI_LOADER};
 use crate::interfaces::{BootDevice, BootInterface, BootMode, Validate};
+use crate::ramdisk_deploy::InstanceRamdisk;
 use crate::settings::BootSettings;
 
 /// The generic script DHCP hands to iPXE (`--dhcp-boot=tag:ipxe,<http_url>/boot.ipxe`).
@@ -382,6 +383,65 @@ impl IpxeBoot {
         ))
     }
 
+    /// The per-MAC iPXE script that boots a `ramdisk` deploy's instance: its kernel and
+    /// ramdisk, or its ISO (`sanboot`). It stays while the node is active.
+    pub fn instance_script(&self, node: &Node, mac: &str) -> Result<String, DriverError> {
+        let http_url = self.http_url()?;
+        let boot = match crate::ramdisk_deploy::instance_ramdisk(node)? {
+            InstanceRamdisk::Iso(iso) => format!(
+                "sanboot --no-describe {} || goto retry\n",
+                boot_file_url(http_url, &iso)?
+            ),
+            InstanceRamdisk::Kernel {
+                kernel,
+                ramdisk,
+                arguments,
+            } => format!(
+                "kernel {} initrd=ramdisk {arguments} || goto retry\n\
+                 initrd --name ramdisk {} || goto retry\n\
+                 boot\n",
+                boot_file_url(http_url, &kernel)?,
+                boot_file_url(http_url, &ramdisk)?
+            ),
+        };
+        Ok(format!(
+            "#!ipxe\n# Written by Ferric for node {uuid} (MAC {mac}): boot the instance \
+             (ramdisk deploy).\n\
+             {boot}\
+             :retry\n\
+             echo Fetching the instance failed; retrying in 5 seconds.\n\
+             sleep 5\n\
+             chain {http_url}/ipxe/{name}.ipxe\n",
+            uuid = node.uuid,
+            name = hexhyp(mac),
+            http_url = http_url.trim_end_matches('/'),
+        ))
+    }
+
+    /// Writes one script per MAC (and lists the MACs for DHCP), rendered by `script` (as
+    /// `prepare_ramdisk_with` does for the agent).
+    fn write_scripts(
+        &self,
+        script: impl Fn(&str) -> Result<String, DriverError>,
+    ) -> Result<(), DriverError> {
+        for mac in &self.macs {
+            let script = script(mac)?;
+            let path = self.script_path(mac);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|error| Self::io_error("create", parent, &error))?;
+            }
+            write_atomically(&path, &script)
+                .map_err(|error| Self::io_error("write", &path, &error))?;
+            if let Some(hostsdir) = &self.settings.dhcp_hostsdir {
+                let host = Self::host_path(hostsdir, mac);
+                write_atomically(&host, &format!("{mac},set:ferric\n"))
+                    .map_err(|error| Self::io_error("write", &host, &error))?;
+            }
+        }
+        Ok(())
+    }
+
     fn io_error(what: &str, path: &Path, error: &std::io::Error) -> DriverError {
         DriverError::Failed(format!("Could not {what} {}: {error}", path.display()))
     }
@@ -440,6 +500,17 @@ impl BootInterface for IpxeBoot {
         }
         tracing::info!(node = %node.uuid, macs = ?self.macs, "network boot of the agent prepared");
         Ok(())
+    }
+
+    fn boots_instance_ramdisk(&self) -> bool {
+        true
+    }
+
+    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+        self.validate(node).await?;
+        self.write_scripts(|mac| self.instance_script(node, mac))?;
+        tracing::info!(node = %node.uuid, macs = ?self.macs, "network boot of the instance prepared");
+        Ok(self.network_boot_device())
     }
 
     async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError> {

@@ -33,6 +33,7 @@ pub mod ipxe;
 mod measured;
 pub mod noop;
 pub mod raid;
+pub mod ramdisk_deploy;
 pub mod ramdisk_logs;
 mod redfish;
 pub mod settings;

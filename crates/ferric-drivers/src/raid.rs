@@ -259,7 +259,7 @@ pub fn record_deleted(node: &mut Node) {
     }
 }
 
-fn flag(args: &JsonObject, name: &str) -> Result<bool, DriverError> {
+pub(crate) fn flag(args: &JsonObject, name: &str) -> Result<bool, DriverError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(true),
         Some(Value::Bool(flag)) => Ok(*flag),
@@ -271,7 +271,7 @@ fn flag(args: &JsonObject, name: &str) -> Result<bool, DriverError> {
 
 /// The target a create step builds: the node's `target_raid_config`, or for
 /// `apply_configuration` the `raid_config` argument (which then becomes the target).
-fn target_for(
+pub(crate) fn target_for(
     node: &mut Node,
     step: &StepCall,
     check: fn(&JsonObject) -> Result<(), DriverError>,
@@ -304,7 +304,7 @@ fn target_for(
     Ok(node.target_raid_config.clone())
 }
 
-fn unknown_step(step: &StepCall) -> DriverError {
+pub(crate) fn unknown_step(step: &StepCall) -> DriverError {
     DriverError::InvalidParameter(format!(
         "The RAID interface has no step \"{}\"; it offers create_configuration, \
          delete_configuration and (in deploy steps) apply_configuration.",

@@ -18,13 +18,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import cli_scenario, sdk_scenario
+from . import bmo_scenario, cli_scenario, sdk_scenario
 from .compare import report, requests_document, write_golden
 from .proxy import RecordingProxy
 from .steps import Run
 
 HERE = Path(__file__).resolve().parent.parent
-SCENARIOS = {"cli": cli_scenario.run, "sdk": sdk_scenario.run}
+SCENARIOS = {"cli": cli_scenario.run, "sdk": sdk_scenario.run, "bmo": bmo_scenario.run}
 
 
 def main() -> int:
@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--server", default="server", help="its name in the report (ferric, ironic)")
     parser.add_argument("--golden", type=Path, default=HERE / "golden", help="golden directory")
     parser.add_argument("--record", action="store_true", help="write goldens instead of comparing")
-    parser.add_argument("--scenario", default="cli,sdk", help="comma list of: cli, sdk")
+    parser.add_argument("--scenario", default="cli,sdk", help="comma list of: cli, sdk, bmo")
     parser.add_argument("--wait-timeout", type=float, default=30.0,
                         help="seconds to wait for a node to reach a state (default 30)")
     parser.add_argument("--report-dir", type=Path,

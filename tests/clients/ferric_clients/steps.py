@@ -211,6 +211,72 @@ class Run:
         )
         return observation, result
 
+    def http(
+        self,
+        name: str,
+        title: str,
+        method: str,
+        path: str,
+        expect: Expect,
+        body: Any = None,
+        version: str | None = None,
+        node: str | None = None,
+        wait_for: dict[str, Any] | None = None,
+        register: Callable[[Any], None] | None = None,
+        project: Callable[[Any], Any] | None = None,
+    ) -> tuple[Observation, Any]:
+        """Sends one request as a Go client (gophercloud, what Metal3's baremetal-operator
+        uses) would: its headers, its JSON body, at `version`. The step shows `METHOD path`
+        and the body; stdout is the answer's JSON (through `project`, which keeps what the
+        client reads), stderr the error's `faultstring`. Returns the parsed answer."""
+        headers = {"Accept": "application/json", "User-Agent": "gophercloud/v2.9.0"}
+        if version:
+            headers["X-OpenStack-Ironic-API-Version"] = version
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(
+            f"{self.proxy.url}{path}", data=data, headers=headers, method=method
+        )
+        started = time.monotonic()
+        self.proxy.begin()
+        try:
+            with urllib.request.urlopen(request, timeout=self.wait_timeout + 30) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, payload = error.code, error.read()
+        except OSError as error:
+            status, payload = 599, str(error).encode()
+        records = self.proxy.end()
+        answer: Any = None
+        if payload:
+            try:
+                answer = json.loads(payload)
+            except ValueError:
+                answer = payload.decode(errors="replace")
+        stderr = ""
+        if status >= 400:
+            stderr = fault_string(answer)
+        elif register:
+            register(answer)
+        shown = project(answer) if project and status < 400 else answer
+        argv = [f"{method} {path}"] + ([json.dumps(body, sort_keys=True)] if body is not None else [])
+        observation = self._finish(
+            name,
+            title,
+            argv,
+            0 if status < 400 else 1,
+            shown if status < 400 else None,
+            stderr,
+            records,
+            expect,
+            node,
+            wait_for,
+            started,
+        )
+        return observation, answer
+
     def _finish(
         self, name, title, argv, exit_code, stdout, stderr, records, expect, node, wait_for,
         started,
@@ -242,6 +308,20 @@ class Run:
             StepResult(observation, problems, negotiated, time.monotonic() - started)
         )
         return observation
+
+
+def fault_string(answer: Any) -> str:
+    """The message of an Ironic error body (`{"error_message": "{\\"faultstring\\": …}"}`)."""
+    if isinstance(answer, dict) and "error_message" in answer:
+        inner = answer["error_message"]
+        if isinstance(inner, str):
+            try:
+                inner = json.loads(inner)
+            except ValueError:
+                return inner
+        if isinstance(inner, dict):
+            return str(inner.get("faultstring", inner))
+    return answer if isinstance(answer, str) else json.dumps(answer)
 
 
 def sdk_value(value: Any) -> Any:

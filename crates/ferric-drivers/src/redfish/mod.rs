@@ -11,6 +11,7 @@ pub(crate) mod client;
 mod firmware;
 mod info;
 mod inspect;
+mod raid;
 mod vmedia;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub(crate) use client::Clients;
 pub(crate) use firmware::RedfishFirmware;
 pub(crate) use info::PROPERTIES;
 pub(crate) use inspect::RedfishInspect;
+pub(crate) use raid::RedfishRaid;
 pub(crate) use vmedia::RedfishVirtualMediaBoot;
 
 use crate::DriverError;

@@ -311,6 +311,37 @@ impl BootInterface for RedfishVirtualMediaBoot {
     fn network_boot_device(&self) -> BootDevice {
         BootDevice::Cdrom
     }
+
+    fn boots_instance_ramdisk(&self) -> bool {
+        true
+    }
+
+    /// The instance's ISO as the virtual CD (a kernel and ramdisk would need an ISO built
+    /// around them: not yet).
+    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+        let iso = match crate::ramdisk_deploy::instance_ramdisk(node)? {
+            crate::ramdisk_deploy::InstanceRamdisk::Iso(iso) => iso,
+            crate::ramdisk_deploy::InstanceRamdisk::Kernel { .. } => {
+                return Err(named(DriverError::InvalidParameter(format!(
+                    "node {} names a kernel and ramdisk for its ramdisk deploy; virtual media \
+                     boots an ISO: set instance_info.boot_iso, or use boot_interface ipxe.",
+                    node.uuid
+                ))));
+            }
+        };
+        let url = match &self.settings.http_url {
+            Some(http_url) => crate::ipxe::boot_file_url(http_url, &iso)?,
+            None => iso,
+        };
+        self.redfish
+            .insert_media(node, VmediaDevice::Cdrom, &url)
+            .await?;
+        Ok(BootDevice::Cdrom)
+    }
+
+    async fn clean_up_instance_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        self.redfish.eject_media(node, &[VmediaDevice::Cdrom]).await
+    }
 }
 
 #[cfg(test)]
