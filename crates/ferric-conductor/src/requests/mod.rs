@@ -588,9 +588,10 @@ fn console_info_from_json(value: &Value) -> Result<Option<crate::ConsoleInfo>, C
     if value.is_null() {
         return Ok(None);
     }
-    let url = value.get("url").and_then(Value::as_str).ok_or_else(|| {
-        ConductorError::Remote(format!("console info without a url: {value}"))
-    })?;
+    let url = value
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ConductorError::Remote(format!("console info without a url: {value}")))?;
     Ok(Some(crate::ConsoleInfo {
         kind: "socat",
         url: url.to_owned(),

@@ -78,13 +78,10 @@ impl Conductor {
             }
             Action::SetConsole { enabled } => self.set_console(node, enabled).await?,
             Action::ConsoleInfo => {
-                return Ok(ActionReply::Console(
-                    self.console_info(node)
-                        .await?
-                        .map_or(serde_json::Value::Null, |info| {
-                            serde_json::json!({"type": info.kind, "url": info.url})
-                        }),
-                ));
+                return Ok(ActionReply::Console(self.console_info(node).await?.map_or(
+                    serde_json::Value::Null,
+                    |info| serde_json::json!({"type": info.kind, "url": info.url}),
+                )));
             }
             Action::ValidateRaidTarget { target } => {
                 self.validate_raid_target(node, &target).await?;
