@@ -232,19 +232,19 @@ async fn relay(
             received = session.receive_payload(PAYLOAD_SOL) => {
                 let Some(packet) = SolPacket::parse(&received?) else { continue };
                 last_heard = Instant::now();
+                // A NACK means the BMC cannot take characters now: they are retransmitted on
+                // the timer.
                 if packet.ack_sequence != 0
                     && let Some(sent) = &unacked
                     && sent.packet.sequence == packet.ack_sequence
+                    && packet.status & STATUS_NACK == 0
                 {
-                    if packet.status & STATUS_NACK == 0 {
-                        // A partial acceptance: the rest goes again, first.
-                        let accepted = usize::from(packet.accepted).min(sent.packet.data.len());
-                        for byte in sent.packet.data[accepted..].iter().rev() {
-                            pending.push_front(*byte);
-                        }
-                        unacked = None;
+                    // A partial acceptance: the rest goes again, first.
+                    let accepted = usize::from(packet.accepted).min(sent.packet.data.len());
+                    for byte in sent.packet.data[accepted..].iter().rev() {
+                        pending.push_front(*byte);
                     }
-                    // A NACK: the BMC cannot take characters now; retransmitted on the timer.
+                    unacked = None;
                 }
                 if packet.status & STATUS_DEACTIVATING != 0 {
                     return Err(DriverError::Failed(format!(
