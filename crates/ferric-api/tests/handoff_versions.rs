@@ -59,7 +59,7 @@ async fn an_unknown_action_from_a_newer_process_is_refused_saying_so() {
     let before = api
         .send_latest(Method::GET, &format!("/v1/nodes/{uuid}"), None)
         .await;
-    let body = json!({"action": "set_console", "enabled": true, "handoff_version": 99});
+    let body = json!({"action": "reseat_blade", "handoff_version": 99});
     let reply = raw_request(&api, "remote-conductor", &uuid, &body.to_string()).await;
     assert_eq!(reply["outcome"], "failed", "{reply}");
     assert_eq!(reply["error"]["kind"], "unsupported", "{reply}");

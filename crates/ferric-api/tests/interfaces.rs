@@ -37,7 +37,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
                  'ironic.hardware.interfaces.{kind}' entrypoint: fake. Valid interfaces are \
                  [{}]. Add it to the enabled_{kind}_interfaces setting to use it.",
                 if kind == "deploy" {
-                    "'direct'"
+                    "'direct', 'ramdisk', 'custom-agent'"
                 } else {
                     "'ipxe', 'pxe', 'http', 'http-ipxe', 'redfish-virtual-media'"
                 }
@@ -74,7 +74,10 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
             .clone()
     };
     let redfish = by_name("redfish");
-    assert_eq!(redfish["enabled_deploy_interfaces"], json!(["direct"]));
+    assert_eq!(
+        redfish["enabled_deploy_interfaces"],
+        json!(["direct", "ramdisk", "custom-agent"])
+    );
     assert_eq!(
         redfish["enabled_boot_interfaces"],
         json!(["ipxe", "pxe", "http", "http-ipxe", "redfish-virtual-media"])

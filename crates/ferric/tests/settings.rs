@@ -52,6 +52,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("SERVICE_CALLBACK_TIMEOUT", "900"),
         ("POWER_STATE_CHANGE_TIMEOUT", "30"),
         ("NODE_LEASE_TIMEOUT", "10"),
+        ("PIN_HANDOFF_VERSION", "2"),
         ("CONDUCTOR_HEARTBEAT_INTERVAL", "2"),
         ("CONDUCTOR_HEARTBEAT_TIMEOUT", "7"),
         ("CONDUCTOR_REQUEST_TIMEOUT", "9"),
@@ -258,7 +259,10 @@ fn fake_interfaces_on_a_bmc_type_are_refused_until_enabled() {
         .unwrap()
         .json()
         .unwrap();
-    assert_eq!(redfish["enabled_deploy_interfaces"], json!(["direct"]));
+    assert_eq!(
+        redfish["enabled_deploy_interfaces"],
+        json!(["direct", "ramdisk", "custom-agent"])
+    );
     assert_eq!(redfish["default_deploy_interface"], "direct");
     assert!(server.terminate());
 
