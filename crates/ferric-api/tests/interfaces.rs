@@ -84,7 +84,10 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
     );
     let fake = by_name("fake-hardware");
     assert_eq!(fake["default_deploy_interface"], "fake");
-    assert_eq!(fake["enabled_deploy_interfaces"], json!(["fake", "direct"]));
+    assert_eq!(
+        fake["enabled_deploy_interfaces"],
+        json!(["fake", "direct", "ramdisk", "custom-agent"])
+    );
 }
 
 #[tokio::test]
