@@ -7,12 +7,14 @@
 //! The initramfs is written here as a gzipped newc cpio (`archive`), so no root, loop devices
 //! or mounts are needed. Module dependencies come from the kernel's own `modules.dep` and
 //! firmware names from each module's `.modinfo` (`modules`); the modules are loaded with
-//! busybox `insmod` in dependency order. Anything asked for that cannot be found stops the
+//! busybox `insmod` in dependency order, only those whose device is present (matched through
+//! the kernel's `modules.alias`, `hardware`) and those no device asks for. Anything asked for that cannot be found stops the
 //! build with its name and the Debian package that ships it — except firmware the default
 //! drivers merely *may* request, which is listed as a warning (`--no-firmware` leaves all
 //! firmware out).
 
 mod archive;
+pub mod hardware;
 pub mod modules;
 pub mod programs;
 #[cfg(test)]
@@ -179,6 +181,9 @@ pub struct BuildReport {
     pub unpacked_bytes: u64,
     /// Module names in load order.
     pub modules: Vec<String>,
+    /// The requested modules `/init` loads only when a device asks for them (the rest load on
+    /// every machine).
+    pub modules_by_device: Vec<String>,
     /// Firmware files packed (names under `/lib/firmware`), and their size.
     pub firmware: Vec<String>,
     pub firmware_bytes: u64,
@@ -256,6 +261,21 @@ pub fn describe(report: &BuildReport) -> String {
             report.modules.join(" ")
         ),
     );
+    if report.modules_by_device.is_empty() {
+        line(
+            "loading",
+            "every module on every machine (no modules.alias to match devices with)".to_owned(),
+        );
+    } else {
+        line(
+            "loading",
+            format!(
+                "by device (PCI, virtio, ACPI, platform modalias): {}; the rest always \
+                 (ferric.modules=all on the kernel command line loads every module)",
+                report.modules_by_device.join(" ")
+            ),
+        );
+    }
     if report.firmware_left_out {
         line("firmware", "left out (--no-firmware)".to_owned());
     } else if report.firmware.is_empty() {
@@ -523,7 +543,12 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
     let modules_dir = args.modules_dir.join(&kernel_version);
     let mut wanted = default_modules();
     wanted.extend(args.extra_modules.iter().map(String::as_str));
-    let modules = resolve_modules(&modules_dir, &wanted)?
+    let tree = modules::ModuleTree::load(&modules_dir)?;
+    // Without a modules.alias (not a Debian kernel tree) every module loads on every machine.
+    let modules_alias = fs::read_to_string(modules_dir.join("modules.alias")).unwrap_or_default();
+    let hardware = hardware::HardwareModules::new(&tree, &modules_alias, &wanted)?;
+    let modules = tree
+        .resolve(&wanted)?
         .into_iter()
         .map(|(name, file)| Ok((name, read(&modules_dir.join(file))?)))
         .collect::<Result<Vec<_>, RamdiskError>>()?;
@@ -606,6 +631,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
             order.push('\n');
         }
         archive.file("etc/modules.order", 0o644, order.as_bytes())?;
+        archive.file(hardware::HARDWARE_FILE, 0o644, hardware.script().as_bytes())?;
         archive.file(
             "usr/share/udhcpc/default.script",
             0o755,
@@ -641,6 +667,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
         initramfs_bytes,
         unpacked_bytes: unpacked,
         modules: modules.into_iter().map(|(name, _)| name).collect(),
+        modules_by_device: hardware.by_device(),
         firmware_bytes: firmware.iter().map(|entry| entry.data.len() as u64).sum(),
         firmware: firmware
             .into_iter()

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use super::MODULE_DIR;
+use super::hardware::HARDWARE_FILE;
 
 /// A newc archive being written: regular files, directories, device nodes.
 pub(super) struct Archive<W: Write> {
@@ -84,11 +85,42 @@ pub(super) fn init_script() -> String {
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 exec </dev/console >/dev/console 2>&1
 mkdir -p /tmp /run /var/log
-echo "ferric ramdisk: loading modules"
-for module in $(cat /etc/modules.order); do
-  # A driver whose hardware is absent still loads; ipmi_si does not on a machine without a BMC.
-  insmod "/{MODULE_DIR}/$module.ko" 2>/dev/null || echo "ferric ramdisk: insmod $module failed (no such hardware?)"
-done
+read uptime _ < /proc/uptime
+echo "ferric ramdisk: loading modules (${{uptime}} s after the kernel started)"
+loaded=" "
+# insmod, in dependency order, the modules in $wanted not loaded yet.
+load_wanted() {{
+  for module in $(cat /etc/modules.order); do
+    case "$wanted" in *" $module "*) ;; *) continue ;; esac
+    case "$loaded" in *" $module "*) continue ;; esac
+    loaded="$loaded$module "
+    # A driver whose hardware is absent may still load; ipmi_si does not on a machine without a BMC.
+    insmod "/{MODULE_DIR}/$module.ko" 2>/dev/null || echo "ferric ramdisk: insmod $module failed (no such hardware?)"
+  done
+}}
+if grep -q 'ferric.modules=all' /proc/cmdline || [ ! -e /{HARDWARE_FILE} ]; then
+  # Every packed driver, whatever the hardware (for a machine whose device was not matched).
+  wanted=" $(tr '\n' ' ' < /etc/modules.order) "
+  load_wanted
+else
+  # Only the drivers a device's modalias asks for (and the modules no device asks for).
+  # Loading a bus driver adds devices (virtio_pci makes the virtio NICs and disks): scan
+  # again until a round loads nothing new.
+  . /{HARDWARE_FILE}
+  for round in 1 2 3 4; do
+    before=$loaded
+    wanted=" $always"
+    for alias in $(cat /sys/bus/pci/devices/*/modalias /sys/bus/virtio/devices/*/modalias \
+        /sys/bus/acpi/devices/*/modalias /sys/bus/platform/devices/*/modalias 2>/dev/null); do
+      hardware_modules "$alias"
+    done
+    wanted="$wanted "
+    load_wanted
+    [ "$loaded" = "$before" ] && break
+  done
+fi
+read uptime _ < /proc/uptime
+echo "ferric ramdisk: loaded${{loaded% }} (${{uptime}} s; ferric.modules=all loads every driver)"
 # Software RAID built by an earlier ramdisk (the `raid.*` steps) comes back as it was.
 if command -v mdadm >/dev/null; then
   mkdir -p /run/mdadm /etc/mdadm

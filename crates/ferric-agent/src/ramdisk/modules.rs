@@ -76,66 +76,93 @@ pub(super) fn module_name(file: &str) -> String {
     stem.replace('-', "_")
 }
 
+/// The kernel's `modules.dep` and `modules.builtin`: which file each module is in and what it
+/// depends on.
+pub struct ModuleTree {
+    dep_path: PathBuf,
+    builtin: BTreeSet<String>,
+    files: BTreeMap<String, PathBuf>,
+    deps: BTreeMap<String, Vec<String>>,
+}
+
+impl ModuleTree {
+    /// Reads the tree of one kernel version (`/lib/modules/VERSION`).
+    pub fn load(modules_dir: &Path) -> Result<Self, RamdiskError> {
+        let dep_path = modules_dir.join("modules.dep");
+        let dep_text = String::from_utf8_lossy(&super::read(&dep_path)?).into_owned();
+        let builtin = fs::read_to_string(modules_dir.join("modules.builtin"))
+            .unwrap_or_default()
+            .lines()
+            .map(module_name)
+            .collect();
+        let mut files = BTreeMap::new();
+        let mut deps = BTreeMap::new();
+        for line in dep_text.lines() {
+            let Some((file, rest)) = line.split_once(':') else {
+                continue;
+            };
+            let name = module_name(file);
+            files.insert(name.clone(), PathBuf::from(file));
+            deps.insert(name, rest.split_whitespace().map(module_name).collect());
+        }
+        Ok(Self {
+            dep_path,
+            builtin,
+            files,
+            deps,
+        })
+    }
+
+    /// The modules to load, dependencies first, with their files relative to the modules
+    /// tree. A module that is built into the kernel needs no file and is left out.
+    pub fn resolve(&self, wanted: &[&str]) -> Result<Vec<(String, PathBuf)>, RamdiskError> {
+        let mut order = Vec::new();
+        let mut seen = BTreeSet::new();
+        fn visit(
+            name: &str,
+            deps: &BTreeMap<String, Vec<String>>,
+            seen: &mut BTreeSet<String>,
+            order: &mut Vec<String>,
+        ) {
+            if !seen.insert(name.to_owned()) {
+                return;
+            }
+            for dep in deps.get(name).into_iter().flatten() {
+                visit(dep, deps, seen, order);
+            }
+            order.push(name.to_owned());
+        }
+        for module in wanted {
+            let name = module.replace('-', "_");
+            if self.files.contains_key(&name) {
+                visit(&name, &self.deps, &mut seen, &mut order);
+            } else if !self.builtin.contains(&name) {
+                return Err(RamdiskError::MissingModule {
+                    module: name,
+                    dep: self.dep_path.clone(),
+                });
+            }
+        }
+        order
+            .into_iter()
+            .map(|name| {
+                let file = self.files.get(&name).cloned().unwrap_or_default();
+                if !file.to_string_lossy().ends_with(".ko") {
+                    return Err(RamdiskError::CompressedModule(file.display().to_string()));
+                }
+                Ok((name, file))
+            })
+            .collect()
+    }
+}
+
 /// The modules to load, dependencies first, with their files relative to the modules tree.
 /// A module that is built into the kernel needs no file and is left out.
 pub fn resolve_modules(
     modules_dir: &Path,
     wanted: &[&str],
 ) -> Result<Vec<(String, PathBuf)>, RamdiskError> {
-    let dep_path = modules_dir.join("modules.dep");
-    let dep_text = String::from_utf8_lossy(&super::read(&dep_path)?).into_owned();
-    let builtin: BTreeSet<String> = fs::read_to_string(modules_dir.join("modules.builtin"))
-        .unwrap_or_default()
-        .lines()
-        .map(module_name)
-        .collect();
-    let mut files = BTreeMap::new();
-    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in dep_text.lines() {
-        let Some((file, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let name = module_name(file);
-        files.insert(name.clone(), PathBuf::from(file));
-        deps.insert(name, rest.split_whitespace().map(module_name).collect());
-    }
-    let mut order = Vec::new();
-    let mut seen = BTreeSet::new();
-    fn visit(
-        name: &str,
-        deps: &BTreeMap<String, Vec<String>>,
-        seen: &mut BTreeSet<String>,
-        order: &mut Vec<String>,
-    ) {
-        if !seen.insert(name.to_owned()) {
-            return;
-        }
-        for dep in deps.get(name).into_iter().flatten() {
-            visit(dep, deps, seen, order);
-        }
-        order.push(name.to_owned());
-    }
-    for module in wanted {
-        let name = module.replace('-', "_");
-        if files.contains_key(&name) {
-            visit(&name, &deps, &mut seen, &mut order);
-        } else if !builtin.contains(&name) {
-            return Err(RamdiskError::MissingModule {
-                module: name,
-                dep: dep_path,
-            });
-        }
-    }
-    order
-        .into_iter()
-        .map(|name| {
-            let file = files.get(&name).cloned().unwrap_or_default();
-            if !file.to_string_lossy().ends_with(".ko") {
-                return Err(RamdiskError::CompressedModule(file.display().to_string()));
-            }
-            Ok((name, file))
-        })
-        .collect()
+    ModuleTree::load(modules_dir)?.resolve(wanted)
 }
 
 /// The `firmware=` entries of a module's `.modinfo` section (none for a file that is not a

@@ -7,6 +7,20 @@ use std::path::Path;
 
 use super::*;
 
+/// The fake kernel's modules.alias: PCI, virtio and ACPI devices, and aliases of buses `/init`
+/// does not scan (a file system, SCSI disks), whose modules load always.
+const MODULES_ALIAS: &str = "\
+alias pci:v00008086d000010D3sv*sd*bc*sc*i* e1000e
+alias pci:v*d*sv*sd*bc01sc06i01* ahci
+alias pci:v00001AF4d*sv*sd*bc*sc*i* virtio_pci
+alias virtio:d00000001v* virtio_net
+alias acpi*:LNXPWRBN:* button
+alias fs-ext4 ext4
+alias scsi:t-0x00* sd_mod
+alias pci:v000015B3d0000101Dsv*sd*bc*sc*i* mlx5_core
+alias auxiliary:mlx5_core.eth mlx5_core
+";
+
 /// A fake host: a kernel, a modules tree with dependencies (tg3 asks for two firmware files,
 /// one of which exists), a "static" busybox and every tool.
 fn fake_host(root: &Path) -> BuildArgs {
@@ -41,6 +55,7 @@ fn fake_host(root: &Path) -> BuildArgs {
     dep.push_str("kernel/net-failover.ko: kernel/failover.ko\nkernel/failover.ko:\n");
     dep.push_str("kernel/jbd2.ko:\nkernel/mbcache.ko:\nkernel/bonding.ko:\n");
     fs::write(modules.join("modules.dep"), dep).expect("dep");
+    fs::write(modules.join("modules.alias"), MODULES_ALIAS).expect("alias");
     let firmware = root.join("firmware");
     fs::create_dir_all(firmware.join("tigon")).expect("firmware");
     fs::write(firmware.join("tigon/tg3.bin"), b"TG3 FIRMWARE").expect("firmware");
@@ -240,4 +255,75 @@ fn missing_pieces_are_named() {
     assert!(error.contains("busybox-static"), "{error}");
     let error = fails(&|args| args.boot_dir = dir.path().join("nowhere"));
     assert!(error.contains("linux-image-amd64"), "{error}");
+}
+
+#[test]
+fn init_loads_what_the_devices_ask_for_and_the_rest_always() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = build(&fake_host(dir.path())).expect("build");
+    assert_eq!(
+        report.modules_by_device,
+        [
+            "e1000e",
+            "mlx5_core",
+            "ahci",
+            "virtio_pci",
+            "virtio_net",
+            "button"
+        ]
+    );
+    let files = unpack(&report.initramfs);
+    let fragment = String::from_utf8_lossy(&files["etc/modules.hardware"].1).into_owned();
+    let init = String::from_utf8_lossy(&files["init"].1).into_owned();
+    assert!(
+        init.contains(". /etc/modules.hardware") && init.contains("ferric.modules=all"),
+        "{init}"
+    );
+    // The fragment, sourced by a POSIX shell, given an Intel 82574L NIC, an AHCI controller,
+    // a virtio NIC and the ACPI power button (and devices no packed driver matches).
+    let fragment_path = dir.path().join("modules.hardware");
+    fs::write(&fragment_path, &fragment).expect("fragment");
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            ". \"$0\"; wanted=; for alias in \
+             pci:v00008086d000010D3sv00008086sd0000A01Fbc02sc00i00 \
+             pci:v00008086d00002922sv00001AF4sd00001100bc01sc06i01 \
+             pci:v00008086d000029C0sv00001AF4sd00001100bc06sc00i00 \
+             virtio:d00000001v00001AF4 acpi:LNXPWRBN: acpi:PNP0A08:PNP0A03: \
+             platform:serial8250; do hardware_modules \"$alias\"; done; \
+             echo \"$wanted\"; echo \"$always\"",
+        )
+        .arg(&fragment_path)
+        .output()
+        .expect("sh");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let mut lines = stdout.lines();
+    let wanted: Vec<&str> = lines.next().expect("wanted").split_whitespace().collect();
+    assert_eq!(
+        wanted,
+        [
+            "e1000e",
+            "ahci",
+            "failover",
+            "net_failover",
+            "virtio_net",
+            "button"
+        ]
+    );
+    let always: Vec<&str> = lines.next().expect("always").split_whitespace().collect();
+    for module in [
+        "jbd2", "mbcache", "ext4", "sd_mod", "md_mod", "raid1", "ipmi_si",
+    ] {
+        assert!(always.contains(&module), "{module} not in {always:?}");
+    }
+    for module in report.modules_by_device.iter() {
+        assert!(!always.contains(&module.as_str()), "{module} in {always:?}");
+    }
+    assert!(
+        describe(&report).contains("by device (PCI, virtio, ACPI, platform modalias): e1000e"),
+        "{}",
+        describe(&report)
+    );
 }
