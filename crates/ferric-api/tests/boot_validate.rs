@@ -27,6 +27,7 @@ use ferric_lab::machine::MachineInfo;
 use ferric_lab::machine::fake::FakeMachine;
 use ferric_lab::redfish::{RedfishBmc, router};
 use serde_json::{Value, json};
+use tower::ServiceExt as _;
 
 const SYSTEM: &str = "/redfish/v1/Systems/node-0";
 
@@ -83,30 +84,54 @@ async fn available_node(
     properties: Value,
     mac: &str,
 ) -> String {
-    let created = api
-        .send_latest(
-            Method::POST,
-            "/v1/nodes",
-            Some(json!({
-                "driver": "redfish",
-                "driver_info": {
-                    "redfish_address": address,
-                    "redfish_username": "admin",
-                    "redfish_password": "secret",
-                    "redfish_system_id": SYSTEM,
-                },
-                "boot_interface": boot_interface,
-                "deploy_interface": "direct",
-                "automated_clean": false,
-                "properties": properties,
-                "instance_info": {
-                    "image_source": "http://images.test/os.raw",
-                    "image_os_hash_algo": "sha256",
-                    "image_os_hash_value": "ab".repeat(32),
-                },
-            })),
-        )
-        .await;
+    available_node_with(
+        api,
+        address,
+        boot_interface,
+        mac,
+        json!({"properties": properties}),
+    )
+    .await
+}
+
+/// As [`available_node`], with `fields` of the node's creation on top (`driver_info` entries
+/// are added to the BMC's).
+async fn available_node_with(
+    api: &Api,
+    address: &str,
+    boot_interface: &str,
+    mac: &str,
+    fields: Value,
+) -> String {
+    let mut body = json!({
+        "driver": "redfish",
+        "driver_info": {
+            "redfish_address": address,
+            "redfish_username": "admin",
+            "redfish_password": "secret",
+            "redfish_system_id": SYSTEM,
+        },
+        "boot_interface": boot_interface,
+        "deploy_interface": "direct",
+        "automated_clean": false,
+        "instance_info": {
+            "image_source": "http://images.test/os.raw",
+            "image_os_hash_algo": "sha256",
+            "image_os_hash_value": "ab".repeat(32),
+        },
+    });
+    for (key, value) in fields.as_object().unwrap() {
+        match (key.as_str(), value) {
+            ("driver_info", Value::Object(extra)) => {
+                let info = body["driver_info"].as_object_mut().unwrap();
+                info.extend(extra.clone());
+            }
+            _ => {
+                body[key] = value.clone();
+            }
+        }
+    }
+    let created = api.send_latest(Method::POST, "/v1/nodes", Some(body)).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let uuid = created.body["uuid"].as_str().unwrap().to_owned();
     let port = api
@@ -207,6 +232,149 @@ async fn validate_refuses_what_the_bmc_cannot_boot_before_powering_anything() {
     assert_eq!(status, StatusCode::ACCEPTED, "{fault}");
     let uefi_http = available_node(&api, &uefi_bmc, "http", json!({}), "52:54:00:fe:00:04").await;
     let (reason, status, fault) = validate_then_deploy(&api, &uefi_http).await;
+    assert_eq!(reason, None);
+    assert_eq!(status, StatusCode::ACCEPTED, "{fault}");
+    api.settle().await;
+}
+
+/// The lab's Redfish front-end for one UEFI fake machine, with every `VirtualMedia` link
+/// taken out of its answers: a BMC without virtual media (no licence, old firmware).
+async fn lab_bmc_without_virtual_media() -> (Arc<FakeMachine>, String) {
+    let machine = Arc::new(
+        FakeMachine::new(MachineInfo {
+            name: "node-0".into(),
+            uuid: "c0ffee00-0000-4000-8000-000000000024".into(),
+            serial: "FERRIC-LAB-1".into(),
+            mac: "52:54:00:fe:00:24".into(),
+            memory_mib: 512,
+            cpus: 1,
+        })
+        .with_firmware(Firmware::Uefi),
+    );
+    let lab = router(Arc::new(RedfishBmc::new(
+        machine.clone(),
+        "admin",
+        "secret",
+    )));
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let lab = lab.clone();
+        async move {
+            let response = lab.oneshot(request).await.unwrap();
+            let (mut parts, body) = response.into_parts();
+            let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let bytes = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Object(mut object)) => {
+                    object.remove("VirtualMedia");
+                    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+                    serde_json::to_vec(&object).unwrap().into()
+                }
+                _ => bytes,
+            };
+            axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (machine, address)
+}
+
+/// Virtual media's bad input, refused at validate with the same reason the deploy gives,
+/// before anything is powered: a DHCP-less node without `network_data`, an agent ramdisk
+/// that is not on the boot file server (so no ISO can be built), a BMC without virtual media,
+/// a boot mode that is neither uefi nor bios. The same machine with all of it right deploys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_refuses_virtual_media_it_cannot_build_or_insert() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("agent.kernel"), b"KERNEL").unwrap();
+    std::fs::write(root.path().join("agent.ramdisk"), b"RAMDISK").unwrap();
+    let api = api(root.path()).await;
+    let (machine, bmc) = lab_bmc(Firmware::Uefi).await;
+    let (bare_machine, bare_bmc) = lab_bmc_without_virtual_media().await;
+    let vmedia = "redfish-virtual-media";
+
+    let refused = |reason: Option<String>, status: StatusCode, fault: &str, uuid: &str| {
+        let reason = reason.expect("validate must refuse");
+        assert!(
+            reason.contains(uuid) && reason.contains("redfish-virtual-media"),
+            "{reason}"
+        );
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{fault}");
+        reason
+    };
+
+    // DHCP-less, and no network_data to give the agent static addresses with.
+    let dhcp_less = available_node_with(
+        &api,
+        &bmc,
+        vmedia,
+        "52:54:00:fe:01:01",
+        json!({"driver_info": {"dhcp_less": true}}),
+    )
+    .await;
+    let (reason, status, fault) = validate_then_deploy(&api, &dhcp_less).await;
+    let reason = refused(reason, status, &fault, &dhcp_less);
+    assert!(
+        reason.contains("network_data is empty") && reason.contains("set the node's network_data"),
+        "{reason}"
+    );
+    assert!(fault.contains("network_data"), "{fault}");
+
+    // The agent ramdisk the ISO is built around is not on the boot file server.
+    let no_ramdisk = available_node_with(
+        &api,
+        &bmc,
+        vmedia,
+        "52:54:00:fe:01:02",
+        json!({"driver_info": {"deploy_ramdisk": "missing.initramfs"}}),
+    )
+    .await;
+    let (reason, status, fault) = validate_then_deploy(&api, &no_ramdisk).await;
+    let reason = refused(reason, status, &fault, &no_ramdisk);
+    assert!(
+        reason.contains("missing.initramfs")
+            && reason.contains("does not exist")
+            && reason.contains("ferric ramdisk build"),
+        "{reason}"
+    );
+
+    // A boot mode that is not one.
+    let bad_mode = available_node(
+        &api,
+        &bmc,
+        vmedia,
+        json!({"capabilities": "boot_mode:efi"}),
+        "52:54:00:fe:01:03",
+    )
+    .await;
+    let (reason, status, fault) = validate_then_deploy(&api, &bad_mode).await;
+    let reason = refused(reason, status, &fault, &bad_mode);
+    assert!(
+        reason.contains("boot mode 'efi'")
+            && reason.contains("set boot_mode:uefi or boot_mode:bios"),
+        "{reason}"
+    );
+    assert_eq!(
+        machine.actions(),
+        vec![],
+        "a refused node's machine was powered"
+    );
+
+    // A BMC that has no virtual media at all.
+    let no_media = available_node(&api, &bare_bmc, vmedia, json!({}), "52:54:00:fe:01:04").await;
+    let (reason, status, fault) = validate_then_deploy(&api, &no_media).await;
+    let reason = refused(reason, status, &fault, &no_media);
+    assert!(reason.contains("has no virtual cdrom"), "{reason}");
+    assert!(reason.contains("use a network boot interface"), "{reason}");
+    assert_eq!(
+        bare_machine.actions(),
+        vec![],
+        "a refused node's machine was powered"
+    );
+
+    // The same machine, asked for what it can do, deploys.
+    let good = available_node(&api, &bmc, vmedia, json!({}), "52:54:00:fe:01:05").await;
+    let (reason, status, fault) = validate_then_deploy(&api, &good).await;
     assert_eq!(reason, None);
     assert_eq!(status, StatusCode::ACCEPTED, "{fault}");
     api.settle().await;
