@@ -107,11 +107,13 @@ if [ "${1:-}" = "--lab" ]; then
   # and xorriso for the virtual-media ISOs (`grub-mkrescue`). mmdebstrap, zstd, cpio and pip
   # build the ironic-python-agent ramdisk of lab_ipa (scripts/build-ipa-ramdisk.sh). tcpdump
   # captures the lab bridge's traffic in lab_agent_tls (no agent token in clear text).
+  # shim-signed and grub-efi-amd64-signed: the signed boot loaders of secure-boot ISOs (a node
+  # with capability secure_boot:true; `lab up --firmware secure-boot`).
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
     linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm \
     nvme-cli hdparm ipmitool ca-certificates \
     ovmf ipxe syslinux-efi grub-common grub-pc-bin grub-efi-amd64-bin xorriso \
-    mmdebstrap zstd cpio python3-pip tcpdump; do
+    mmdebstrap zstd cpio python3-pip tcpdump shim-signed grub-efi-amd64-signed; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done

@@ -5,7 +5,10 @@
 //! addresses from. `grub-mkrescue` (GRUB's `grub-common`, with `grub-pc-bin`,
 //! `grub-efi-amd64-bin`, `xorriso` and `mtools`) makes it bootable by legacy BIOS and UEFI
 //! firmware alike. It is written to `<boot_http_root>/vmedia/<node>.iso`, which Ferric's boot
-//! file server serves for the BMC to fetch.
+//! file server serves for the BMC to fetch. A node that asks for secure boot gets Debian's
+//! signed shim and GRUB as the UEFI boot image instead (`secure_boot`).
+
+pub mod secure_boot;
 
 use std::path::{Path, PathBuf};
 
@@ -168,7 +171,7 @@ pub fn check(
             node.uuid
         )));
     }
-    Ok(())
+    secure_boot::check(node, find_in_path)
 }
 
 fn find_in_path(tool: &str) -> Option<PathBuf> {
@@ -259,6 +262,18 @@ pub async fn build(
             &tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
         ));
     }
+    let partial = if secure_boot::wanted(node) {
+        let signed = dir.join(format!(".{}.secure-boot.iso.partial", node.uuid));
+        let remastered = secure_boot::remaster(node, &partial, &signed, tree.path()).await;
+        let _ = std::fs::remove_file(&partial);
+        if let Err(error) = remastered {
+            let _ = std::fs::remove_file(&signed);
+            return Err(error);
+        }
+        signed
+    } else {
+        partial
+    };
     std::fs::rename(&partial, &out).map_err(|error| failed("move the ISO in place", &error))?;
     tracing::info!(node = %node.uuid, iso = %out.display(), "virtual-media ISO built");
     iso_url(settings, node)

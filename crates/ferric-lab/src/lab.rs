@@ -16,7 +16,7 @@ use crate::dnsmasq::{self, DnsmasqConfig};
 use crate::host;
 use crate::layout::{self, LabPaths, LabState, NodeState};
 use crate::machine::Firmware;
-use crate::qemu::{OVMF_CODE, OVMF_VARS};
+use crate::qemu::{OVMF_CODE, OVMF_CODE_SECURE_BOOT, OVMF_VARS, OVMF_VARS_SECURE_BOOT};
 use crate::{LabArgs, SelfCommand};
 
 /// iPXE for virtio-net from Debian's `ipxe-qemu` (legacy BIOS and UEFI in one ROM); QEMU loads
@@ -38,6 +38,12 @@ fn preflight(firmware: Firmware) -> anyhow::Result<()> {
     let files: &[&str] = match firmware {
         Firmware::Uefi => &[NIC_ROM, OVMF_CODE, OVMF_VARS, IPXE_UEFI_LOADER],
         Firmware::Bios => &[NIC_ROM],
+        Firmware::SecureBoot => &[
+            NIC_ROM,
+            OVMF_CODE_SECURE_BOOT,
+            OVMF_VARS_SECURE_BOOT,
+            IPXE_UEFI_LOADER,
+        ],
     };
     let missing: Vec<&str> = ["ip", "qemu-system-x86_64", "qemu-img", "dnsmasq"]
         .into_iter()

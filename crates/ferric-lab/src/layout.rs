@@ -282,5 +282,16 @@ mod tests {
             "older labs were BIOS machines"
         );
         assert_eq!(NodeState::new(0, 512, "pw".into()).firmware, Firmware::Uefi);
+        // A secure-boot machine is recorded as `lab up --firmware secure-boot` names it, and
+        // boots UEFI only.
+        let mut secure = NodeState::new(0, 512, "pw".into());
+        secure.firmware = Firmware::SecureBoot;
+        let saved = serde_json::to_value(&secure).unwrap();
+        assert_eq!(saved["firmware"], "secure-boot");
+        let loaded: NodeState = serde_json::from_value(saved).unwrap();
+        assert_eq!(
+            loaded.firmware.boot_modes(),
+            [crate::machine::BootMode::Uefi]
+        );
     }
 }

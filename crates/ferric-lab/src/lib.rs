@@ -43,8 +43,10 @@ pub enum LabCommand {
         #[arg(long, default_value = layout::DEFAULT_BOOT_URL)]
         boot_url: String,
         /// The machines' firmware: `uefi` (OVMF, no iPXE ROM on the NIC: the firmware's own
-        /// PXE and HTTP boot; legacy boot on request) or `bios` (SeaBIOS only, with the NIC's
-        /// iPXE ROM).
+        /// PXE and HTTP boot; legacy boot on request), `bios` (SeaBIOS only, with the NIC's
+        /// iPXE ROM) or `secure-boot` (OVMF with secure boot on and Microsoft's keys, on q35:
+        /// only signed boot loaders start, e.g. the virtual-media ISO of a node with
+        /// capability secure_boot:true).
         #[arg(long, value_enum, default_value_t = machine::Firmware::Uefi)]
         firmware: machine::Firmware,
         /// The machines' devices: `virtio` (virtio NIC and disks) or `server` (an e1000e NIC,

@@ -109,6 +109,13 @@ pub enum Firmware {
     #[default]
     Uefi,
     Bios,
+    /// UEFI with secure boot on: OVMF's secure-boot build with Microsoft's keys enrolled
+    /// (Debian's `OVMF_CODE_4M.ms.fd` / `OVMF_VARS_4M.ms.fd`) on a q35 machine with SMM. It
+    /// starts only signed boot loaders, and boots UEFI only, as a secure-boot server with its
+    /// compatibility module off.
+    #[serde(rename = "secure-boot")]
+    #[value(name = "secure-boot")]
+    SecureBoot,
 }
 
 impl Firmware {
@@ -117,6 +124,7 @@ impl Firmware {
         match self {
             Firmware::Uefi => &[BootMode::Uefi, BootMode::Legacy],
             Firmware::Bios => &[BootMode::Legacy],
+            Firmware::SecureBoot => &[BootMode::Uefi],
         }
     }
 

@@ -37,6 +37,18 @@ use crate::qmp::Qmp;
 pub const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
 /// The empty NVRAM variables store that matches [`OVMF_CODE`]; each machine gets a copy.
 pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+/// OVMF's secure-boot build (needs SMM, so a q35 machine) for `--firmware secure-boot`.
+pub const OVMF_CODE_SECURE_BOOT: &str = "/usr/share/OVMF/OVMF_CODE_4M.ms.fd";
+/// Its variables store with Microsoft's keys enrolled and secure boot on.
+pub const OVMF_VARS_SECURE_BOOT: &str = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd";
+
+/// The OVMF code and variables files a machine with `firmware` boots UEFI with.
+pub fn ovmf(firmware: Firmware) -> [&'static str; 2] {
+    match firmware {
+        Firmware::SecureBoot => [OVMF_CODE_SECURE_BOOT, OVMF_VARS_SECURE_BOOT],
+        Firmware::Uefi | Firmware::Bios => [OVMF_CODE, OVMF_VARS],
+    }
+}
 
 /// Everything needed to start one machine's QEMU.
 #[derive(Debug, Clone)]
@@ -283,14 +295,18 @@ impl QemuMachine {
             .arg("-name")
             .arg(format!("guest={},process=qemu-{}", info.name, info.name))
             // No /dev/kvm on lab hosts; TCG is slow but everything the lab needs works.
-            .args([
-                "-accel",
-                "tcg",
-                "-machine",
-                "pc",
-                "-nodefaults",
-                "-no-user-config",
-            ])
+            .args(["-accel", "tcg", "-machine"])
+            // Secure boot's OVMF needs SMM, which QEMU emulates on q35 only; its flash is then
+            // writable by SMM code only.
+            .args(match config.firmware {
+                Firmware::SecureBoot => &[
+                    "q35,smm=on",
+                    "-global",
+                    "driver=cfi.pflash01,property=secure,value=on",
+                ][..],
+                Firmware::Uefi | Firmware::Bios => &["pc"][..],
+            })
+            .args(["-nodefaults", "-no-user-config"])
             .args(["-display", "none", "-vga", "none"])
             .arg("-m")
             .arg(info.memory_mib.to_string())
@@ -356,7 +372,8 @@ impl QemuMachine {
                 command
                     .arg("-drive")
                     .arg(format!(
-                        "if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}"
+                        "if=pflash,format=raw,unit=0,readonly=on,file={}",
+                        ovmf(config.firmware)[0]
                     ))
                     .arg("-drive")
                     .arg(format!(
@@ -381,7 +398,7 @@ impl QemuMachine {
             BootMode::Legacy => boot_argument(boot),
             BootMode::Uefi => {
                 if !config.nvram.exists() {
-                    std::fs::copy(OVMF_VARS, &config.nvram)
+                    std::fs::copy(ovmf(config.firmware)[1], &config.nvram)
                         .map_err(self.process_error("create the UEFI variables file"))?;
                 }
                 let (order, after) = uefi_order(boot);
@@ -699,7 +716,7 @@ impl MachineControl for QemuMachine {
             });
         }
         if boot.mode == BootMode::Uefi
-            && let Some(missing) = [OVMF_CODE, OVMF_VARS]
+            && let Some(missing) = ovmf(self.shared.config.firmware)
                 .into_iter()
                 .find(|path| !Path::new(path).exists())
         {

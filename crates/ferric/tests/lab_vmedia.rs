@@ -14,6 +14,11 @@
 //! deploy (power-on → first heartbeat, then the image written and checked on the disk file);
 //! the ISO ejected afterwards (`GET /v1/nodes/{node}/vmedia`); and the lab's DHCP log shows no
 //! lease for the machine.
+//!
+//! With `FERRIC_E2E_SECURE_BOOT=1` the machine is `lab up --firmware secure-boot` (OVMF with
+//! secure boot on and Microsoft's keys) and the node has capability `secure_boot:true`, so its
+//! ISOs boot through Debian's signed shim, GRUB and kernel; the console must show the
+//! kernel's "Secure boot enabled".
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -61,6 +66,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// `FERRIC_E2E_SECURE_BOOT=1`: the secure-boot variant.
+fn secure_boot() -> bool {
+    std::env::var_os("FERRIC_E2E_SECURE_BOOT").is_some_and(|value| value == "1")
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
@@ -103,7 +113,11 @@ fn outside() -> anyhow::Result<()> {
                 what,
             )
         };
-        lab(&["up", "--nodes", "1", "--memory", "512"], "ferric lab up")?;
+        let mut up = vec!["up", "--nodes", "1", "--memory", "512"];
+        if secure_boot() {
+            up.extend(["--firmware", "secure-boot"]);
+        }
+        lab(&up, "ferric lab up")?;
         lab(&["deny-dhcp", "node-0"], "ferric lab deny-dhcp")?;
         let status = Command::new("ip")
             .args(["netns", "exec", NAMESPACE])
@@ -330,6 +344,11 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             "automated_clean": false,
             "driver_info": driver_info,
             "network_data": network_data,
+            "properties": if secure_boot() {
+                json!({"capabilities": "secure_boot:true"})
+            } else {
+                json!({})
+            },
             "instance_info": {
                 "image_source": "pattern.img",
                 "image_disk_format": "raw",
@@ -468,5 +487,14 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         .collect();
     ensure!(leases.is_empty(), "dnsmasq gave node-0 a lease: {leases:?}");
     eprintln!("lab_vmedia: dnsmasq gave {mac} no lease; the agent used {STATIC_ADDRESS}");
+    if secure_boot() {
+        let console =
+            std::fs::read_to_string(dir.join("lab/node-0/console.log")).unwrap_or_default();
+        ensure!(
+            console.contains("Secure boot enabled"),
+            "secure boot: the kernel did not say \"Secure boot enabled\" on the console"
+        );
+        eprintln!("lab_vmedia: the agent's kernel booted with secure boot enabled");
+    }
     Ok(())
 }
