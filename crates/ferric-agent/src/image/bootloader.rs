@@ -485,13 +485,28 @@ fn write_var(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut content = VAR_ATTRIBUTES.to_le_bytes().to_vec();
     content.extend_from_slice(data);
-    // efivarfs takes a variable in one write.
+    if path.exists() {
+        // efivarfs marks Boot#### and BootOrder immutable; `efibootmgr` lifts the flag
+        // before writing, and so does this (a filesystem without inode flags has none).
+        let file = File::open(path)?;
+        if let Ok(flags) = rustix::fs::ioctl_getflags(&file)
+            && flags.contains(rustix::fs::IFlags::IMMUTABLE)
+        {
+            rustix::fs::ioctl_setflags(&file, flags - rustix::fs::IFlags::IMMUTABLE)?;
+        }
+    }
+    // efivarfs takes a variable in one write, and replaces it when the file exists.
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)?;
-    file.write_all(&content)
+    file.write_all(&content)?;
+    // A plain file (tests) keeps old bytes past a shorter value; efivarfs shows the new size.
+    if file.metadata()?.len() > content.len() as u64 {
+        file.set_len(content.len() as u64)?;
+    }
+    Ok(())
 }
 
 /// Adds (or replaces, by description) a `Boot####` entry and puts it first in `BootOrder`;
@@ -528,10 +543,6 @@ pub fn add_boot_entry(
             .ok_or_else(|| std::io::Error::other("every Boot#### number is taken"))?,
     };
     let boot = var_path(efivars, &format!("Boot{number:04X}"));
-    if same.is_some() {
-        // efivarfs replaces a variable only through a new file.
-        std::fs::remove_file(&boot)?;
-    }
     write_var(&boot, &load_option(description, esp, label, loader))?;
     let order_path = var_path(efivars, "BootOrder");
     let old: Vec<u16> = std::fs::read(&order_path)
@@ -545,9 +556,6 @@ pub fn add_boot_entry(
         .chain(old.into_iter().filter(|entry| *entry != number))
         .flat_map(u16::to_le_bytes)
         .collect();
-    if order_path.exists() {
-        std::fs::remove_file(&order_path)?;
-    }
     write_var(&order_path, &order)?;
     Ok(number)
 }
