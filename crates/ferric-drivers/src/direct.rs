@@ -211,9 +211,11 @@ impl DirectDeploy {
             );
         }
         params.insert("target_boot_mode".into(), mode.as_str().into());
-        self.sync_command(node, "image.install_bootloader", params)
+        let reply = self
+            .sync_command(node, "image.install_bootloader", params)
             .await?;
-        tracing::info!(node = %node.uuid, mode = mode.as_str(), "the agent installed the partition image's bootloader");
+        let said = reply.get("result").and_then(Value::as_str).unwrap_or("");
+        tracing::info!(node = %node.uuid, mode = mode.as_str(), result = said, "the agent installed the partition image's bootloader");
         Ok(())
     }
 
