@@ -51,6 +51,11 @@ if ! command -v genisoimage >/dev/null 2>&1; then
   apt_install genisoimage
 fi
 
+# --- e2fsprogs: the agent's partition-image tests build ext4 root filesystems with mkfs.ext4 -d
+if ! command -v mkfs.ext4 >/dev/null 2>&1; then
+  apt_install e2fsprogs
+fi
+
 # --- BMC emulators for the redfish and ipmi driver tests ----------------------------------
 # OpenIPMI's ipmi_sim (an IPMI 2.0 BMC simulator) and ipmitool (an independent IPMI client the
 # tests read the simulator back with), from Debian; sushy-tools' Redfish emulator and pyghmi's

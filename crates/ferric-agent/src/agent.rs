@@ -49,6 +49,8 @@ pub struct Agent {
     pub stop: Notify,
     /// The PEM of the certificate the API is served with (auto-TLS), once made.
     certificate: RwLock<Option<String>>,
+    /// What the last partition-image deployment made (`standby.get_partition_uuids`).
+    partition_uuids: RwLock<Option<Value>>,
 }
 
 impl Agent {
@@ -67,7 +69,24 @@ impl Agent {
             heartbeat_now: Notify::new(),
             stop: Notify::new(),
             certificate: RwLock::new(None),
+            partition_uuids: RwLock::new(None),
         })
+    }
+
+    /// The partitions of the last partition-image deployment, if there was one.
+    pub fn partition_uuids(&self) -> Option<Value> {
+        self.partition_uuids
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Remembers the partitions a partition-image deployment made.
+    pub fn set_partition_uuids(&self, uuids: Value) {
+        *self
+            .partition_uuids
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(uuids);
     }
 
     /// The certificate the agent's API is served with and sends in heartbeats, if any.

@@ -241,6 +241,12 @@ pub static REGISTRY: &[CommandSpec] = &[
         run: crate::image::partition_uuids_command,
     },
     CommandSpec {
+        name: "image.install_bootloader",
+        mode: Mode::Async,
+        validate: crate::image::bootloader::validate_install_bootloader,
+        run: crate::image::bootloader::install_bootloader_command,
+    },
+    CommandSpec {
         name: "clean.get_clean_steps",
         mode: Mode::Sync,
         validate: any_params,

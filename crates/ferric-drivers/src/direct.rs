@@ -1,6 +1,8 @@
 //! The `direct` deploy interface (`reference/ironic.md` §4.5): the machine boots the agent
 //! ramdisk from the network, the agent writes the image straight onto its disk, and the
-//! machine is switched to boot from that disk.
+//! machine is switched to boot from that disk. A partition image (`image_type=partition`,
+//! [`crate::partition_image`]) gets its partitions from the agent, which then installs its
+//! bootloader; the root partition's UUID is kept in `driver_internal_info.root_uuid_or_disk_id`.
 //!
 //! Deploy steps, highest priority first:
 //!
@@ -8,7 +10,7 @@
 //! |---|---|---|
 //! | `deploy.deploy` | 100 | network boot of the agent: `wait call-back` until it heartbeats |
 //! | `deploy.write_image` | 80 | the agent streams the image onto the root disk, plus the config drive |
-//! | `deploy.prepare_instance_boot` | 60 | boot device disk, persistently; the iPXE script goes |
+//! | `deploy.prepare_instance_boot` | 60 | partition images: the agent's `image.install_bootloader`; boot device disk, persistently; the iPXE script goes |
 //! | `deploy.tear_down_agent` | 40 | flush the disks, power off |
 //! | `deploy.boot_instance` | 20 | power on into the deployed image → `active` |
 //!
@@ -170,7 +172,51 @@ impl DirectDeploy {
             image.insert("os_hash_algo".into(), algo.into());
             image.insert("os_hash_value".into(), hash.into());
         }
+        if crate::partition_image::is_partition(node)? {
+            image.extend(crate::partition_image::image_info_fields(node)?);
+        }
         Ok(image)
+    }
+
+    /// After a partition image is written: the root partition's UUID recorded as Ironic does,
+    /// then the agent's `image.install_bootloader` (an ESP and NVRAM entry for UEFI, grub for
+    /// BIOS).
+    async fn install_bootloader(&self, node: &mut Node) -> Result<(), DriverError> {
+        let uuids = self
+            .sync_command(node, "standby.get_partition_uuids", JsonObject::new())
+            .await?;
+        let root = uuids
+            .get("root uuid")
+            .and_then(Value::as_str)
+            .filter(|uuid| !uuid.is_empty())
+            .ok_or_else(|| {
+                DriverError::Failed(format!(
+                    "The agent reported no root partition UUID after writing node {}'s                      partition image ({uuids}); its bootloader cannot be installed.",
+                    node.uuid
+                ))
+            })?
+            .to_owned();
+        node.driver_internal_info
+            .insert("root_uuid_or_disk_id".into(), root.clone().into());
+        let (mode, _) = crate::boot_mode::boot_mode(node)?;
+        let mut params = JsonObject::new();
+        params.insert("root_uuid".into(), root.into());
+        if mode == crate::interfaces::BootMode::Uefi {
+            params.insert(
+                "efi_system_part_uuid".into(),
+                uuids
+                    .get("efi system partition uuid")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
+        }
+        params.insert("target_boot_mode".into(), mode.as_str().into());
+        let reply = self
+            .sync_command(node, "image.install_bootloader", params)
+            .await?;
+        let said = reply.get("result").and_then(Value::as_str).unwrap_or("");
+        tracing::info!(node = %node.uuid, mode = mode.as_str(), result = said, "the agent installed the partition image's bootloader");
+        Ok(())
     }
 
     /// The config drive as the agent takes it: a URL or base64 gzipped ISO; the JSON form is
@@ -545,9 +591,15 @@ impl DeployInterface for DirectDeploy {
         match (kind, step.step.as_str()) {
             (StepKind::Deploy, "deploy") => {
                 self.image_info(node)?;
+                let whole_disk = !crate::partition_image::is_partition(node)?;
+                node.driver_internal_info
+                    .insert("is_whole_disk_image".into(), whole_disk.into());
                 self.boot_agent(node).await
             }
             (StepKind::Deploy, "prepare_instance_boot") => {
+                if crate::partition_image::is_partition(node)? {
+                    self.install_bootloader(node).await?;
+                }
                 self.management
                     .set_boot_device(node, BootDevice::Disk, true)
                     .await?;

@@ -32,6 +32,7 @@ pub mod ipmi;
 pub mod ipxe;
 mod measured;
 pub mod noop;
+pub mod partition_image;
 pub mod raid;
 pub mod ramdisk_deploy;
 pub mod ramdisk_logs;

@@ -10,6 +10,9 @@
 //! `mkfs.vfat -C` makes the partition as a file, `syslinux --install` (the mtools flavour)
 //! makes it BIOS-bootable, `mcopy` fills it, and the partition is copied into the disk file
 //! behind a GPT from `sfdisk`, with syslinux's `gptmbr.bin` as boot code.
+//!
+//! Beside it, [`RootFsImage`]: the root filesystem of a partition image (ext4 from
+//! `mkfs.ext4 -d`), whose `/boot/efi/EFI` the agent copies into the ESP it creates.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -154,6 +157,79 @@ impl BootImage {
         }
         disk.sync_all()
             .map_err(|source| file_error(output, source))?;
+        Ok(())
+    }
+}
+
+/// A root filesystem image for partition-image deploys (`image_type=partition`): an ext4
+/// filesystem made from a directory by `mkfs.ext4 -d` (no mounts), with the kernel and
+/// initramfs under `/boot` and the UEFI boot files the agent copies to the ESP it makes under
+/// `/boot/efi/EFI/BOOT`: syslinux.efi as the removable-media loader `BOOTX64.EFI`, its core
+/// module, its configuration, and the kernel and initramfs it loads (syslinux reads them from
+/// the ESP it started from).
+#[derive(Debug, Clone)]
+pub struct RootFsImage {
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    /// The kernel command line.
+    pub append: String,
+    /// The filesystem's size in MiB.
+    pub size_mib: u64,
+    /// The filesystem UUID (what the agent reports as the root partition's `root uuid`).
+    pub uuid: String,
+}
+
+impl RootFsImage {
+    /// Writes the raw ext4 image to `output`, using `work` for the directory tree.
+    pub fn build(&self, output: &Path, work: &Path) -> Result<(), HostError> {
+        let tree = work.join("rootfs");
+        let _ = std::fs::remove_dir_all(&tree);
+        let efi_boot = tree.join("boot/efi/EFI/BOOT");
+        std::fs::create_dir_all(&efi_boot).map_err(|source| file_error(&efi_boot, source))?;
+        for dir in ["etc", "dev", "proc", "sys"] {
+            let path = tree.join(dir);
+            std::fs::create_dir_all(&path).map_err(|source| file_error(&path, source))?;
+        }
+        let config = format!(
+            "SERIAL 0 115200\nDEFAULT test\nPROMPT 0\nTIMEOUT 0\nLABEL test\n  \
+             KERNEL /EFI/BOOT/vmlinuz\n  INITRD /EFI/BOOT/initrd\n  APPEND {}\n",
+            self.append
+        );
+        let copies = [
+            (self.kernel.clone(), tree.join("boot/vmlinuz")),
+            (self.initramfs.clone(), tree.join("boot/initrd.img")),
+            (self.kernel.clone(), efi_boot.join("vmlinuz")),
+            (self.initramfs.clone(), efi_boot.join("initrd")),
+            (PathBuf::from(SYSLINUX_EFI), efi_boot.join("BOOTX64.EFI")),
+            (
+                PathBuf::from(SYSLINUX_EFI_CORE),
+                efi_boot.join("ldlinux.e64"),
+            ),
+        ];
+        for (from, to) in copies {
+            std::fs::copy(&from, &to).map_err(|source| file_error(&from, source))?;
+        }
+        let cfg = efi_boot.join("syslinux.cfg");
+        std::fs::write(&cfg, config).map_err(|source| file_error(&cfg, source))?;
+        let hostname = tree.join("etc/hostname");
+        std::fs::write(&hostname, "ferric-partition-test\n")
+            .map_err(|source| file_error(&hostname, source))?;
+        let _ = std::fs::remove_file(output);
+        host::run(
+            "mkfs.ext4",
+            [
+                "-q".to_owned(),
+                "-F".to_owned(),
+                "-L".to_owned(),
+                "root".to_owned(),
+                "-U".to_owned(),
+                self.uuid.clone(),
+                "-d".to_owned(),
+                tree.display().to_string(),
+                output.display().to_string(),
+                format!("{}M", self.size_mib),
+            ],
+        )?;
         Ok(())
     }
 }

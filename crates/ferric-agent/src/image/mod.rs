@@ -1,7 +1,12 @@
 //! `standby.prepare_image` (and the `write_image` deploy step): stream a whole-disk image over
 //! HTTP onto the root disk — raw written as it arrives, qcow2 converted on the fly — verify its
-//! checksum while writing, then fix the GPT and add the config drive (IPA §4.5).
+//! checksum while writing, then fix the GPT and add the config drive (IPA §4.5). A partition
+//! image (`image_type=partition`) gets a new partition table first ([`layout`]) and is streamed
+//! the same way into its root partition; `image.install_bootloader` ([`bootloader`]) then
+//! makes it bootable.
 
+pub mod bootloader;
+pub mod layout;
 pub mod partitions;
 pub mod qcow2;
 pub mod source;
@@ -27,6 +32,8 @@ pub struct ImageInfo {
     pub checksum: Option<String>,
     pub os_hash_algo: Option<String>,
     pub os_hash_value: Option<String>,
+    /// The partitions to make for a partition image; `None` for a whole-disk image.
+    pub layout: Option<layout::Layout>,
 }
 
 impl ImageInfo {
@@ -54,11 +61,7 @@ impl ImageInfo {
                 "image_info.urls must be a non-empty list of URLs",
             ));
         }
-        if info.get("image_type").and_then(Value::as_str) == Some("partition") {
-            return Err(CommandError::invalid_params(
-                "partition images are not supported by ferric-agent: use a whole-disk image",
-            ));
-        }
+        let layout = layout::Layout::from_image_info(info)?;
         let checksum = text("checksum");
         let os_hash_value = text("os_hash_value");
         if checksum.is_none() && os_hash_value.is_none() {
@@ -73,6 +76,7 @@ impl ImageInfo {
             checksum,
             os_hash_algo: text("os_hash_algo"),
             os_hash_value,
+            layout,
         })
     }
 }
@@ -96,6 +100,10 @@ pub(crate) fn prepare_image_command(
 pub(crate) fn partition_uuids_command(
     invocation: &Invocation,
 ) -> Result<Option<Value>, CommandError> {
+    // IPA answers with what the last partition-image deployment made, if there was one.
+    if let Some(uuids) = invocation.agent.partition_uuids() {
+        return Ok(Some(uuids));
+    }
     let disk = root_disk(&invocation.agent, None)?;
     let mut file = File::open(&disk.path).map_err(|error| disk_error(&disk, error))?;
     Ok(Some(partitions::partition_uuids(&mut file)))
@@ -147,17 +155,20 @@ fn detect_format(first: &[u8]) -> &'static str {
 /// A disk opened for the qcow2 converter.
 struct DiskTarget<'f> {
     file: &'f File,
+    /// Where the image starts on the disk (the root partition of a partition image).
+    base: u64,
     /// Whether hole punching works here; falls back to writing zeros once it does not.
     punch: bool,
 }
 
 impl qcow2::Target for DiskTarget<'_> {
     fn write_at(&mut self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.file.write_all_at(data, offset)
+        self.file.write_all_at(data, self.base + offset)
     }
 
     fn zero(&mut self, offset: u64, len: u64) -> io::Result<()> {
         use rustix::fs::{FallocateFlags, fallocate};
+        let offset = self.base + offset;
         // On a file this makes a hole; on a block device the kernel zeroes the range
         // (BLKZEROOUT), which is what `qemu-img convert` does for unallocated clusters.
         if self.punch
@@ -211,17 +222,33 @@ pub fn prepare_image(
     let mut file =
         crate::erase::open_for_write(&disk.path).map_err(|error| disk_error(&disk, error))?;
     crate::erase::wipe_metadata(&file, disk.size).map_err(|error| disk_error(&disk, error))?;
+    // A partition image goes into the root partition of a new table, a whole-disk image from
+    // the first byte.
+    let partitions = match &info.layout {
+        Some(wanted) => Some(layout::create(
+            &mut file,
+            disk.size,
+            wanted,
+            configdrive.as_ref().map(|data| data.len() as u64),
+        )?),
+        None => None,
+    };
+    let (base, room, target) = match &partitions {
+        Some(made) => (
+            made.root.start,
+            made.root.size,
+            format!("{} partition {}", disk.name, made.root.number),
+        ),
+        None => (0, disk.size, disk.name.clone()),
+    };
 
     let mut download = Download::start(&http, &info.urls, expected.algorithm)?;
     let total = download.content_length;
-    if let Some(length) = total.filter(|length| *length > disk.size) {
+    if let Some(length) = total.filter(|length| *length > room) {
         return Err(CommandError::new(
             "ImageWriteError",
             "Error writing image to device",
-            format!(
-                "the image ({length} bytes) is larger than {} ({} bytes)",
-                disk.name, disk.size
-            ),
+            format!("the image ({length} bytes) is larger than {target} ({room} bytes)"),
         ));
     }
     let first = download.next_chunk().unwrap_or_default();
@@ -255,17 +282,14 @@ pub fn prepare_image(
                 if chunk.is_empty() {
                     break;
                 }
-                if offset + chunk.len() as u64 > disk.size {
+                if offset + chunk.len() as u64 > room {
                     return Err(CommandError::new(
                         "ImageWriteError",
                         "Error writing image to device",
-                        format!(
-                            "the image is larger than {} ({} bytes)",
-                            disk.name, disk.size
-                        ),
+                        format!("the image is larger than {target} ({room} bytes)"),
                     ));
                 }
-                file.write_all_at(&chunk, offset)
+                file.write_all_at(&chunk, base + offset)
                     .map_err(|error| disk_error(&disk, error))?;
                 offset += chunk.len() as u64;
                 download.recycle(chunk);
@@ -282,28 +306,24 @@ pub fn prepare_image(
             let url = download.url.clone();
             let downloaded = download.downloaded.clone();
             let mut fetch = |offset: u64, len: u64| source::fetch_range(&http, &url, offset, len);
-            let mut target = DiskTarget {
+            let mut writer = DiskTarget {
                 file: &file,
+                base,
                 punch: true,
             };
-            let stats = qcow2::convert(
-                &mut download,
-                &mut fetch,
-                &mut target,
-                disk.size,
-                &mut |stats| {
+            let stats =
+                qcow2::convert(&mut download, &mut fetch, &mut writer, room, &mut |stats| {
                     report(stats.data_bytes, downloaded.load(Ordering::Relaxed));
-                },
-            )
-            .map_err(|error| {
-                let details = match &error {
-                    qcow2::Qcow2Error::Read(cause) | qcow2::Qcow2Error::Write(cause) => {
-                        format!("{error}: {cause}")
-                    }
-                    _ => error.to_string(),
-                };
-                CommandError::new("ImageWriteError", "Error writing image to device", details)
-            })?;
+                })
+                .map_err(|error| {
+                    let details = match &error {
+                        qcow2::Qcow2Error::Read(cause) | qcow2::Qcow2Error::Write(cause) => {
+                            format!("{error}: {cause}")
+                        }
+                        _ => error.to_string(),
+                    };
+                    CommandError::new("ImageWriteError", "Error writing image to device", details)
+                })?;
             if stats.refetched > 0 {
                 tracing::info!(
                     ranges = stats.refetched,
@@ -344,20 +364,65 @@ pub fn prepare_image(
             ),
         ));
     }
-    let has_gpt = partitions::fix_gpt(&mut file)?;
-    let mut message = format!("image ({}) written to device {}", info.id, disk.name);
-    if let Some(data) = configdrive {
-        let note = partitions::write_configdrive(&mut file, &data)?;
-        message.push_str(&format!("; {note}"));
-    }
-    file.sync_all().map_err(|error| disk_error(&disk, error))?;
-    tracing::info!(image = %info.id, device = %disk.name, bytes = written, gpt = has_gpt, "image written and verified");
-    Ok(json!({
-        "result": format!("prepare_image: {message}"),
+    let mut message = format!("image ({}) written to device {target}", info.id);
+    let mut reply = json!({
         "bytes_written": written,
         "bytes_downloaded": downloaded,
         "total": total,
         "device": disk.name,
         "image_format": detected,
-    }))
+    });
+    match &partitions {
+        Some(made) => {
+            let uuids = finish_partitions(&file, made, configdrive.as_deref())?;
+            message.push_str(&format!(
+                "; root uuid {}",
+                uuids["root uuid"].as_str().unwrap_or_default()
+            ));
+            if let (Value::Object(reply), Value::Object(uuids)) = (&mut reply, &uuids) {
+                reply.extend(uuids.clone());
+            }
+            agent.set_partition_uuids(uuids);
+        }
+        None => {
+            partitions::fix_gpt(&mut file)?;
+            if let Some(data) = configdrive {
+                let note = partitions::write_configdrive(&mut file, &data)?;
+                message.push_str(&format!("; {note}"));
+            }
+        }
+    }
+    file.sync_all().map_err(|error| disk_error(&disk, error))?;
+    tracing::info!(image = %info.id, device = %target, bytes = written, "image written and verified");
+    reply["result"] = Value::String(format!("prepare_image: {message}"));
+    Ok(reply)
+}
+
+/// After a partition image's root filesystem is written: the ESP formatted, the swap
+/// signature and the config drive written; returns the `get_partition_uuids` answer.
+pub fn finish_partitions(
+    file: &File,
+    made: &layout::Partitions,
+    configdrive: Option<&[u8]>,
+) -> Result<Value, CommandError> {
+    let esp_uuid = match &made.esp {
+        Some(esp) => Some(layout::format_esp(file, esp)?),
+        None => None,
+    };
+    if let Some(swap) = &made.swap {
+        layout::write_swap(file, swap)?;
+    }
+    if let (Some(part), Some(data)) = (&made.configdrive, configdrive) {
+        file.write_all_at(data, part.start).map_err(|error| {
+            CommandError::new(
+                "ConfigDriveError",
+                "Error writing the config drive",
+                format!("cannot write the config drive partition: {error}"),
+            )
+        })?;
+    }
+    // IPA reports the filesystem's UUID (blkid's UUID, else PARTUUID).
+    let root_uuid = layout::filesystem_uuid(file, made.root.start, made.root.size)
+        .unwrap_or_else(|| made.root.partuuid.clone());
+    Ok(layout::uuids_json(made, &root_uuid, esp_uuid.as_deref()))
 }

@@ -40,8 +40,8 @@ pub const STORAGE_MODULES: &[&str] = &[
 ];
 
 /// Everything else: virtio's PCI transport, the filesystems of images and config drives, the
-/// ACPI power button, software RAID (the `raid.*` steps) and the IPMI device `ipmitool` reads
-/// the BMC's address through.
+/// ACPI power button, software RAID (the `raid.*` steps), the IPMI device `ipmitool` reads
+/// the BMC's address through, and efivarfs for the NVRAM boot entries of partition images.
 pub const OTHER_MODULES: &[&str] = &[
     "virtio_pci",
     "crc32c_generic",
@@ -58,6 +58,7 @@ pub const OTHER_MODULES: &[&str] = &[
     "raid456",
     "ipmi_si",
     "ipmi_devintf",
+    "efivarfs",
 ];
 
 /// Every module the ramdisk loads by default (their dependencies join them).
