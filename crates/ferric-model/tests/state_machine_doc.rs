@@ -300,5 +300,10 @@ fn update_allowed_states() -> String {
 
 #[test]
 fn state_machine_doc_is_up_to_date() {
-    ferric_testkit::doc::assert_up_to_date(&doc_path(), &render(), "the state machine in ferric-model", REGENERATE);
+    ferric_testkit::doc::assert_up_to_date(
+        &doc_path(),
+        &render(),
+        "the state machine in ferric-model",
+        REGENERATE,
+    );
 }

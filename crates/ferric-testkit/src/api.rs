@@ -92,11 +92,7 @@ impl Api {
         Self::with_drivers(db, config, Drivers::default()).await
     }
 
-    pub async fn with_drivers(
-        db: TestDb,
-        config: ConductorConfig,
-        drivers: Drivers,
-    ) -> Self {
+    pub async fn with_drivers(db: TestDb, config: ConductorConfig, drivers: Drivers) -> Self {
         let store = db.store.clone();
         let config = ConductorConfig {
             hostname: "test-conductor".to_owned(),
@@ -205,12 +201,7 @@ pub const LATEST: u16 = 110;
 
 impl Api {
     /// A request at [`LATEST`].
-    pub async fn send_latest(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Answer {
+    pub async fn send_latest(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
         self.send_at(LATEST, method, path, body).await
     }
 

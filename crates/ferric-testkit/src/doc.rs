@@ -61,7 +61,10 @@ mod tests {
     fn the_first_differing_line_is_named() {
         let message = staleness("a\nb\nc\n", "a\nB\nc\n").unwrap();
         assert!(message.contains("line 2"), "{message}");
-        assert!(message.contains("\"b\"") && message.contains("\"B\""), "{message}");
+        assert!(
+            message.contains("\"b\"") && message.contains("\"B\""),
+            "{message}"
+        );
     }
 
     #[test]

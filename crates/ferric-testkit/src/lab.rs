@@ -184,7 +184,11 @@ impl Lab {
     /// Creates the run directory (with `boot/images/`), runs `scenario` (which prepares,
     /// brings the lab up and runs inside it), then takes the lab down whatever happened. On success the run directory goes; on failure it stays and
     /// the suite prints where, with `kept` (what to read in it: `server.log, lab/bmc.log`).
-    pub fn outside(&self, kept: &str, scenario: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+    pub fn outside(
+        &self,
+        kept: &str,
+        scenario: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let started = Instant::now();
         let result = std::fs::create_dir_all(self.dir.join("boot/images"))
             .context("cannot create the run directory")
@@ -339,7 +343,9 @@ pub fn enroll_machine(client: &Client, machine: &Value, extra: Value) -> anyhow:
         },
     });
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
-        let same_driver = extra.get("driver").is_none_or(|driver| *driver == body["driver"]);
+        let same_driver = extra
+            .get("driver")
+            .is_none_or(|driver| *driver == body["driver"]);
         for (field, value) in extra {
             match (body.get_mut(field), value) {
                 (Some(Value::Object(info)), Value::Object(more))

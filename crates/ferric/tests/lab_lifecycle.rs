@@ -64,7 +64,12 @@ fn main() -> std::process::ExitCode {
 
 /// This suite's lab in the run directory `dir`.
 fn lab_at(dir: &Path) -> Lab {
-    Lab::at(SUITE, NAMESPACE, dir.to_owned(), env!("CARGO_BIN_EXE_ferric"))
+    Lab::at(
+        SUITE,
+        NAMESPACE,
+        dir.to_owned(),
+        env!("CARGO_BIN_EXE_ferric"),
+    )
 }
 
 /// Prints a phase's time as `lab_lifecycle: phase NAME: 12.3 s`.

@@ -61,7 +61,12 @@ impl Client {
     }
 
     /// Sends a request; the answer's status and body (JSON, or the text as a string).
-    pub fn send(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+    pub fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(u16, Value)> {
         let mut request = self
             .http
             .request(method.clone(), format!("{}{path}", self.base))
@@ -134,8 +139,13 @@ impl Client {
 
     /// PATCH /v1/nodes/{node} with a JSON patch, expecting 200.
     pub fn patch(&self, node: &str, patch: Value) -> anyhow::Result<()> {
-        self.expect(Method::PATCH, &format!("/v1/nodes/{node}"), Some(patch), 200)
-            .map(drop)
+        self.expect(
+            Method::PATCH,
+            &format!("/v1/nodes/{node}"),
+            Some(patch),
+            200,
+        )
+        .map(drop)
     }
 
     /// Requests the provision `target` with no other argument, expecting 202.

@@ -10,8 +10,8 @@ use anyhow::ensure;
 use serde_json::{Value, json};
 
 use super::{
-    Client, Lab, MD_MAGIC, PHASE_TIMEOUT, bmc_patch, bmc_power, firmware_starts, image_info,
-    lab, phase, read_at, set_power,
+    Client, Lab, MD_MAGIC, PHASE_TIMEOUT, bmc_patch, bmc_power, firmware_starts, image_info, lab,
+    phase, read_at, set_power,
 };
 
 /// What node-0's phases share: the API, the run directory, the machine and its node.
@@ -99,12 +99,7 @@ pub(super) fn inspect(scene: &Scene<'_>) -> anyhow::Result<()> {
         properties["local_gb"].as_u64().is_some_and(|gb| gb >= 2),
         "local_gb: {properties}"
     );
-    let inventory = client.expect(
-        reqwest::Method::GET,
-        &format!("/v1/nodes/{uuid}/inventory"),
-        None,
-        200,
-    )?;
+    let inventory = client.get(&format!("/v1/nodes/{uuid}/inventory"))?;
     ensure!(
         inventory["inventory"]["cpu"]["architecture"] == "x86_64",
         "the stored inventory: {inventory}"
@@ -169,7 +164,13 @@ pub(super) fn software_raid(scene: &Scene<'_>) -> anyhow::Result<()> {
 
 /// provide: cleaning on the agent that is up (fast track: no reboot, no `clean wait`).
 pub(super) fn fast_track_provide(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { lab, client, uuid, name, .. } = *scene;
+    let Scene {
+        lab,
+        client,
+        uuid,
+        name,
+        ..
+    } = *scene;
     // provide: cleaning runs on the agent that is up — no reboot, no `clean wait`.
     let starts = firmware_starts(lab, name);
     let (_, seen) = client.history_since(uuid, 0)?;
@@ -197,7 +198,13 @@ pub(super) fn fast_track_provide(scene: &Scene<'_>) -> anyhow::Result<()> {
 /// deploy: the image goes onto the disk through the same agent (no reboot into the ramdisk),
 /// then the machine boots it from its disk.
 pub(super) fn fast_track_deploy(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { lab, client, uuid, name, .. } = *scene;
+    let Scene {
+        lab,
+        client,
+        uuid,
+        name,
+        ..
+    } = *scene;
     let marker = scene.marker()?;
     let (_, seen) = client.history_since(uuid, 0)?;
     let started = Instant::now();
@@ -228,7 +235,14 @@ pub(super) fn fast_track_deploy(scene: &Scene<'_>) -> anyhow::Result<()> {
 
 /// A cold power cycle with no boot override: the machine boots its disk by itself.
 pub(super) fn cold_power_cycle(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { lab, client, uuid, machine, name, .. } = *scene;
+    let Scene {
+        lab,
+        client,
+        uuid,
+        machine,
+        name,
+        ..
+    } = *scene;
     let console = scene.console();
     let marker = scene.marker()?;
     // A cold power cycle with no boot override at the BMC: the machine boots its disk by
@@ -285,7 +299,13 @@ pub(super) fn raid_mirrored_the_image(scene: &Scene<'_>) -> anyhow::Result<()> {
 
 /// undeploy: cleaning boots the ramdisk cold (UEFI PXE → TFTP → iPXE) and wipes both disks.
 pub(super) fn undeploy(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { client, dir, uuid, name, .. } = *scene;
+    let Scene {
+        client,
+        dir,
+        uuid,
+        name,
+        ..
+    } = *scene;
     // undeploy: the machine is off after the tear-down, so cleaning boots the ramdisk cold.
     let before = client.node(uuid)?["driver_internal_info"]["agent_last_heartbeat"].clone();
     let started = Instant::now();
@@ -314,7 +334,14 @@ pub(super) fn undeploy(scene: &Scene<'_>) -> anyhow::Result<()> {
 
 /// Fast track off, legacy BIOS boot: `abort` in `wait call-back`.
 pub(super) fn abort_in_wait_call_back(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { client, uuid, machine, name, digest, .. } = *scene;
+    let Scene {
+        client,
+        uuid,
+        machine,
+        name,
+        digest,
+        ..
+    } = *scene;
     // Fast track off from here: the aborts need the node to wait for a freshly booted agent.
     // They boot it in legacy BIOS mode (SeaBIOS, the NIC's iPXE ROM), then by UEFI HTTP boot.
     let mut patch = vec![
@@ -348,7 +375,14 @@ pub(super) fn abort_in_wait_call_back(scene: &Scene<'_>) -> anyhow::Result<()> {
 /// Seed 001's `DELETE /v1/nodes/{node}/provision`: 404 with nothing running, 202 during
 /// `write_image`.
 pub(super) fn delete_during_write_image(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { lab, client, uuid, machine, name, .. } = *scene;
+    let Scene {
+        lab,
+        client,
+        uuid,
+        machine,
+        name,
+        ..
+    } = *scene;
     let console = scene.console();
     // Seed 001: DELETE /v1/nodes/{node}/provision.
     let abort_path = format!("/v1/nodes/{uuid}/provision");
@@ -365,25 +399,17 @@ pub(super) fn delete_during_write_image(scene: &Scene<'_>) -> anyhow::Result<()>
         started,
     );
     ensure!(
-        lab.console_since(name, console_before).contains("SeaBIOS (version"),
+        lab.console_since(name, console_before)
+            .contains("SeaBIOS (version"),
         "boot_mode:bios did not boot {name} in legacy mode; see {}",
         console.display()
     );
-    let writing = Instant::now();
-    loop {
-        let node = client.node(uuid)?;
-        let state = node["provision_state"].as_str().unwrap_or("?");
-        if state == "deploying" && node["deploy_step"]["step"] == "write_image" {
-            break;
-        }
-        ensure!(
-            matches!(state, "deploying" | "wait call-back" | "deploy failed")
-                && writing.elapsed() < PHASE_TIMEOUT,
-            "{name} never showed the image being written (now {state}): {}",
-            node["last_error"]
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_deploy_step(
+        scene,
+        "write_image",
+        Instant::now(),
+        "the image being written",
+    )?;
     client.expect(reqwest::Method::DELETE, &abort_path, None, 202)?;
     eprintln!("lab_lifecycle: DELETE during write_image: 202");
     let node = client.wait_for(uuid, "deploy failed")?;
@@ -406,7 +432,14 @@ pub(super) fn delete_during_write_image(scene: &Scene<'_>) -> anyhow::Result<()>
 
 /// UEFI HTTP boot, then a DELETE in the reserved `wait` deploy step (issue 21).
 pub(super) fn delete_in_wait_step(scene: &Scene<'_>) -> anyhow::Result<()> {
-    let Scene { client, dir, uuid, machine, name, .. } = *scene;
+    let Scene {
+        client,
+        dir,
+        uuid,
+        machine,
+        name,
+        ..
+    } = *scene;
     let abort_path = format!("/v1/nodes/{uuid}/provision");
     // UEFI HTTP boot from here: interfaces change only at rest or in maintenance.
     client.expect(
@@ -447,20 +480,7 @@ pub(super) fn delete_in_wait_step(scene: &Scene<'_>) -> anyhow::Result<()> {
             .contains("vendor class: HTTPClient"),
         "{name} did not boot by UEFI HTTP boot; see lab/dnsmasq.log"
     );
-    loop {
-        let node = client.node(uuid)?;
-        let state = node["provision_state"].as_str().unwrap_or("?");
-        if state == "deploying" && node["deploy_step"]["step"] == "wait" {
-            break;
-        }
-        ensure!(
-            matches!(state, "deploying" | "wait call-back" | "deploy failed")
-                && started.elapsed() < PHASE_TIMEOUT,
-            "{name} never showed the wait step (now {state}): {}",
-            node["last_error"]
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_deploy_step(scene, "wait", started, "the wait step")?;
     client.expect(reqwest::Method::DELETE, &abort_path, None, 202)?;
     let node = client.wait_for(uuid, "deploy failed")?;
     let bmc = bmc_power(machine)?;
@@ -479,4 +499,32 @@ pub(super) fn delete_in_wait_step(scene: &Scene<'_>) -> anyhow::Result<()> {
         started,
     );
     Ok(())
+}
+
+/// Waits until the node is `deploying` in the deploy step `step` (`what` names it in the
+/// error), from a new deploy that may still be leaving `deploy failed` or waiting for its
+/// agent; at most [`PHASE_TIMEOUT`] from `since`.
+fn wait_for_deploy_step(
+    scene: &Scene<'_>,
+    step: &str,
+    since: Instant,
+    what: &str,
+) -> anyhow::Result<()> {
+    let Scene {
+        client, uuid, name, ..
+    } = *scene;
+    loop {
+        let node = client.node(uuid)?;
+        let state = node["provision_state"].as_str().unwrap_or("?");
+        if state == "deploying" && node["deploy_step"]["step"] == step {
+            return Ok(());
+        }
+        ensure!(
+            matches!(state, "deploying" | "wait call-back" | "deploy failed")
+                && since.elapsed() < PHASE_TIMEOUT,
+            "{name} never showed {what} (now {state}): {}",
+            node["last_error"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
