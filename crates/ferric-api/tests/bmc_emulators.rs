@@ -15,14 +15,12 @@ mod emulators;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use common::Api;
+use common::{Api, LATEST, NodeSpec};
 use emulators::{FakeBmc, IpmiSim, NoCommonSuiteBmc, Sushy, closed_tcp_port, closed_udp_port};
 use ferric_conductor::ConductorConfig;
 use ferric_db::testing::TestDb;
 use ferric_drivers::{BmcSettings, Drivers};
 use serde_json::{Value, json};
-
-const LATEST: u16 = 110;
 
 /// Quick retries and polls: emulators on loopback answer at once or never.
 async fn api() -> Api {
@@ -44,16 +42,8 @@ async fn api() -> Api {
 }
 
 async fn enroll(api: &Api, driver: &str, driver_info: Value) -> String {
-    let created = api
-        .send_at(
-            LATEST,
-            Method::POST,
-            "/v1/nodes",
-            Some(json!({"driver": driver, "driver_info": driver_info})),
-        )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    created.body["uuid"].as_str().unwrap().to_owned()
+    api.enroll_node(NodeSpec::driver(driver).driver_info(driver_info))
+        .await
 }
 
 async fn node(api: &Api, uuid: &str) -> Value {

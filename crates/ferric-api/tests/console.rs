@@ -16,6 +16,7 @@ use std::time::Duration;
 use axum::http::Method;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use common::NodeSpec;
 use ferric_api::auth::BasicAuth;
 use ferric_api::policy::Policy;
 use ferric_api::{ApiConfig, AuthStrategy};
@@ -184,16 +185,10 @@ async fn close_code(socket: &mut Socket) -> CloseCode {
 }
 
 async fn enroll(server: &Server, console: &str) -> String {
-    let created = server
+    server
         .api
-        .send_latest(
-            Method::POST,
-            "/v1/nodes",
-            Some(json!({"driver": "fake-hardware", "console_interface": console})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    created.body["uuid"].as_str().unwrap().to_owned()
+        .enroll_node(NodeSpec::fake().with("console_interface", json!(console)))
+        .await
 }
 
 async fn console_node(server: &Server) -> String {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use chrono::{TimeDelta, Utc};
-use common::{Answer, Api, faultstring};
+use common::{Answer, Api, LATEST, NodeSpec, faultstring};
 use ferric_conductor::ConductorConfig;
 use ferric_db::testing::TestDb;
 use ferric_model::ProvisionState;
@@ -59,21 +59,12 @@ on_both_backends!(
     agent_lookup_token_and_heartbeat_continue_a_deploy,
 );
 
-/// The latest version: every verb and edge is reachable.
-const LATEST: u16 = 110;
-
 async fn enroll(api: &Api, driver_info: Value) -> String {
-    let created = api
-        .send_at(
-            LATEST,
-            Method::POST,
-            "/v1/nodes",
-            Some(json!({"driver": "fake-hardware", "driver_info": driver_info})),
-        )
+    let uuid = api
+        .enroll_node(NodeSpec::fake().driver_info(driver_info))
         .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    assert_eq!(created.body["provision_state"], "enroll");
-    created.body["uuid"].as_str().unwrap().to_owned()
+    assert_eq!(api.node(&uuid).await["provision_state"], "enroll");
+    uuid
 }
 
 async fn provision_at(api: &Api, minor: u16, uuid: &str, body: Value) -> Answer {
@@ -102,18 +93,10 @@ async fn request(api: &Api, uuid: &str, target: &str) {
     );
 }
 
-async fn node(api: &Api, uuid: &str) -> Value {
-    let shown = api
-        .send_at(LATEST, Method::GET, &format!("/v1/nodes/{uuid}"), None)
-        .await;
-    assert_eq!(shown.status, StatusCode::OK, "{}", shown.body);
-    shown.body
-}
-
 /// Lets the conductor finish, then checks where the node rests.
 async fn expect_state(api: &Api, uuid: &str, state: &str) -> Value {
     api.settle().await;
-    let node = node(api, uuid).await;
+    let node = api.node(uuid).await;
     assert_eq!(node["provision_state"], state, "{node:#}");
     node
 }
@@ -226,11 +209,10 @@ async fn failed_verification_returns_to_enroll_with_last_error(api: Api) {
     assert_eq!(node["last_error"], Value::Null);
 }
 
+/// A fake node with `driver_info`, managed through the API.
 async fn managed(api: &Api, driver_info: Value) -> String {
-    let uuid = enroll(api, driver_info).await;
-    request(api, &uuid, "manage").await;
-    expect_state(api, &uuid, "manageable").await;
-    uuid
+    api.node_in("manageable", NodeSpec::fake().driver_info(driver_info))
+        .await
 }
 
 async fn abort_in_inspect_wait_ends_in_inspect_failed(api: Api) {
@@ -273,11 +255,10 @@ async fn abort_without_interface_support_is_400_and_changes_nothing(api: Api) {
     assert_eq!(node["last_error"], Value::Null);
 }
 
+/// A fake node with `driver_info`, managed and provided through the API.
 async fn available(api: &Api, driver_info: Value) -> String {
-    let uuid = managed(api, driver_info).await;
-    request(api, &uuid, "provide").await;
-    expect_state(api, &uuid, "available").await;
-    uuid
+    api.node_in("available", NodeSpec::fake().driver_info(driver_info))
+        .await
 }
 
 async fn abort_in_wait_call_back_ends_in_deploy_failed_powered_off(api: Api) {
@@ -452,7 +433,7 @@ async fn power_boot_device_validate_and_maintenance(api: Api) {
         .await;
     assert_eq!(on.status, StatusCode::ACCEPTED, "{}", on.body);
     api.settle().await;
-    assert_eq!(node(&api, &uuid).await["power_state"], "power on");
+    assert_eq!(api.node(&uuid).await["power_state"], "power on");
     let soft_old = api
         .send_at(
             20,
@@ -543,7 +524,7 @@ async fn power_boot_device_validate_and_maintenance(api: Api) {
         )
         .await;
     assert_eq!(maintenance.status, StatusCode::ACCEPTED);
-    let shown = node(&api, &uuid).await;
+    let shown = api.node(&uuid).await;
     assert_eq!(
         (
             shown["maintenance"].clone(),
@@ -555,7 +536,7 @@ async fn power_boot_device_validate_and_maintenance(api: Api) {
         .send_at(LATEST, Method::DELETE, &path("maintenance"), None)
         .await;
     assert_eq!(cleared.status, StatusCode::ACCEPTED);
-    assert_eq!(node(&api, &uuid).await["maintenance"], false);
+    assert_eq!(api.node(&uuid).await["maintenance"], false);
 }
 
 async fn power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out(api: Api) {
@@ -564,10 +545,10 @@ async fn power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out(ap
     set_driver_info(&api, &uuid, "fake_fail", Some("power")).await;
     for _ in 0..2 {
         api.conductor().run_reconciler("power_sync").await.unwrap();
-        assert_eq!(node(&api, &uuid).await["maintenance"], false);
+        assert_eq!(api.node(&uuid).await["maintenance"], false);
     }
     api.conductor().run_reconciler("power_sync").await.unwrap();
-    let node_now = node(&api, &uuid).await;
+    let node_now = api.node(&uuid).await;
     assert_eq!(node_now["maintenance"], true);
     assert_eq!(node_now["fault"], "power failure");
     assert!(
@@ -581,7 +562,7 @@ async fn power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out(ap
     set_driver_info(&api, &uuid, "fake_fail", None).await;
     let acted = api.conductor().run_reconciler("power_sync").await.unwrap();
     assert_eq!(acted, 1);
-    let node_now = node(&api, &uuid).await;
+    let node_now = api.node(&uuid).await;
     assert_eq!(node_now["maintenance"], false);
     assert_eq!(node_now["fault"], Value::Null);
 
@@ -590,7 +571,7 @@ async fn power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out(ap
     for _ in 0..4 {
         api.conductor().run_reconciler("power_sync").await.unwrap();
     }
-    assert_eq!(node(&api, &enrolled).await["maintenance"], false);
+    assert_eq!(api.node(&enrolled).await["maintenance"], false);
 }
 
 async fn work_of_a_dead_conductor_is_failed_with_last_error(api: Api) {
@@ -720,7 +701,7 @@ async fn a_full_worker_pool_answers_503() {
         refused.body
     );
     assert!(faultstring(&refused.body).contains("free conductor workers"));
-    let node = node(&api, &other).await;
+    let node = api.node(&other).await;
     assert_eq!(node["provision_state"], "enroll");
 }
 

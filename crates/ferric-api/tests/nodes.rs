@@ -86,13 +86,6 @@ impl Api {
         answer(response).await
     }
 
-    /// Creates a node through the router and returns its UUID.
-    async fn enroll(&self, body: Value) -> String {
-        let created = self.send(Method::POST, "/v1/nodes", Some(body)).await;
-        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-        created.body["uuid"].as_str().unwrap().to_owned()
-    }
-
     /// Puts a node in a state, as the conductor would.
     async fn set_state(&self, uuid: &str, state: ProvisionState, target: Option<ProvisionState>) {
         let mut node = self.store().node_get(&Ident::parse(uuid)).await.unwrap();

@@ -31,35 +31,7 @@ fn rendered() -> String {
 
 #[test]
 fn openapi_doc_is_up_to_date() {
-    let rendered = rendered();
-    let path = doc_path();
-    if std::env::var_os("FERRIC_UPDATE_DOCS").is_some_and(|value| value == "1") {
-        std::fs::write(&path, &rendered).unwrap();
-        return;
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    if checked_in == rendered {
-        return;
-    }
-    let first_difference = checked_in
-        .lines()
-        .zip(rendered.lines())
-        .position(|(old, new)| old != new)
-        .unwrap_or_else(|| checked_in.lines().count().min(rendered.lines().count()));
-    panic!(
-        "docs/openapi.json is out of date with the API (first difference at line {}: checked \
-         in {:?}, generated {:?}).\nRegenerate it with `{REGENERATE}` (or `cargo xtask docs`) \
-         and commit the result.",
-        first_difference + 1,
-        checked_in
-            .lines()
-            .nth(first_difference)
-            .unwrap_or("<end of file>"),
-        rendered
-            .lines()
-            .nth(first_difference)
-            .unwrap_or("<end of file>"),
-    );
+    ferric_testkit::doc::assert_up_to_date(&doc_path(), &rendered(), "the API", REGENERATE);
 }
 
 /// A concrete path for a templated one: every `{param}` becomes a value no record has.

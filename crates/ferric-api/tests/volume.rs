@@ -9,7 +9,7 @@
 mod common;
 
 use axum::http::{Method, StatusCode};
-use common::{Api, faultstring};
+use common::{Api, NodeSpec, faultstring};
 use serde_json::{Value, json};
 
 macro_rules! on_both_backends {
@@ -53,9 +53,7 @@ async fn power(api: &Api, uuid: &str, target: &str) {
 
 /// Enrolls at the newest version: the node starts in `enroll`.
 async fn enroll(api: &Api, body: Value) -> String {
-    let created = api.send_latest(Method::POST, "/v1/nodes", Some(body)).await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    created.body["uuid"].as_str().unwrap().to_owned()
+    api.enroll_node(NodeSpec::body(body)).await
 }
 
 async fn node(api: &Api, uuid: &str) -> Value {

@@ -221,16 +221,11 @@ mod tests {
     /// `cargo xtask docs` sets) rewrites it.
     #[test]
     fn configuration_doc_is_up_to_date() {
-        let rendered = render();
-        let path = doc_path();
-        if std::env::var_os("FERRIC_UPDATE_DOCS").is_some() {
-            std::fs::write(&path, &rendered).unwrap();
-            return;
-        }
-        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            checked_in == rendered,
-            "docs/configuration.md is stale: run `cargo xtask docs` and commit the result"
+        ferric_testkit::doc::assert_up_to_date(
+            &doc_path(),
+            &render(),
+            "the settings",
+            "cargo xtask docs",
         );
     }
 

@@ -100,15 +100,11 @@ mod tests {
     /// The packaged file is what the settings say; `FERRIC_UPDATE_DOCS=1` rewrites it.
     #[test]
     fn packaged_config_file_doc_is_up_to_date() {
-        let rendered = render();
-        if std::env::var_os("FERRIC_UPDATE_DOCS").is_some() {
-            std::fs::write(file_path(), &rendered).unwrap();
-            return;
-        }
-        let checked_in = std::fs::read_to_string(file_path()).unwrap_or_default();
-        assert!(
-            checked_in == rendered,
-            "packaging/ferric.toml is stale: run `cargo xtask docs` and commit the result"
+        ferric_testkit::doc::assert_up_to_date(
+            &file_path(),
+            &render(),
+            "the settings",
+            "cargo xtask docs",
         );
     }
 

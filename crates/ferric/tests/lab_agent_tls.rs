@@ -20,13 +20,15 @@
 //! those ports opening with a TLS ClientHello. The figures are printed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
+use ferric_testkit::lab::{self, Client, Lab, Server, enroll_machine};
 use serde_json::{Value, json};
 
+const SUITE: &str = "lab_agent_tls";
 const NAMESPACE: &str = "ferric-agent-tls-e2e";
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 /// Where the ramdisk holds the API's certificate (`ipa-cafile=`).
@@ -36,37 +38,8 @@ const AGENT_PORT: u16 = 9999;
 /// How a plain HTTP request starts.
 const HTTP_METHODS: [&[u8]; 4] = [b"GET ", b"POST ", b"PUT ", b"HEAD "];
 
-fn ferric() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferric"))
-}
-
-fn run(command: &mut Command, what: &str) -> anyhow::Result<String> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {what}"))?;
-    ensure!(
-        output.status.success(),
-        "{what} failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = match (args.get(1).map(String::as_str), args.get(2)) {
-        (Some("inside"), Some(dir)) => inside(Path::new(dir)),
-        _ => outside(),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("lab_agent_tls: FAILED: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    lab::main(SUITE, outside, inside)
 }
 
 /// Makes the API's certificate, builds the ramdisk with it, brings up a one-machine lab, runs
@@ -81,175 +54,58 @@ fn outside() -> anyhow::Result<()> {
             .is_ok_and(|status| status.success()),
         "tcpdump is missing: run scripts/install-deps.sh --lab"
     );
-    let dir = PathBuf::from(format!("/tmp/ferric-agent-tls-{}", std::process::id()));
-    let boot = dir.join("boot");
-    std::fs::create_dir_all(&boot)?;
-    let started = Instant::now();
-    let result = (|| {
+    let lab = Lab::new(
+        SUITE,
+        NAMESPACE,
+        "ferric-agent-tls",
+        env!("CARGO_BIN_EXE_ferric"),
+    );
+    let dir = lab.dir.as_path();
+    let kept = "capture.pcap, server.log, ferric.db, lab/node-0/console.log";
+    lab.outside(kept, || {
+        let started = Instant::now();
         let lab_layout = ferric_lab::layout::BRIDGE_ADDRESS;
         let certified = rcgen::generate_simple_self_signed(vec![lab_layout.to_owned()])
             .context("cannot make the API's certificate")?;
         std::fs::write(dir.join("api-cert.pem"), certified.cert.pem())?;
         std::fs::write(dir.join("api-key.pem"), certified.key_pair.serialize_pem())?;
-        let mut build = ferric();
-        build
-            .args(["ramdisk", "build", "--output"])
-            .arg(&boot)
-            .arg("--file")
-            .arg(format!(
-                "{}:{CA_IN_RAMDISK}",
-                dir.join("api-cert.pem").display()
-            ));
-        if let Some(agent) = std::env::var_os("FERRIC_E2E_AGENT") {
-            build.arg("--agent").arg(agent);
-        }
-        run(&mut build, "ferric ramdisk build")?;
+        let mut build = lab.ramdisk_command();
+        build.arg("--file").arg(format!(
+            "{}:{CA_IN_RAMDISK}",
+            dir.join("api-cert.pem").display()
+        ));
+        lab::run(&mut build, "ferric ramdisk build")?;
         eprintln!(
             "lab_agent_tls: ramdisk (with the API's certificate at {CA_IN_RAMDISK}) ready: {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        run(
-            ferric()
-                .args(["lab", "up", "--nodes", "1", "--memory", "512"])
-                .args(["--namespace", NAMESPACE])
-                .arg("--dir")
-                .arg(dir.join("lab")),
-            "ferric lab up",
-        )?;
-        let status = Command::new("ip")
-            .args(["netns", "exec", NAMESPACE])
-            .arg(std::env::current_exe()?)
-            .arg("inside")
-            .arg(&dir)
-            .status()
-            .context("cannot run the scenario inside the lab's namespace")?;
-        ensure!(status.success(), "the scenario failed ({status})");
-        Ok(())
-    })();
-    let down = run(
-        ferric()
-            .args(["lab", "down", "--namespace", NAMESPACE])
-            .arg("--dir")
-            .arg(dir.join("lab")),
-        "ferric lab down",
-    );
-    match (result, down) {
-        (Ok(()), Ok(_)) => {
-            eprintln!(
-                "lab_agent_tls: passed in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
-            let _ = std::fs::remove_dir_all(&dir);
-            Ok(())
-        }
-        (result, down) => {
-            eprintln!(
-                "lab_agent_tls: kept for inspection: {} (capture.pcap, server.log, ferric.db, \
-                 lab/node-0/console.log)",
-                dir.display()
-            );
-            result?;
-            down.map(|_| ())
-        }
-    }
-}
-
-/// The API over HTTPS, trusting the test's certificate.
-struct Client {
-    http: reqwest::blocking::Client,
-    api: String,
-}
-
-impl Client {
-    fn expect(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-        status: u16,
-    ) -> anyhow::Result<Value> {
-        let mut request = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.api))
-            .header("X-OpenStack-Ironic-API-Version", "1.110");
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().with_context(|| format!("{method} {path}"))?;
-        let got = response.status().as_u16();
-        let text = response.text()?;
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        ensure!(
-            got == status,
-            "{method} {path}: expected {status}, got {got}: {body}"
-        );
-        Ok(body)
-    }
-
-    fn provision(&self, uuid: &str, target: &str) -> anyhow::Result<()> {
-        self.expect(
-            reqwest::Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(json!({"target": target})),
-            202,
-        )
-        .map(drop)
-    }
-
-    /// The node when it rests in `target`, `None` while it is on its way; a failed state or
-    /// another resting one is an error with its `last_error`.
-    fn arrived(&self, uuid: &str, target: &str) -> anyhow::Result<Option<Value>> {
-        let node = self.expect(
-            reqwest::Method::GET,
-            &format!("/v1/nodes/{uuid}"),
-            None,
-            200,
-        )?;
-        let state = node["provision_state"].as_str().unwrap_or("?");
-        if state == target && node["reservation"].is_null() {
-            return Ok(Some(node));
-        }
-        let resting = node["target_provision_state"].is_null();
-        if state != target && (state.ends_with("failed") || (resting && !state.ends_with("wait"))) {
-            bail!(
-                "node {uuid} rests in {state}, not {target}: last_error {}",
-                node["last_error"]
-            );
-        }
-        Ok(None)
-    }
-}
-
-/// A process started inside the namespace, stopped with SIGTERM when dropped (tcpdump then
-/// flushes its capture).
-struct Stopped(Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
+        lab.up(&["--nodes", "1", "--memory", "512"])?;
+        lab.run_inside()
+    })
 }
 
 fn phase(name: &str, started: Instant) {
-    eprintln!(
-        "lab_agent_tls: phase {name}: {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    lab::phase(SUITE, name, started);
 }
 
 fn inside(dir: &Path) -> anyhow::Result<()> {
-    let lab: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("lab/lab.json"))?)?;
-    let machine = &lab["nodes"][0];
-    let bridge = lab["bridge"].as_str().context("lab.json: no bridge")?;
-    let address = lab["bridge_address"]
+    let lab = Lab::at(
+        SUITE,
+        NAMESPACE,
+        dir.to_owned(),
+        env!("CARGO_BIN_EXE_ferric"),
+    );
+    let description = lab.description()?;
+    let machine = &description["nodes"][0];
+    let bridge = description["bridge"]
+        .as_str()
+        .context("lab.json: no bridge")?;
+    let address = description["bridge_address"]
         .as_str()
         .context("lab.json: no bridge_address")?;
     let api = format!("https://{address}:{API_PORT}");
     let capture_file = dir.join("capture.pcap");
-    let capture = Stopped(
+    let capture = Server(
         Command::new("tcpdump")
             // -Z root: Debian's tcpdump otherwise drops to its own user, who cannot write here.
             .args(["-i", bridge, "-n", "-s", "0", "-U", "-Z", "root", "-w"])
@@ -269,78 +125,36 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let log = std::fs::File::create(dir.join("server.log"))?;
-    let server = Stopped(
-        ferric()
-            .arg("server")
-            .args(["--api-listen", &format!("{address}:{API_PORT}")])
-            .args(["--api-url", &api])
-            .args(["--boot-http-listen", &format!("{address}:8080")])
-            .arg("--boot-http-root")
-            .arg(dir.join("boot"))
-            .current_dir(dir)
-            .env("FERRIC_API_TLS_CERT", dir.join("api-cert.pem"))
-            .env("FERRIC_API_TLS_KEY", dir.join("api-key.pem"))
-            .env(
-                "FERRIC_KERNEL_APPEND_PARAMS",
-                format!("console=ttyS0 ipa-cafile={CA_IN_RAMDISK}"),
-            )
-            .env("FERRIC_AGENT_REQUIRE_TLS", "true")
-            .env("FERRIC_DEPLOY_KERNEL", "ferric-agent.kernel")
-            .env("FERRIC_DEPLOY_RAMDISK", "ferric-agent.initramfs")
-            .env("FERRIC_LOG_LEVEL", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .context("cannot start ferric server")?,
-    );
     let certificate = reqwest::Certificate::from_pem(&std::fs::read(dir.join("api-cert.pem"))?)?;
-    let client = Client {
-        http: reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .add_root_certificate(certificate)
-            .build()?,
-        api,
-    };
-    let up = Instant::now();
-    while client
-        .expect(reqwest::Method::GET, "/v1", None, 200)
-        .is_err()
-    {
-        ensure!(
-            up.elapsed() < Duration::from_secs(120),
-            "ferric server did not start; see server.log"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .add_root_certificate(certificate)
+        .build()?;
+    let client = Client::with_http(SUITE, &api, http, PHASE_TIMEOUT);
+    let mut command = lab.ferric();
+    command
+        .arg("server")
+        .args(["--api-listen", &format!("{address}:{API_PORT}")])
+        .args(["--api-url", &api])
+        .args(["--boot-http-listen", &format!("{address}:8080")])
+        .arg("--boot-http-root")
+        .arg(dir.join("boot"))
+        .current_dir(dir)
+        .env("FERRIC_API_TLS_CERT", dir.join("api-cert.pem"))
+        .env("FERRIC_API_TLS_KEY", dir.join("api-key.pem"))
+        .env(
+            "FERRIC_KERNEL_APPEND_PARAMS",
+            format!("console=ttyS0 ipa-cafile={CA_IN_RAMDISK}"),
+        )
+        .env("FERRIC_AGENT_REQUIRE_TLS", "true")
+        .env("FERRIC_DEPLOY_KERNEL", "ferric-agent.kernel")
+        .env("FERRIC_DEPLOY_RAMDISK", "ferric-agent.initramfs")
+        .env("FERRIC_LOG_LEVEL", "info");
+    let server = lab.server(command, &client)?;
 
     let started = Instant::now();
-    let created = client.expect(
-        reqwest::Method::POST,
-        "/v1/nodes",
-        Some(json!({
-            "name": machine["name"],
-            "driver": "redfish",
-            "boot_interface": "ipxe",
-            "deploy_interface": "direct",
-            "driver_info": {
-                "redfish_address": machine["redfish_address"],
-                "redfish_system_id": machine["redfish_system_id"],
-                "redfish_username": machine["redfish_username"],
-                "redfish_password": machine["redfish_password"],
-            },
-        })),
-        201,
-    )?;
-    let uuid = created["uuid"].as_str().context("no uuid")?.to_owned();
-    client.expect(
-        reqwest::Method::POST,
-        "/v1/ports",
-        Some(json!({"node_uuid": uuid, "address": machine["mac"]})),
-        201,
-    )?;
-    client.provision(&uuid, "manage")?;
+    let uuid = enroll_machine(&client, machine, json!({"boot_interface": "ipxe"}))?;
+    client.put_provision(&uuid, "manage")?;
     wait(|| client.arrived(&uuid, "manageable"))?;
     phase("enroll + manage", started);
 
@@ -357,7 +171,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     let mut tokens = BTreeSet::new();
     let mut agent_urls = BTreeSet::new();
     let started = Instant::now();
-    client.provision(&uuid, "provide")?;
+    client.put_provision(&uuid, "provide")?;
     wait(|| {
         let node = runtime.block_on(store.node_get(&ident))?;
         let internal = &node.driver_internal_info;

@@ -14,12 +14,13 @@
 //! `--disable`, which ends the attached CLI (close 1000) and empties `console_info`.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
+use ferric_testkit::lab::{self, Lab, run};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ferric-console-e2e";
@@ -35,97 +36,30 @@ fn ferric() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferric"))
 }
 
-fn run(command: &mut Command, what: &str) -> anyhow::Result<String> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {what}"))?;
-    ensure!(
-        output.status.success(),
-        "{what} failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = match (args.get(1).map(String::as_str), args.get(2)) {
-        (Some("inside"), Some(dir)) => inside(Path::new(dir)),
-        _ => outside(),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("lab_console: FAILED: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    lab::main("lab_console", outside, inside)
 }
 
 /// Builds the ramdisk, brings up a one-machine lab, runs the scenario inside the namespace
-/// and takes the lab down.
+/// and takes the lab down (`ferric_testkit::lab`).
 fn outside() -> anyhow::Result<()> {
-    let dir = PathBuf::from(format!("/tmp/ferric-console-{}", std::process::id()));
-    let boot = dir.join("boot");
-    std::fs::create_dir_all(&boot)?;
-    let started = Instant::now();
-    let result = (|| {
-        let mut build = ferric();
-        build.args(["ramdisk", "build", "--output"]).arg(&boot);
-        if let Some(agent) = std::env::var_os("FERRIC_E2E_AGENT") {
-            build.arg("--agent").arg(agent);
-        }
-        run(&mut build, "ferric ramdisk build")?;
+    let lab = Lab::new(
+        "lab_console",
+        NAMESPACE,
+        "ferric-console",
+        env!("CARGO_BIN_EXE_ferric"),
+    );
+    let kept = "server.log, lab/node-0/console.log, lab/bmc.log";
+    lab.outside(kept, || {
+        let started = Instant::now();
+        lab.build_ramdisk()?;
         eprintln!(
             "lab_console: ramdisk ready: {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        run(
-            ferric()
-                .args(["lab", "up", "--nodes", "1", "--memory", "512"])
-                .args(["--namespace", NAMESPACE])
-                .arg("--dir")
-                .arg(dir.join("lab")),
-            "ferric lab up",
-        )?;
-        let status = Command::new("ip")
-            .args(["netns", "exec", NAMESPACE])
-            .arg(std::env::current_exe()?)
-            .arg("inside")
-            .arg(&dir)
-            .status()
-            .context("cannot run the scenario inside the lab's namespace")?;
-        ensure!(status.success(), "the scenario failed ({status})");
-        Ok(())
-    })();
-    let down = run(
-        ferric()
-            .args(["lab", "down", "--namespace", NAMESPACE])
-            .arg("--dir")
-            .arg(dir.join("lab")),
-        "ferric lab down",
-    );
-    match (result, down) {
-        (Ok(()), Ok(_)) => {
-            eprintln!(
-                "lab_console: passed in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
-            let _ = std::fs::remove_dir_all(&dir);
-            Ok(())
-        }
-        (result, down) => {
-            eprintln!(
-                "lab_console: kept for inspection: {} (server.log, lab/node-0/console.log, \
-                 lab/bmc.log)",
-                dir.display()
-            );
-            result?;
-            down.map(|_| ())
-        }
-    }
+        lab.up(&["--nodes", "1", "--memory", "512"])?;
+        lab.run_inside()
+    })
 }
 
 /// A child process killed when dropped.

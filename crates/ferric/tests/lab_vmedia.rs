@@ -20,50 +20,21 @@
 //! ISOs boot through Debian's signed shim, GRUB and kernel; the console must show the
 //! kernel's "Secure boot enabled".
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
+use ferric_testkit::lab::{self, API, Client, Lab, enroll_machine};
 use serde_json::{Value, json};
 
+const SUITE: &str = "lab_vmedia";
 const NAMESPACE: &str = "ferric-vmedia-e2e";
-const API: &str = "http://10.231.0.1:6385";
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 /// The machine's static address (outside the lab's DHCP range, .100–.199).
 const STATIC_ADDRESS: &str = "10.231.0.60";
 
-fn ferric() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferric"))
-}
-
-fn run(command: &mut Command, what: &str) -> anyhow::Result<String> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {what}"))?;
-    ensure!(
-        output.status.success(),
-        "{what} failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = match (args.get(1).map(String::as_str), args.get(2)) {
-        (Some("inside"), Some(dir)) => inside(Path::new(dir)),
-        _ => outside(),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("lab_vmedia: FAILED: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    lab::main(SUITE, outside, inside)
 }
 
 /// `FERRIC_E2E_SECURE_BOOT=1`: the secure-boot variant.
@@ -71,261 +42,57 @@ fn secure_boot() -> bool {
     std::env::var_os("FERRIC_E2E_SECURE_BOOT").is_some_and(|value| value == "1")
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+fn phase(name: &str, started: Instant) {
+    lab::phase(SUITE, name, started);
 }
 
 /// Builds the ramdisk and a 4 MiB image, brings up a one-machine lab with DHCP denied to it,
 /// runs the scenario inside the namespace and takes the lab down.
 fn outside() -> anyhow::Result<()> {
-    let dir = PathBuf::from(format!("/tmp/ferric-vmedia-{}", std::process::id()));
-    let boot = dir.join("boot");
-    std::fs::create_dir_all(boot.join("images"))?;
-    let started = Instant::now();
-    let result = (|| {
-        let mut build = ferric();
-        build.args(["ramdisk", "build", "--output"]).arg(&boot);
-        if let Some(agent) = std::env::var_os("FERRIC_E2E_AGENT") {
-            build.arg("--agent").arg(agent);
-        }
-        run(&mut build, "ferric ramdisk build")?;
+    let lab = Lab::new(
+        SUITE,
+        NAMESPACE,
+        "ferric-vmedia",
+        env!("CARGO_BIN_EXE_ferric"),
+    );
+    let kept = "server.log, lab/node-0/console.log, lab/dnsmasq.log, lab/bmc.log";
+    lab.outside(kept, || {
+        let started = Instant::now();
+        lab.build_ramdisk()?;
         let image: Vec<u8> = (0..4u32 << 20)
             .map(|index| (index.wrapping_mul(2_654_435_761) >> 24) as u8)
             .collect();
-        std::fs::write(boot.join("images/pattern.img"), &image)?;
-        std::fs::write(dir.join("pattern.img.sha256"), sha256_hex(&image))?;
+        std::fs::write(lab.dir.join("boot/images/pattern.img"), &image)?;
+        std::fs::write(lab.dir.join("pattern.img.sha256"), lab::sha256_hex(&image))?;
         eprintln!(
             "lab_vmedia: ramdisk and image ready: {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        let lab = |args: &[&str], what: &str| {
-            run(
-                ferric()
-                    .arg("lab")
-                    .args(args)
-                    .args(["--namespace", NAMESPACE])
-                    .arg("--dir")
-                    .arg(dir.join("lab")),
-                what,
-            )
-        };
-        let mut up = vec!["up", "--nodes", "1", "--memory", "512"];
+        let mut up = vec!["--nodes", "1", "--memory", "512"];
         if secure_boot() {
             up.extend(["--firmware", "secure-boot"]);
         }
-        lab(&up, "ferric lab up")?;
-        lab(&["deny-dhcp", "node-0"], "ferric lab deny-dhcp")?;
-        let status = Command::new("ip")
-            .args(["netns", "exec", NAMESPACE])
-            .arg(std::env::current_exe()?)
-            .arg("inside")
-            .arg(&dir)
-            .status()
-            .context("cannot run the scenario inside the lab's namespace")?;
-        ensure!(status.success(), "the scenario failed ({status})");
-        Ok(())
-    })();
-    let down = run(
-        ferric()
-            .args(["lab", "down", "--namespace", NAMESPACE])
-            .arg("--dir")
-            .arg(dir.join("lab")),
-        "ferric lab down",
-    );
-    match (result, down) {
-        (Ok(()), Ok(_)) => {
-            eprintln!(
-                "lab_vmedia: passed in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
-            let _ = std::fs::remove_dir_all(&dir);
-            Ok(())
-        }
-        (result, down) => {
-            eprintln!(
-                "lab_vmedia: kept for inspection: {} (server.log, lab/node-0/console.log, \
-                 lab/dnsmasq.log, lab/bmc.log)",
-                dir.display()
-            );
-            result?;
-            down.map(|_| ())
-        }
-    }
-}
-
-struct Client {
-    http: reqwest::blocking::Client,
-}
-
-impl Client {
-    fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(u16, Value)> {
-        let mut request = self
-            .http
-            .request(method.clone(), format!("{API}{path}"))
-            .header("X-OpenStack-Ironic-API-Version", "1.110");
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().with_context(|| format!("{method} {path}"))?;
-        let status = response.status().as_u16();
-        let text = response.text()?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        ))
-    }
-
-    fn expect(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-        status: u16,
-    ) -> anyhow::Result<Value> {
-        let (got, body) = self.send(method.clone(), path, body)?;
-        ensure!(
-            got == status,
-            "{method} {path}: expected {status}, got {got}: {body}"
-        );
-        Ok(body)
-    }
-
-    fn provision(&self, uuid: &str, target: &str) -> anyhow::Result<()> {
-        self.expect(
-            reqwest::Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(json!({"target": target})),
-            202,
-        )
-        .map(drop)
-    }
-
-    fn node(&self, uuid: &str) -> anyhow::Result<Value> {
-        self.expect(
-            reqwest::Method::GET,
-            &format!("/v1/nodes/{uuid}"),
-            None,
-            200,
-        )
-    }
-
-    /// Waits until the node rests in `target`; another resting or failed state is an error
-    /// with its `last_error`.
-    fn wait_for(&self, uuid: &str, target: &str) -> anyhow::Result<Value> {
-        let started = Instant::now();
-        loop {
-            let node = self.node(uuid)?;
-            let state = node["provision_state"].as_str().unwrap_or("?");
-            if state == target && node["reservation"].is_null() {
-                return Ok(node);
-            }
-            let resting = node["target_provision_state"].is_null();
-            if state != target
-                && (state.ends_with("failed") || (resting && !state.ends_with("wait")))
-            {
-                bail!(
-                    "node {uuid} rests in {state}, not {target}: last_error {}",
-                    node["last_error"]
-                );
-            }
-            ensure!(
-                started.elapsed() < PHASE_TIMEOUT,
-                "node {uuid} still in {state} after {PHASE_TIMEOUT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-
-    /// Waits for the agent's first heartbeat.
-    fn wait_for_heartbeat(&self, uuid: &str) -> anyhow::Result<()> {
-        let started = Instant::now();
-        loop {
-            let node = self.node(uuid)?;
-            if node["driver_internal_info"]["agent_last_heartbeat"].is_string() {
-                return Ok(());
-            }
-            ensure!(
-                !node["provision_state"]
-                    .as_str()
-                    .unwrap_or("")
-                    .ends_with("failed"),
-                "node {uuid} failed while waiting for its agent: {}",
-                node["last_error"]
-            );
-            ensure!(
-                started.elapsed() < PHASE_TIMEOUT,
-                "no heartbeat from node {uuid} after {PHASE_TIMEOUT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-/// The server, started inside the namespace; stopped when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-fn phase(name: &str, started: Instant) {
-    eprintln!(
-        "lab_vmedia: phase {name}: {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+        lab.up(&up)?;
+        lab.lab(&["deny-dhcp", "node-0"], "ferric lab deny-dhcp")?;
+        lab.run_inside()
+    })
 }
 
 fn inside(dir: &Path) -> anyhow::Result<()> {
-    let lab: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("lab/lab.json"))?)?;
-    let machine = &lab["nodes"][0];
+    let lab = Lab::at(
+        SUITE,
+        NAMESPACE,
+        dir.to_owned(),
+        env!("CARGO_BIN_EXE_ferric"),
+    );
+    let machines = lab.machines()?;
+    let machine = &machines[0];
     let mac = machine["mac"]
         .as_str()
         .context("lab.json: no MAC")?
         .to_owned();
-    let log = std::fs::File::create(dir.join("server.log"))?;
-    let _server = Server(
-        ferric()
-            .arg("server")
-            .args(["--api-listen", "10.231.0.1:6385", "--api-url", API])
-            .args(["--boot-http-listen", "10.231.0.1:8080", "--boot-http-root"])
-            .arg(dir.join("boot"))
-            .current_dir(dir)
-            .env("FERRIC_DEPLOY_KERNEL", "ferric-agent.kernel")
-            .env("FERRIC_DEPLOY_RAMDISK", "ferric-agent.initramfs")
-            .env("FERRIC_LOG_LEVEL", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .context("cannot start ferric server")?,
-    );
-    let client = Client {
-        http: reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()?,
-    };
-    let up = Instant::now();
-    while client.send(reqwest::Method::GET, "/v1", None).is_err() {
-        ensure!(
-            up.elapsed() < Duration::from_secs(120),
-            "ferric server did not start; see server.log"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let client = Client::new(SUITE, API, Duration::from_secs(120), PHASE_TIMEOUT)?;
+    let _server = lab.server(lab.server_command(), &client)?;
     let digest = std::fs::read_to_string(dir.join("pattern.img.sha256"))?;
     let driver_info = json!({
         "redfish_address": machine["redfish_address"],
@@ -342,13 +109,13 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             "deploy_interface": "direct",
             "inspect_interface": "agent",
             "automated_clean": false,
-            "driver_info": driver_info,
-            "network_data": network_data,
             "properties": if secure_boot() {
                 json!({"capabilities": "secure_boot:true"})
             } else {
                 json!({})
             },
+            "driver_info": driver_info,
+            "network_data": network_data,
             "instance_info": {
                 "image_source": "pattern.img",
                 "image_disk_format": "raw",
@@ -394,19 +161,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             "routes": [{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.231.0.1"}]}],
         "services": [{"type": "dns", "address": "10.231.0.1"}],
     });
-    let created = client.expect(
-        reqwest::Method::POST,
-        "/v1/nodes",
-        Some(node("node-0", network_data)),
-        201,
-    )?;
-    let uuid = created["uuid"].as_str().context("no uuid")?.to_owned();
-    client.expect(
-        reqwest::Method::POST,
-        "/v1/ports",
-        Some(json!({"node_uuid": uuid, "address": mac})),
-        201,
-    )?;
+    let uuid = enroll_machine(&client, machine, node("node-0", network_data))?;
     let answer = client.expect(
         reqwest::Method::GET,
         &format!("/v1/nodes/{uuid}/validate"),
@@ -422,9 +177,9 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     phase("enroll + validate", started);
 
     let started = Instant::now();
-    client.provision(&uuid, "manage")?;
+    client.put_provision(&uuid, "manage")?;
     client.wait_for(&uuid, "manageable")?;
-    client.provision(&uuid, "inspect")?;
+    client.put_provision(&uuid, "inspect")?;
     let inspected = client.wait_for(&uuid, "manageable")?;
     ensure!(
         inspected["inspection_finished_at"].is_string(),
@@ -444,10 +199,10 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     phase("inspection (virtual media, static address)", started);
 
     let started = Instant::now();
-    client.provision(&uuid, "provide")?;
+    client.put_provision(&uuid, "provide")?;
     client.wait_for(&uuid, "available")?;
-    client.provision(&uuid, "active")?;
-    client.wait_for_heartbeat(&uuid)?;
+    client.put_provision(&uuid, "active")?;
+    client.wait_for_heartbeat(&uuid, None)?;
     phase(
         "power-on to first heartbeat (deploy, virtual media)",
         started,

@@ -7,14 +7,12 @@
 //! of its own, after the main scenario's server has stopped: discovery changes the PXE filter
 //! for every machine on the segment, which the other phases do not expect.
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use serde_json::{Value, json};
 
-use super::{API, Client, PHASE_TIMEOUT, Server, ferric, phase};
+use super::{Lab, PHASE_TIMEOUT, client, phase};
 
 /// A Redfish `ComputerSystem.Reset` at the machine's BMC.
 fn bmc_reset(machine: &Value, reset_type: &str) -> anyhow::Result<()> {
@@ -40,43 +38,21 @@ fn bmc_reset(machine: &Value, reset_type: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn discovery(dir: &Path, machine: &Value) -> anyhow::Result<()> {
+pub(super) fn discovery(lab: &Lab, machine: &Value) -> anyhow::Result<()> {
+    let dir = lab.dir.as_path();
     let started = Instant::now();
-    let log = std::fs::File::create(dir.join("server-discovery.log"))?;
-    let _server = Server(
-        ferric()
-            .arg("server")
-            .args(["--api-listen", "10.231.0.1:6385", "--api-url", API])
-            .arg("--database-url")
-            .arg(dir.join("discovery.db"))
-            .args(["--boot-http-listen", "10.231.0.1:8080", "--boot-http-root"])
-            .arg(dir.join("boot"))
-            .current_dir(dir)
-            .env("FERRIC_DHCP_HOSTSDIR", dir.join("lab/dhcp-hosts"))
-            .env("FERRIC_DEPLOY_KERNEL", "ferric-agent.kernel")
-            .env("FERRIC_DEPLOY_RAMDISK", "ferric-agent.initramfs")
-            .env("FERRIC_INSPECTOR_ENABLED", "true")
-            .env("FERRIC_INSPECTOR_DISCOVERY", "true")
-            .env("FERRIC_INSPECTOR_LISTEN", "10.231.0.1:5050")
-            .env("FERRIC_LOG_LEVEL", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .context("cannot start ferric server for discovery")?,
-    );
-    let client = Client {
-        http: reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()?,
-    };
-    while client.send(reqwest::Method::GET, "/v1", None).is_err() {
-        ensure!(
-            started.elapsed() < Duration::from_secs(120),
-            "ferric server did not start; see server-discovery.log"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let client = client()?;
+    let mut command = lab.server_command();
+    command
+        .arg("--database-url")
+        .arg(dir.join("discovery.db"))
+        .env("FERRIC_DHCP_HOSTSDIR", dir.join("lab/dhcp-hosts"))
+        .env("FERRIC_INSPECTOR_ENABLED", "true")
+        .env("FERRIC_INSPECTOR_DISCOVERY", "true")
+        .env("FERRIC_INSPECTOR_LISTEN", "10.231.0.1:5050");
+    let _server = lab
+        .server_logged(command, &client, "server-discovery.log")
+        .context("cannot start ferric server for discovery")?;
     let script = dir.join("boot/ipxe/discovery.ipxe");
     ensure!(script.exists(), "no {} was written", script.display());
 

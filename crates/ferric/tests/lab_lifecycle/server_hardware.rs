@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::{Context as _, ensure};
 use serde_json::{Value, json};
 
-use super::{Client, NAMESPACE, phase, read_at};
+use super::{Client, NAMESPACE, enroll_machine, phase, read_at};
 
 /// Where the marker goes: past the first and last MiB a metadata erase would clear.
 const MARKER_OFFSET: u64 = 256 << 20;
@@ -39,34 +39,19 @@ pub(super) fn server_hardware(client: &Client, dir: &Path, machine: &Value) -> a
             .with_context(|| format!("cannot write the marker into {}", disk.display()))?;
     }
 
-    let created = client.expect(
-        reqwest::Method::POST,
-        "/v1/nodes",
-        Some(json!({
-            "name": name,
-            "driver": "redfish",
+    let uuid = enroll_machine(
+        client,
+        machine,
+        json!({
             "boot_interface": "ipxe",
-            "deploy_interface": "direct",
             "inspect_interface": "agent",
             "driver_info": {
-                "redfish_address": machine["redfish_address"],
-                "redfish_system_id": machine["redfish_system_id"],
-                "redfish_username": machine["redfish_username"],
-                "redfish_password": machine["redfish_password"],
                 "fast_track": true,
                 "kernel_append_params": "ipa-collect-lldp=1 ipa-lldp-timeout=20",
             },
-        })),
-        201,
+        }),
     )?;
-    let uuid = created["uuid"].as_str().context("no uuid")?.to_owned();
     let uuid = uuid.as_str();
-    client.expect(
-        reqwest::Method::POST,
-        "/v1/ports",
-        Some(json!({"node_uuid": uuid, "address": machine["mac"]})),
-        201,
-    )?;
     client.provision(uuid, json!({"target": "manage"}))?;
     client.wait_for(uuid, "manageable")?;
 
