@@ -10,7 +10,9 @@ mod bios;
 mod error;
 pub mod firmware;
 mod inventory;
+mod raid;
 mod sessions;
+mod storage;
 mod systems;
 mod update;
 mod vmedia;
@@ -28,8 +30,6 @@ use serde_json::{Map, Value, json};
 
 pub use error::RedfishError;
 use firmware::FirmwareState;
-#[cfg(test)]
-pub(crate) use systems::patched_boot;
 
 use crate::machine::MachineControl;
 use crate::secret;
@@ -48,6 +48,8 @@ pub struct RedfishBmc<M> {
     next_session: Mutex<u64>,
     /// BIOS settings, firmware versions and update tasks (`firmware.rs`).
     firmware: Mutex<FirmwareState>,
+    /// The RAID controller's drives, volumes and their tasks (`raid.rs`).
+    raid: Mutex<raid::RaidState>,
     /// The size of each of the machine's disks (`layout::DISKS`) as `SimpleStorage` shows
     /// them; 0: no disk.
     disk_bytes: u64,
@@ -66,6 +68,10 @@ impl<M: MachineControl> RedfishBmc<M> {
             sessions: Mutex::new(HashMap::new()),
             next_session: Mutex::new(0),
             firmware: Mutex::new(FirmwareState::new(&machine.info().serial)),
+            raid: Mutex::new(raid::RaidState::new(
+                &machine.info().name,
+                &machine.info().serial,
+            )),
             machine,
             disk_bytes: crate::layout::DISK_BYTES,
         }
@@ -88,6 +94,10 @@ impl<M: MachineControl> RedfishBmc<M> {
     /// The BIOS settings in effect now (not the pending ones).
     pub fn bios_attributes(&self) -> Value {
         self.lock_firmware().attributes()
+    }
+
+    fn lock_raid(&self) -> std::sync::MutexGuard<'_, raid::RaidState> {
+        self.raid.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock_firmware(&self) -> std::sync::MutexGuard<'_, FirmwareState> {
@@ -140,6 +150,7 @@ pub fn router<M: MachineControl>(bmc: Arc<RedfishBmc<M>>) -> Router {
         .merge(sessions::routes::<M>())
         .merge(systems::routes::<M>())
         .merge(inventory::routes::<M>())
+        .merge(storage::routes::<M>())
         .merge(bios::routes::<M>())
         .merge(update::routes::<M>())
         .merge(vmedia::routes::<M>())

@@ -127,6 +127,7 @@ async fn system_get<M: MachineControl>(
             "Processors": {"@odata.id": format!("{uri}/Processors")},
             "Memory": {"@odata.id": format!("{uri}/Memory")},
             "SimpleStorage": {"@odata.id": format!("{uri}/SimpleStorage")},
+            "Storage": {"@odata.id": format!("{uri}/Storage")},
             "EthernetInterfaces": {"@odata.id": format!("{uri}/EthernetInterfaces")},
             "VirtualMedia": {"@odata.id": vmedia::system_collection(&info.name)},
             "Links": {"ManagedBy": [{"@odata.id": format!("/redfish/v1/Managers/{MANAGER_ID}")}]},
@@ -237,17 +238,30 @@ async fn system_reset<M: MachineControl>(
             property: "ResetType".into(),
             value: reset_type.to_string(),
         })?;
-    bmc.machine
-        .power(action)
-        .await
-        .map_err(RedfishError::Machine)?;
-    if matches!(
+    let boots = matches!(
         action,
         PowerAction::On
             | PowerAction::ForceRestart
             | PowerAction::GracefulRestart
             | PowerAction::PowerCycle
-    ) {
+    );
+    if boots {
+        // The RAID controller applies its waiting requests as the machine resets, so the
+        // machine starts with its new volumes.
+        let changed = bmc.lock_raid().reset();
+        if changed {
+            let disks = bmc.lock_raid().disks();
+            bmc.machine
+                .set_volumes(disks)
+                .await
+                .map_err(RedfishError::Machine)?;
+        }
+    }
+    bmc.machine
+        .power(action)
+        .await
+        .map_err(RedfishError::Machine)?;
+    if boots {
         // The machine boots: pending BIOS settings take effect.
         bmc.lock_firmware().booted();
     }

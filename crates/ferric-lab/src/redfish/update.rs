@@ -1,5 +1,5 @@
 //! The lab BMC's UpdateService (`SimpleUpdate` of the BIOS or the BMC) and TaskService (the
-//! tasks those updates run as); the state lives in `firmware.rs`.
+//! tasks those updates run as, `firmware.rs`, and the RAID controller's, `raid-N`, `raid.rs`).
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::firmware::{self, Component};
+use super::raid;
 use super::{MANAGER_ID, RedfishBmc, RedfishError, collection, odata, parse_object, with};
 use crate::machine::MachineControl;
 
@@ -103,12 +104,13 @@ async fn task_service() -> Json<Value> {
 }
 
 async fn tasks<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) -> Json<Value> {
-    let uris: Vec<String> = bmc
+    let mut uris: Vec<String> = bmc
         .lock_firmware()
         .task_ids()
         .into_iter()
         .map(firmware::task_uri)
         .collect();
+    uris.extend(bmc.lock_raid().task_ids().into_iter().map(raid::task_uri));
     collection(
         "/redfish/v1/TaskService/Tasks",
         "#TaskCollection.TaskCollection",
@@ -122,6 +124,14 @@ async fn task_get<M: MachineControl>(
     Path(task): Path<String>,
 ) -> Result<Json<Value>, RedfishError> {
     let uri = format!("/redfish/v1/TaskService/Tasks/{task}");
+    if let Some(id) = task.strip_prefix("raid-") {
+        return id
+            .parse()
+            .ok()
+            .and_then(|id| bmc.lock_raid().task(id))
+            .map(Json)
+            .ok_or(RedfishError::NotFound { uri });
+    }
     let id: u64 = task
         .parse()
         .map_err(|_| RedfishError::NotFound { uri: uri.clone() })?;
