@@ -1,5 +1,6 @@
-//! End-to-end: a RAID-1 built out of band by the lab's Redfish BMC and deployed onto (issue
-//! 27), on a QEMU machine of the virtual lab through a real `ferric server`.
+//! End-to-end: a RAID-1 built out of band by the lab's Redfish BMC and deployed onto, and a
+//! live-ISO boot with the `ramdisk` deploy interface (issue 27), on QEMU machines of the
+//! virtual lab through a real `ferric server`.
 //!
 //! Runs only with `--features lab-e2e` (root; `scripts/install-deps.sh --lab`; the agent built
 //! beside the `ferric` binary): `cargo test -p ferric --features lab-e2e --test lab_raid`.
@@ -14,7 +15,11 @@
 //! `raid_config` and the volume's WWN as `properties.root_device`; deploy through the agent
 //! (network boot), which picks the volume by that hint; the machine boots the image from the
 //! volume and prints a marker. The volume's file holds the image, the machine's own disk
-//! does not. When it fails it keeps the directory with consoles and logs, and says where.
+//! does not. Then `node-1`: a node with `deploy_interface: ramdisk`, `boot_interface:
+//! redfish-virtual-media` and `instance_info.boot_iso` naming a live ISO the test builds (GRUB,
+//! `grub-mkrescue`, the marker's kernel and initramfs); deploy inserts it through the BMC and
+//! boots the CD, the node goes `active` and the machine runs the ISO (its marker on node-1's
+//! console). When it fails it keeps the directory with consoles and logs, and says where.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -69,7 +74,8 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// A 64 MiB disk whose `/init` prints `marker` on the serial console forever.
+/// A 64 MiB disk whose `/init` prints `marker` on the serial console forever, and a live ISO
+/// that boots the same kernel and initramfs (`boot/images/live.iso`).
 fn build_test_image(dir: &Path) -> anyhow::Result<()> {
     let marker = format!("FERRIC-RAID-MARKER-{}", std::process::id());
     let init = format!(
@@ -114,8 +120,8 @@ fn build_test_image(dir: &Path) -> anyhow::Result<()> {
         .context("no /boot/vmlinuz-*: install linux-image-amd64")?;
     let image = dir.join("boot/images/marker.img");
     ferric_lab::image::BootImage {
-        kernel,
-        initramfs,
+        kernel: kernel.clone(),
+        initramfs: initramfs.clone(),
         append: "console=ttyS0 quiet".into(),
         size_mib: 64,
     }
@@ -124,6 +130,34 @@ fn build_test_image(dir: &Path) -> anyhow::Result<()> {
     std::fs::write(
         dir.join("marker.img.sha256"),
         sha256_hex(&std::fs::read(&image)?),
+    )?;
+    build_live_iso(dir, &kernel, &initramfs)
+}
+
+/// A live ISO (BIOS and UEFI, `grub-mkrescue`) whose GRUB entry boots `kernel` and
+/// `initramfs` from the CD with the serial console.
+fn build_live_iso(dir: &Path, kernel: &Path, initramfs: &Path) -> anyhow::Result<()> {
+    let tree = dir.join("live-tree");
+    std::fs::create_dir_all(tree.join("boot/grub"))?;
+    std::fs::copy(kernel, tree.join("boot/vmlinuz"))?;
+    std::fs::copy(initramfs, tree.join("boot/initrd"))?;
+    std::fs::write(
+        tree.join("boot/grub/grub.cfg"),
+        "serial --unit=0 --speed=115200\n\
+         terminal_input serial console\n\
+         terminal_output serial console\n\
+         set timeout=0\n\
+         menuentry \"Ferric live ISO\" {\n\
+         \tlinux /boot/vmlinuz console=ttyS0 quiet\n\
+         \tinitrd /boot/initrd\n\
+         }\n",
+    )?;
+    run(
+        Command::new("grub-mkrescue")
+            .arg("-o")
+            .arg(dir.join("boot/images/live.iso"))
+            .arg(&tree),
+        "grub-mkrescue (grub-common, grub-pc-bin, grub-efi-amd64-bin, xorriso, mtools)",
     )?;
     Ok(())
 }
@@ -149,7 +183,7 @@ fn outside() -> anyhow::Result<()> {
         );
         run(
             ferric()
-                .args(["lab", "up", "--nodes", "1", "--memory", "512"])
+                .args(["lab", "up", "--nodes", "2", "--memory", "512"])
                 .args(["--namespace", NAMESPACE])
                 .arg("--dir")
                 .arg(dir.join("lab")),
@@ -471,5 +505,81 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         own != *b"EFI PART",
         "the machine's own disk got the image too: the root device hint was not followed"
     );
+    live_iso(&client, dir, &lab["nodes"][1], marker.trim())
+}
+
+/// node-1: the `ramdisk` deploy interface boots `instance_info.boot_iso` from virtual media.
+fn live_iso(client: &Client, dir: &Path, machine: &Value, marker: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let created = client.expect(
+        reqwest::Method::POST,
+        "/v1/nodes",
+        Some(json!({
+            "name": machine["name"],
+            "driver": "redfish",
+            "boot_interface": "redfish-virtual-media",
+            "deploy_interface": "ramdisk",
+            "automated_clean": false,
+            "driver_info": {
+                "redfish_address": machine["redfish_address"],
+                "redfish_system_id": machine["redfish_system_id"],
+                "redfish_username": machine["redfish_username"],
+                "redfish_password": machine["redfish_password"],
+            },
+            "instance_info": {"boot_iso": "images/live.iso"},
+        })),
+        201,
+    )?;
+    let uuid = created["uuid"].as_str().context("no uuid")?.to_owned();
+    client.expect(
+        reqwest::Method::POST,
+        "/v1/ports",
+        Some(json!({"node_uuid": uuid, "address": machine["mac"]})),
+        201,
+    )?;
+    client.provision(&uuid, json!({"target": "manage"}))?;
+    client.wait_for(&uuid, "manageable")?;
+    client.provision(&uuid, json!({"target": "provide"}))?;
+    client.wait_for(&uuid, "available")?;
+    phase("live ISO node: enroll + manage + provide", started);
+
+    let started = Instant::now();
+    client.provision(&uuid, json!({"target": "active"}))?;
+    client.wait_for(&uuid, "active")?;
+    phase(
+        "live ISO deploy (ramdisk interface: ISO inserted, CD boot)",
+        started,
+    );
+    let media = client.expect(
+        reqwest::Method::GET,
+        &format!("/v1/nodes/{uuid}/vmedia"),
+        None,
+        200,
+    )?;
+    ensure!(
+        media["vmedia"]
+            .as_array()
+            .is_some_and(|slots| slots.iter().any(|slot| slot["inserted"] == true
+                && slot["image_url"]
+                    .as_str()
+                    .is_some_and(|image| image.ends_with("live.iso")))),
+        "the live ISO is not in the machine's CD drive: {media}"
+    );
+    let console = dir.join("lab/node-1/console.log");
+    let booted = Instant::now();
+    loop {
+        let text =
+            String::from_utf8_lossy(&std::fs::read(&console).unwrap_or_default()).into_owned();
+        if text.contains(marker) {
+            break;
+        }
+        ensure!(
+            booted.elapsed() < PHASE_TIMEOUT,
+            "the live ISO did not print its marker; see {}",
+            console.display()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    phase("live ISO: active to its marker on the console", booted);
     Ok(())
 }
