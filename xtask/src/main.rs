@@ -223,6 +223,7 @@ fn e2e() -> anyhow::Result<()> {
         ("ferric", "lab_agent_tls", true),
         ("ferric", "lab_console", true),
         ("ferric", "lab_partition", true),
+        ("ferric", "lab_raid", true),
     ];
     for (package, test, uses_agent) in suites {
         let envs: &[(&str, &str)] = if uses_agent {

@@ -43,6 +43,7 @@ pub(crate) async fn serve(paths: LabPaths) -> anyhow::Result<()> {
                 tap: node.tap.clone(),
                 disks: paths.disks(name),
                 hardware: node.hardware,
+                volume_dir: paths.node_dir(name),
                 console: paths.console(name),
                 qmp_socket: paths.qmp_socket(name),
                 pid_file: paths.qemu_pid(name),

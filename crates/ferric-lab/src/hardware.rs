@@ -81,6 +81,44 @@ impl Hardware {
     }
 }
 
+/// The qdev id of the SCSI controller that presents the RAID volumes the BMC built.
+pub const VOLUME_CONTROLLER: &str = "raidvol";
+
+/// `-drive` / `-device` arguments for the volumes the BMC's RAID controller presents, each
+/// with its backing file: one SCSI disk per volume with the volume's serial and NAA WWN (so a
+/// root device hint can name it), `boot` appended to the first. The controller the guest sees
+/// is a virtio-scsi HBA on every kind of machine: OVMF has no MegaRAID driver, and the volume
+/// must be bootable under UEFI as a RAID controller's virtual disk is on a server.
+pub fn volume_arguments(
+    volumes: &[(PathBuf, crate::machine::VolumeDisk)],
+    boot: &str,
+) -> Vec<String> {
+    if volumes.is_empty() {
+        return Vec::new();
+    }
+    let mut arguments = vec![
+        "-device".to_owned(),
+        format!("virtio-scsi-pci,id={VOLUME_CONTROLLER}"),
+    ];
+    for (index, (file, volume)) in volumes.iter().enumerate() {
+        arguments.push("-drive".to_owned());
+        arguments.push(format!(
+            "file={},if=none,id=volume{},format=raw",
+            file.display(),
+            volume.id
+        ));
+        arguments.push("-device".to_owned());
+        arguments.push(format!(
+            "scsi-hd,drive=volume{id},bus={VOLUME_CONTROLLER}.0,serial={serial},wwn={wwn:#018x}{boot}",
+            id = volume.id,
+            serial = volume.serial,
+            wwn = volume.wwn,
+            boot = if index == 0 { boot } else { "" },
+        ));
+    }
+    arguments
+}
+
 /// `--hardware` of `lab up`: one kind per machine, the last repeated for the rest
 /// (`server` makes every machine a server; `virtio,virtio,server` only the third onwards).
 pub fn per_machine(kinds: &[Hardware], index: usize) -> Hardware {
@@ -112,6 +150,29 @@ mod tests {
         assert_eq!(Hardware::Server.nic_model(), "e1000e");
         let virtio = Hardware::Virtio.disk_arguments(&disks, "").join(" ");
         assert!(virtio.contains("virtio-blk-pci,drive=disk1,serial=ferric-disk1"));
+    }
+
+    #[test]
+    fn volumes_are_scsi_disks_with_their_wwn() {
+        let volume = crate::machine::VolumeDisk {
+            id: 1,
+            bytes: 2 << 30,
+            serial: "ferric-volume1".into(),
+            wwn: 0x5000_0abc_de00_0001,
+        };
+        let arguments = volume_arguments(
+            &[(PathBuf::from("/lab/volume1.img"), volume)],
+            ",bootindex=1",
+        )
+        .join(" ");
+        assert_eq!(
+            arguments,
+            "-device virtio-scsi-pci,id=raidvol \
+             -drive file=/lab/volume1.img,if=none,id=volume1,format=raw \
+             -device scsi-hd,drive=volume1,bus=raidvol.0,serial=ferric-volume1,\
+             wwn=0x50000abcde000001,bootindex=1"
+        );
+        assert!(volume_arguments(&[], ",bootindex=1").is_empty());
     }
 
     #[test]

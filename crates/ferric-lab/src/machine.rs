@@ -151,6 +151,18 @@ impl Default for BootSettings {
     }
 }
 
+/// A logical disk the machine's RAID controller presents: a volume its BMC built out of band
+/// (`redfish/raid.rs`). The guest sees one SCSI disk of `bytes` with this serial and WWN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeDisk {
+    /// Unique on the machine; names the volume's backing file.
+    pub id: u32,
+    pub bytes: u64,
+    pub serial: String,
+    /// The NAA identifier (VPD page 0x83) the guest reads as `wwid` `naa.<16 hex digits>`.
+    pub wwn: u64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
     #[error("machine {machine}: {message}")]
@@ -199,6 +211,12 @@ pub trait MachineControl: Send + Sync + 'static {
     fn insert_media(&self, url: &str) -> impl Future<Output = Result<(), MachineError>> + Send;
     /// Empties the CD drive.
     fn eject_media(&self) -> impl Future<Output = Result<(), MachineError>> + Send;
+    /// The volumes the RAID controller presents from the next power-on on (the BMC built or
+    /// deleted some at a reset); a running machine keeps its disks until it starts again.
+    fn set_volumes(
+        &self,
+        volumes: Vec<VolumeDisk>,
+    ) -> impl Future<Output = Result<(), MachineError>> + Send;
     /// How many bytes the machine has written on its serial console so far: where a
     /// Serial-over-LAN session starts relaying. Machines without one answer 0.
     fn serial_len(&self) -> u64 {
@@ -224,6 +242,7 @@ pub mod fake {
         info: MachineInfo,
         state: Mutex<(PowerState, BootSettings, Vec<PowerAction>)>,
         media: Mutex<Option<String>>,
+        volumes: Mutex<Vec<VolumeDisk>>,
         firmware: Firmware,
         /// What the machine wrote on its serial console, and what was typed on it.
         serial: Mutex<(Vec<u8>, Vec<u8>)>,
@@ -235,6 +254,7 @@ pub mod fake {
                 info,
                 state: Mutex::new((PowerState::Off, BootSettings::default(), Vec::new())),
                 media: Mutex::new(None),
+                volumes: Mutex::new(Vec::new()),
                 firmware: Firmware::Uefi,
                 serial: Mutex::new((Vec::new(), Vec::new())),
             }
@@ -261,6 +281,14 @@ pub mod fake {
             self.serial
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+
+        /// The volumes the BMC last gave the machine.
+        pub fn volumes(&self) -> Vec<VolumeDisk> {
+            self.volumes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
         }
 
         /// The power actions received so far, oldest first.
@@ -337,6 +365,14 @@ pub mod fake {
                 .media
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            Ok(())
+        }
+
+        async fn set_volumes(&self, volumes: Vec<VolumeDisk>) -> Result<(), MachineError> {
+            *self
+                .volumes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = volumes;
             Ok(())
         }
 

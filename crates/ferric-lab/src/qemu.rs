@@ -28,7 +28,7 @@ use tokio::process::{Child, Command};
 
 use crate::machine::{
     BootMode, BootOverride, BootSettings, BootTarget, Firmware, MachineControl, MachineError,
-    MachineInfo, PowerAction, PowerState,
+    MachineInfo, PowerAction, PowerState, VolumeDisk,
 };
 use crate::qmp::Qmp;
 
@@ -59,6 +59,8 @@ pub struct QemuConfig {
     pub disks: Vec<PathBuf>,
     /// Its NIC and disk controllers.
     pub hardware: crate::hardware::Hardware,
+    /// Where the backing files of the RAID volumes its BMC builds go (`volume<N>.img`).
+    pub volume_dir: PathBuf,
     pub console: PathBuf,
     pub qmp_socket: PathBuf,
     pub pid_file: PathBuf,
@@ -91,6 +93,8 @@ struct Shared {
     process: tokio::sync::Mutex<Process>,
     /// The URL of the ISO in the CD drive; its copy is [`QemuMachine::media_file`].
     media: Mutex<Option<String>>,
+    /// The RAID controller's volumes, presented from the next power-on.
+    volumes: Mutex<Vec<VolumeDisk>>,
 }
 
 /// The qdev id of the machine's CD drive (an IDE CD-ROM, empty until virtual media is
@@ -209,6 +213,7 @@ impl QemuMachine {
                 boot: Mutex::new(boot),
                 process: tokio::sync::Mutex::new(Process::default()),
                 media: Mutex::new(None),
+                volumes: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -282,6 +287,11 @@ impl QemuMachine {
         let info = &self.shared.info;
         let config = &self.shared.config;
         let uefi = (boot.mode == BootMode::Uefi).then(|| uefi_order(boot).0);
+        let volumes: Vec<(PathBuf, VolumeDisk)> = self
+            .stored_volumes()
+            .into_iter()
+            .map(|volume| (self.volume_file(&volume), volume))
+            .collect();
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -331,9 +341,20 @@ impl QemuMachine {
                 "name=etc/sercon-port,file={}",
                 config.sercon_file.display()
             ))
-            .args(config.hardware.disk_arguments(
-                &config.disks,
-                // Under UEFI only the first disk is a boot device, as the boot order names it.
+            .args(
+                config.hardware.disk_arguments(
+                    &config.disks,
+                    // Under UEFI only the first disk is a boot device, as the boot order names it;
+                    // a RAID volume takes its place, as a server boots its controller's disk.
+                    &uefi
+                        .filter(|_| volumes.is_empty())
+                        .map_or(String::new(), |order| {
+                            format!(",bootindex={}", order.bootindex(UefiDevice::Disk))
+                        }),
+                ),
+            )
+            .args(crate::hardware::volume_arguments(
+                &volumes,
                 &uefi.map_or(String::new(), |order| {
                     format!(",bootindex={}", order.bootindex(UefiDevice::Disk))
                 }),
@@ -763,9 +784,53 @@ impl MachineControl for QemuMachine {
         tracing::info!(machine = %self.shared.info.name, "virtual media ejected");
         Ok(())
     }
+
+    async fn set_volumes(&self, volumes: Vec<VolumeDisk>) -> Result<(), MachineError> {
+        let mut process = self.shared.process.lock().await;
+        // A new volume is a blank (sparse) disk of its size; a deleted one's data is gone.
+        for volume in &volumes {
+            let file = self.volume_file(volume);
+            if !file.exists() {
+                File::create(&file)
+                    .and_then(|created| created.set_len(volume.bytes))
+                    .map_err(self.process_error("create a RAID volume's backing file"))?;
+            }
+        }
+        for old in self.stored_volumes() {
+            if !volumes.iter().any(|volume| volume.id == old.id) {
+                let _ = std::fs::remove_file(self.volume_file(&old));
+            }
+        }
+        tracing::info!(machine = %self.shared.info.name, volumes = volumes.len(), "RAID volumes changed; presented from the next power-on");
+        *self
+            .shared
+            .volumes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = volumes;
+        // The disks are QEMU's command line: the next restart starts a new process.
+        if self.is_alive(&mut process) {
+            process.boot_dirty = true;
+        }
+        Ok(())
+    }
 }
 
 impl QemuMachine {
+    fn stored_volumes(&self) -> Vec<VolumeDisk> {
+        self.shared
+            .volumes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn volume_file(&self, volume: &VolumeDisk) -> PathBuf {
+        self.shared
+            .config
+            .volume_dir
+            .join(format!("volume{}.img", volume.id))
+    }
+
     /// Changes the running machine's CD (QMP `blockdev-change-medium`, or `eject`).
     async fn change_medium(&self, file: Option<&Path>) -> Result<(), MachineError> {
         match file {

@@ -29,6 +29,8 @@ pub enum RedfishError {
     PropertyNotWritable { property: String },
     #[error("the action requires the parameter {parameter}")]
     ParameterMissing { parameter: String },
+    #[error("the value of {property} is not valid: {detail}")]
+    PropertyValueError { property: String, detail: String },
     #[error("the machine refused the request")]
     Machine(#[source] MachineError),
 }
@@ -48,6 +50,9 @@ impl RedfishError {
             }
             RedfishError::ParameterMissing { .. } => {
                 (StatusCode::BAD_REQUEST, "ActionParameterMissing")
+            }
+            RedfishError::PropertyValueError { .. } => {
+                (StatusCode::BAD_REQUEST, "PropertyValueError")
             }
             RedfishError::Machine(MachineError::Unsupported { .. }) => {
                 (StatusCode::BAD_REQUEST, "ActionNotSupported")
@@ -105,6 +110,7 @@ fn resolution(message_id: &str) -> &'static str {
         "PropertyUnknown" => "Remove the property from the request body.",
         "PropertyNotWritable" => "Remove the read-only property from the request body.",
         "ActionParameterMissing" => "Add the parameter to the request body.",
+        "PropertyValueError" => "Correct the value in the request body and resubmit it.",
         _ => "None.",
     }
 }
