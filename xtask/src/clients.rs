@@ -29,7 +29,7 @@ usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,
   --against ferric   (default) build and start ferric, compare each step with the goldens
   --against ironic   start OpenStack Ironic standalone (scripts/ironic-standalone.sh) instead
   --record           with --against ironic: rewrite tests/clients/golden/ from this run
-  --scenario LIST    any of cli, sdk, bmo (default cli,sdk; bmo, Metal3's requests, runs
+  --scenario LIST    any of cli, sdk, bmo (default all three; bmo, Metal3's requests, runs
                      against a server of its own with the ipmi and redfish types enabled)
   --wait-timeout S   how long a step waits for a node to reach a state (default 30)
 ";
@@ -95,8 +95,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
     let mut options = Options {
         against: Server::Ferric,
         record: false,
-        // TODO-correctness: add bmo once Ferric answers it as Ironic does (tests/clients/README.md).
-        scenario: "cli,sdk".to_owned(),
+        scenario: "cli,sdk,bmo".to_owned(),
         wait_timeout: "30".to_owned(),
     };
     let mut args = args.iter();
@@ -145,12 +144,45 @@ pub(crate) fn clients(args: &[String]) -> anyhow::Result<()> {
         failures.push(format!("{error:#}"));
     }
     if !bmo.is_empty()
-        && let Err(error) = run_scenarios(&options, &bmo.join(","), true)
+        && let Err(error) = check_bmo_commit(&workspace_root())
+            .and_then(|()| run_scenarios(&options, &bmo.join(","), true))
     {
         failures.push(format!("{error:#}"));
     }
     if !failures.is_empty() {
         bail!("{}", failures.join("\n"));
+    }
+    Ok(())
+}
+
+/// The README says which baremetal-operator commit the BMO replay follows, and so does the
+/// replay (`BMO_COMMIT`, beside the source lines its steps name): they must be the same commit,
+/// or a reader would check the steps against the wrong BMO.
+fn check_bmo_commit(root: &Path) -> anyhow::Result<()> {
+    let clients = root.join("tests").join("clients");
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let readme = read(clients.join("README.md"))?;
+    let scenario = read(clients.join("ferric_clients").join("bmo_scenario.py"))?;
+    let commit_after = |text: &str, marker: &str| -> Option<String> {
+        let rest = &text[text.find(marker)? + marker.len()..];
+        let commit: String = rest
+            .trim_start_matches(['`', '"', ' ', '\n'])
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .collect();
+        (commit.len() == 40).then_some(commit)
+    };
+    let documented = commit_after(&readme, "baremetal-operator commit")
+        .context("tests/clients/README.md names no \"baremetal-operator commit `<40 hex>`\"")?;
+    let replayed = commit_after(&scenario, "BMO_COMMIT =")
+        .context("bmo_scenario.py has no BMO_COMMIT = \"<40 hex>\"")?;
+    if documented != replayed {
+        bail!(
+            "the BMO replay follows baremetal-operator {replayed} (bmo_scenario.py BMO_COMMIT) \
+             but tests/clients/README.md names {documented}: make them the same commit"
+        );
     }
     Ok(())
 }
@@ -442,7 +474,7 @@ mod tests {
         let options = parse(&[]).unwrap();
         assert_eq!(options.against, Server::Ferric);
         assert!(!options.record);
-        assert_eq!(options.scenario, "cli,sdk");
+        assert_eq!(options.scenario, "cli,sdk,bmo");
     }
 
     #[test]
@@ -451,6 +483,31 @@ mod tests {
         let options = parse(&strings(&["--against", "ironic", "--record"])).unwrap();
         assert_eq!(options.against, Server::Ironic);
         assert!(options.record);
+    }
+
+    #[test]
+    fn the_bmo_replay_and_its_readme_name_the_same_commit() {
+        check_bmo_commit(&workspace_root()).unwrap();
+        let scratch =
+            std::env::temp_dir().join(format!("ferric-bmo-commit-{}", std::process::id()));
+        let scenario_dir = scratch.join("tests/clients/ferric_clients");
+        std::fs::create_dir_all(&scenario_dir).unwrap();
+        std::fs::write(
+            scratch.join("tests/clients/README.md"),
+            format!("baremetal-operator commit `{}` (date)", "a".repeat(40)),
+        )
+        .unwrap();
+        std::fs::write(
+            scenario_dir.join("bmo_scenario.py"),
+            format!("BMO_COMMIT = \"{}\"\n", "b".repeat(40)),
+        )
+        .unwrap();
+        let error = check_bmo_commit(&scratch).unwrap_err().to_string();
+        std::fs::remove_dir_all(&scratch).unwrap();
+        assert!(
+            error.contains(&"b".repeat(40)) && error.contains("README"),
+            "{error}"
+        );
     }
 
     #[test]

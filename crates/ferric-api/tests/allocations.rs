@@ -274,6 +274,14 @@ async fn bios_inventory_shards_and_events() {
         .send_at(V, Method::GET, "/v1/nodes/n1/inventory", None)
         .await;
     assert_eq!(none.status, StatusCode::NOT_FOUND);
+    // Ironic's words (it names its internal row id where Ferric names the UUID).
+    assert_eq!(
+        faultstring(&none.body),
+        format!(
+            "Node inventory record for node {} could not be found.",
+            node.uuid
+        )
+    );
     let inventory = match json!({"cpu": {"count": 4}}) {
         Value::Object(object) => object,
         _ => unreachable!(),

@@ -53,6 +53,7 @@ on_both_backends!(
     fifty_concurrent_deploys_get_exactly_one_202,
     illegal_transitions_and_locked_nodes_are_refused,
     power_boot_device_validate_and_maintenance,
+    disable_power_off_refuses_power_off_and_still_reboots,
     power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out,
     work_of_a_dead_conductor_is_failed_with_last_error,
     manual_clean_rescue_service_and_holds,
@@ -537,6 +538,60 @@ async fn power_boot_device_validate_and_maintenance(api: Api) {
         .await;
     assert_eq!(cleared.status, StatusCode::ACCEPTED);
     assert_eq!(api.node(&uuid).await["maintenance"], false);
+}
+
+/// Metal3 sets `disable_power_off` on hosts that must stay on (register.go:156); Ironic then
+/// answers a power off with 409 "Failed to set node power state to …" (tests/clients, the BMO
+/// replay's `power-off-refused`), takes reboots, and the node is free for the next request.
+async fn disable_power_off_refuses_power_off_and_still_reboots(api: Api) {
+    let uuid = managed(&api, json!({})).await;
+    let path = |tail: &str| format!("/v1/nodes/{uuid}/{tail}");
+    let power = |target: &'static str| {
+        let api = &api;
+        let path = path("states/power");
+        async move {
+            let answer = api
+                .send_at(LATEST, Method::PUT, &path, Some(json!({"target": target})))
+                .await;
+            api.settle().await;
+            answer
+        }
+    };
+    let set = |value: bool| {
+        let api = &api;
+        let path = format!("/v1/nodes/{uuid}");
+        async move {
+            let answer = api
+                .send_at(
+                    LATEST,
+                    Method::PATCH,
+                    &path,
+                    Some(json!([{"op": "add", "path": "/disable_power_off", "value": value}])),
+                )
+                .await;
+            assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        }
+    };
+    assert_eq!(power("power on").await.status, StatusCode::ACCEPTED);
+    set(true).await;
+    for target in ["power off", "soft power off"] {
+        let refused = power(target).await;
+        assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+        assert_eq!(
+            faultstring(&refused.body),
+            format!("Failed to set node power state to {target}.")
+        );
+    }
+    let shown = node(&api, &uuid).await;
+    assert_eq!(shown["power_state"], "power on", "{shown:#}");
+    assert_eq!(shown["target_power_state"], Value::Null);
+    assert_eq!(shown["last_error"], Value::Null);
+    assert_eq!(power("rebooting").await.status, StatusCode::ACCEPTED);
+    assert_eq!(node(&api, &uuid).await["power_state"], "power on");
+    // Not left locked: the flag can be cleared at once, and then the node powers off.
+    set(false).await;
+    assert_eq!(power("power off").await.status, StatusCode::ACCEPTED);
+    assert_eq!(node(&api, &uuid).await["power_state"], "power off");
 }
 
 async fn power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out(api: Api) {

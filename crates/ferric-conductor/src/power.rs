@@ -162,6 +162,13 @@ async fn begin_power(task: &mut Task, action: PowerAction) -> Result<(), Conduct
              \"{state}\"; wait for cleaning to end or abort it."
         )));
     }
+    // A node that must stay on (Metal3 sets this for hosts it may only reboot) refuses to be
+    // powered off, with Ironic's 409 and words; reboots still work.
+    if task.node.disable_power_off && matches!(action, PowerAction::Off | PowerAction::SoftOff) {
+        return Err(ConductorError::Conflict(format!(
+            "Failed to set node power state to {action}."
+        )));
+    }
     let interfaces = task.interfaces()?;
     interfaces
         .validate(&task.node, InterfaceKind::Power)

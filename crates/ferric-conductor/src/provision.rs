@@ -114,6 +114,7 @@ async fn start(
                      maintenance first."
                 )));
             }
+            record_image_type(&mut task.node.instance_info);
             let interfaces = task.interfaces()?;
             check(task, &interfaces, event).await?;
             let requested = args.deploy_steps.unwrap_or_default();
@@ -309,6 +310,28 @@ pub(crate) fn forget_agent(task: &mut Task) {
 /// `hashed_rescue_password`, its SHA-256 crypt (`$5$…`, Ironic's default
 /// `rescue_password_hash_algorithm`), for agents that set the rescue user's password from
 /// it. Both are secrets: the API shows them as `******`.
+/// Records in `instance_info.image_type` what kind of image a deployment writes, as Ironic
+/// does when a deployment starts (its conductor's `update_image_type`; clients and Metal3
+/// read it back): nothing without an `image_source`, the caller's own value if set, else
+/// `partition` when a kernel or ramdisk comes with the image and `whole-disk` when not.
+fn record_image_type(instance_info: &mut ferric_model::resources::JsonObject) {
+    let has = |key: &str| {
+        instance_info
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|value| !value.is_empty())
+    };
+    if !has("image_source") || has("image_type") {
+        return;
+    }
+    let image_type = if has("kernel") || has("ramdisk") {
+        "partition"
+    } else {
+        "whole-disk"
+    };
+    instance_info.insert("image_type".to_owned(), image_type.into());
+}
+
 fn set_rescue_password(
     node: &mut ferric_model::resources::Node,
     password: &str,
@@ -398,5 +421,36 @@ mod tests {
             " during or after the completion of step \"deploy.erase_devices\""
         );
         assert_eq!(describe_step(&Default::default()), "");
+    }
+
+    #[test]
+    fn a_deployment_records_its_image_type_as_ironic_does() {
+        use serde_json::json;
+        let recorded = |info: serde_json::Value| {
+            let serde_json::Value::Object(mut info) = info else {
+                unreachable!("an object literal")
+            };
+            record_image_type(&mut info);
+            info.get("image_type").cloned()
+        };
+        let image = "http://images/ubuntu.qcow2";
+        assert_eq!(
+            recorded(json!({"image_source": image})),
+            Some(json!("whole-disk"))
+        );
+        assert_eq!(
+            recorded(json!({"image_source": image, "kernel": "k", "ramdisk": "r"})),
+            Some(json!("partition"))
+        );
+        assert_eq!(
+            recorded(json!({"image_source": image, "image_type": "partition"})),
+            Some(json!("partition")),
+            "the caller's choice stays"
+        );
+        // A live ISO (the ramdisk deploy interface) has no image to classify.
+        assert_eq!(
+            recorded(json!({"boot_iso": "http://images/live.iso"})),
+            None
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! the node's lease and a worker slot, until the node reaches a stable, waiting or failed
 //! state (`reference/ironic.md` §1.6).
 
-use ferric_drivers::{Inspection, Outcome, PowerAction, StepKind};
+use ferric_drivers::{Inspection, Outcome, StepKind};
 use ferric_model::resources::InterfaceKind;
 use ferric_model::{Event, ProvisionState};
 use tokio::sync::OwnedSemaphorePermit;
@@ -264,7 +264,9 @@ async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
             task.node.instance_info.clear();
             task.node.instance_uuid = None;
             task.node.instance_name = None;
-            task.node.power_state = Some(PowerAction::Off.resulting_state());
+            // The deploy interface records the power it changed: the agent's and the ramdisk
+            // interfaces power off (unless `disable_power_off`), the fake one, as Ironic's,
+            // leaves the machine as it was.
             crate::provision::forget_agent(task);
             task.fire(Event::Clean, Cause::Conductor).await
         }

@@ -20,9 +20,10 @@
 //!   `driver_internal_info.deploy_progress` as the agent's image write does (64 MiB a poll),
 //!   so progress displays can be watched without a machine.
 //!
-//! The fake BIOS (`BootMode`, `ProcVirtualization`, `SecureBoot`, read-only `SystemSerial`)
-//! and firmware (`bios`, `bmc`, at 1.0.0 until updated) keep what they were told in the
-//! node's `driver_internal_info`, so it survives restarts.
+//! The fake BIOS and firmware answer as Ironic's do (Metal3 drives them: tests/clients/README.md):
+//! the BIOS has no settings until `apply_configuration` gives it some, takes any name, and then
+//! lists exactly the settings it was last given (kept in the node's `driver_internal_info`, so
+//! they survive restarts); the firmware reports no components and flashes nothing.
 
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface, BootMode,
     DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, Inspection,
     ManagementInterface, Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface,
-    StepCall, StepDef, StepKind, Validate, VendorInterface, VendorMethod, check_bios_changes,
+    StepCall, StepDef, StepKind, Validate, VendorInterface, VendorMethod,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -345,55 +346,36 @@ impl RescueInterface for Fake {
     }
 }
 
-/// Where the fake BIOS interface keeps the settings that differ from its defaults.
+/// Where the fake BIOS interface keeps the settings it was last told.
 const BIOS_KEY: &str = "fake_bios";
-/// Where the fake firmware interface keeps versions that differ from its defaults.
-const FIRMWARE_KEY: &str = "fake_firmware";
 /// Set while a fake update waits (`fake_wait` names `firmware`).
 const FLASHING_KEY: &str = "fake_firmware_flashing";
 
-/// The fake BIOS: its settings, defaults and registry (name, default, allowable values,
-/// read-only).
-const FAKE_BIOS: [(&str, &str, &[&str], bool); 4] = [
-    ("BootMode", "Uefi", &["Uefi", "Bios"], false),
-    (
-        "ProcVirtualization",
-        "Enabled",
-        &["Enabled", "Disabled"],
-        false,
-    ),
-    ("SecureBoot", "Disabled", &["Enabled", "Disabled"], false),
-    ("SystemSerial", "FAKE-0001", &[], true),
-];
-
+/// The fake BIOS, as Ironic's: no settings until `apply_configuration` is given some; then
+/// exactly those (a later apply replaces the whole list, as Ironic's fake syncs its table to
+/// the list it is given), without registry. `factory_reset` empties it again.
 fn fake_bios(node: &Node) -> Vec<BiosValue> {
-    let changed = node.driver_internal_info.get(BIOS_KEY);
-    FAKE_BIOS
-        .iter()
-        .map(|(name, default, allowed, read_only)| {
-            let value = changed
-                .and_then(|changed| changed.get(*name))
-                .and_then(Value::as_str)
-                .unwrap_or(default);
-            let mut registry = ferric_model::resources::JsonObject::new();
-            let kind = if allowed.is_empty() {
-                "String"
-            } else {
-                "Enumeration"
-            };
-            registry.insert("attribute_type".into(), kind.into());
-            if !allowed.is_empty() {
-                registry.insert("allowable_values".into(), json!(allowed));
-            }
-            registry.insert("read_only".into(), (*read_only).into());
-            registry.insert("reset_required".into(), true.into());
-            BiosValue {
-                name: (*name).to_owned(),
-                value: Some(value.to_owned()),
-                registry,
-            }
-        })
-        .collect()
+    let setting = |name: &str, value: &Value| BiosValue {
+        name: name.to_owned(),
+        value: Some(match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }),
+        registry: JsonObject::new(),
+    };
+    match node.driver_internal_info.get(BIOS_KEY) {
+        Some(Value::Array(stored)) => stored
+            .iter()
+            .filter_map(|entry| Some(setting(entry.get("name")?.as_str()?, entry.get("value")?)))
+            .collect(),
+        // Before Ferric's fake followed Ironic's it kept `{name: value}` changes to a fixed
+        // BIOS; such a node shows what it was told.
+        Some(Value::Object(changed)) => changed
+            .iter()
+            .map(|(name, value)| setting(name, value))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 #[async_trait]
@@ -425,20 +407,14 @@ impl BiosInterface for Fake {
         node: &mut Node,
         changes: &[BiosChange],
     ) -> Result<(), DriverError> {
-        check_bios_changes(&fake_bios(node), changes)?;
+        // Ironic's fake takes any name and value: there is no BIOS to check them against.
         operate(node, "bios").await?;
-        let stored = node
-            .driver_internal_info
-            .entry(BIOS_KEY)
-            .or_insert_with(|| json!({}));
-        if !stored.is_object() {
-            *stored = json!({});
-        }
-        if let Some(stored) = stored.as_object_mut() {
-            for change in changes {
-                stored.insert(change.name.clone(), change.value.clone().into());
-            }
-        }
+        let stored: Vec<Value> = changes
+            .iter()
+            .map(|change| json!({"name": change.name, "value": change.value}))
+            .collect();
+        node.driver_internal_info
+            .insert(BIOS_KEY.to_owned(), Value::Array(stored));
         Ok(())
     }
 
@@ -449,66 +425,26 @@ impl BiosInterface for Fake {
     }
 }
 
-/// The fake firmware: `bios` and `bmc` at version 1.0.0 until updated; each update of a
-/// component raises its minor version.
-fn fake_firmware(node: &Node) -> Vec<(String, String)> {
-    let flashed = node.driver_internal_info.get(FIRMWARE_KEY);
-    crate::interfaces::FIRMWARE_COMPONENTS
-        .iter()
-        .map(|component| {
-            let version = flashed
-                .and_then(|flashed| flashed.get(*component))
-                .and_then(Value::as_str)
-                .unwrap_or("1.0.0");
-            ((*component).to_owned(), version.to_owned())
-        })
-        .collect()
-}
-
-fn next_minor(version: &str) -> String {
-    let mut parts: Vec<String> = version.split('.').map(str::to_owned).collect();
-    match parts.get_mut(1).and_then(|minor| {
-        let next = minor.parse::<u64>().ok()? + 1;
-        *minor = next.to_string();
-        Some(())
-    }) {
-        Some(()) => parts.join("."),
-        None => format!("{version}.1"),
-    }
-}
-
 #[async_trait]
 impl FirmwareInterface for Fake {
+    /// As Ironic's fake: there is no firmware to read, so no components are reported.
     async fn cache_components(&self, node: &Node) -> Result<Vec<(String, String)>, DriverError> {
         injected(node, "firmware")?;
-        Ok(fake_firmware(node))
+        Ok(Vec::new())
     }
 
+    /// As Ironic's fake: nothing is flashed (the updates were checked when the step was
+    /// read); `fake_wait` makes the step wait for a callback once.
     async fn update(
         &self,
         node: &mut Node,
-        updates: &[FirmwareUpdate],
+        _updates: &[FirmwareUpdate],
     ) -> Result<Outcome, DriverError> {
         operate(node, "firmware").await?;
-        if node.driver_internal_info.contains_key(FLASHING_KEY) {
-            // Called again after the wait: the images were flashed before it.
-            node.driver_internal_info.remove(FLASHING_KEY);
+        if node.driver_internal_info.remove(FLASHING_KEY).is_some() {
+            // Called again after the wait.
             return Ok(Outcome::Done);
         }
-        let mut versions: serde_json::Map<String, Value> = fake_firmware(node)
-            .into_iter()
-            .map(|(component, version)| (component, version.into()))
-            .collect();
-        for update in updates {
-            let current = versions
-                .get(&update.component)
-                .and_then(Value::as_str)
-                .unwrap_or("1.0.0");
-            let next = next_minor(current);
-            versions.insert(update.component.clone(), next.into());
-        }
-        node.driver_internal_info
-            .insert(FIRMWARE_KEY.to_owned(), Value::Object(versions));
         if listed(node, "fake_wait", "firmware") {
             node.driver_internal_info
                 .insert(FLASHING_KEY.to_owned(), true.into());
@@ -679,46 +615,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn fake_bios_checks_then_remembers_changes_until_a_factory_reset() {
+    async fn fake_bios_is_ironics_it_takes_any_setting_and_lists_the_last_ones_given() {
         let mut node = node(json!({}));
-        let unknown = Fake
-            .apply_configuration(
-                &mut node,
-                &[change("BootMode", "Bios"), change("Turbo", "On")],
-            )
-            .await
-            .unwrap_err();
-        assert!(
-            unknown.to_string().contains("Unknown BIOS setting 'Turbo'"),
-            "{unknown}"
-        );
-        let not_allowed = Fake
-            .apply_configuration(&mut node, &[change("BootMode", "Legacy")])
-            .await
-            .unwrap_err();
-        assert!(
-            not_allowed.to_string().contains("allowed: Uefi, Bios"),
-            "{not_allowed}"
-        );
+        assert!(Fake.cache_settings(&node).await.unwrap().is_empty());
+        // Metal3's settings: names no fixed BIOS would know.
+        Fake.apply_configuration(
+            &mut node,
+            &[change("ProcTurboMode", "Disabled"), change("NumCores", "8")],
+        )
+        .await
+        .unwrap();
         let settings = Fake.cache_settings(&node).await.unwrap();
         assert_eq!(
-            value_of(&settings, "BootMode").as_deref(),
-            Some("Uefi"),
-            "nothing written"
+            value_of(&settings, "ProcTurboMode").as_deref(),
+            Some("Disabled")
         );
+        assert_eq!(value_of(&settings, "NumCores").as_deref(), Some("8"));
+        assert!(settings.iter().all(|setting| setting.registry.is_empty()));
 
-        Fake.apply_configuration(&mut node, &[change("BootMode", "Bios")])
+        // A later apply replaces the list, as Ironic's fake syncs its table to what it got.
+        Fake.apply_configuration(&mut node, &[change("ProcTurboMode", "Enabled")])
             .await
             .unwrap();
         let settings = Fake.cache_settings(&node).await.unwrap();
-        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Bios"));
+        assert_eq!(settings.len(), 1, "{settings:?}");
+        assert_eq!(
+            value_of(&settings, "ProcTurboMode").as_deref(),
+            Some("Enabled")
+        );
+
         Fake.factory_reset(&mut node).await.unwrap();
-        let settings = Fake.cache_settings(&node).await.unwrap();
-        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Uefi"));
+        assert!(Fake.cache_settings(&node).await.unwrap().is_empty());
     }
 
     #[tokio::test]
-    async fn fake_firmware_raises_the_minor_version_of_what_it_flashed() {
+    async fn fake_bios_reads_the_changes_an_older_ferric_kept() {
+        let mut node = node(json!({}));
+        node.driver_internal_info
+            .insert(BIOS_KEY.to_owned(), json!({"BootMode": "Bios"}));
+        let settings = Fake.cache_settings(&node).await.unwrap();
+        assert_eq!(value_of(&settings, "BootMode").as_deref(), Some("Bios"));
+    }
+
+    #[tokio::test]
+    async fn fake_firmware_is_ironics_no_components_and_nothing_flashed() {
         let mut node = node(json!({}));
         let update = FirmwareUpdate {
             component: "bios".to_owned(),
@@ -726,16 +666,21 @@ mod tests {
             checksum: None,
         };
         assert_eq!(
-            Fake.update(&mut node, &[update.clone(), update]).await,
+            Fake.update(&mut node, std::slice::from_ref(&update)).await,
             Ok(Outcome::Done)
         );
-        let versions = Fake.cache_components(&node).await.unwrap();
+        assert!(Fake.cache_components(&node).await.unwrap().is_empty());
+
+        let mut waiting = self::node(json!({"fake_wait": "firmware"}));
         assert_eq!(
-            versions,
-            [
-                ("bios".to_owned(), "1.2.0".to_owned()),
-                ("bmc".to_owned(), "1.0.0".to_owned())
-            ]
+            Fake.update(&mut waiting, std::slice::from_ref(&update))
+                .await,
+            Ok(Outcome::Wait)
+        );
+        assert_eq!(
+            Fake.update(&mut waiting, &[update]).await,
+            Ok(Outcome::Done),
+            "called again after the callback"
         );
     }
 

@@ -221,7 +221,8 @@ pub trait DeployInterface: Validate {
     ) -> Result<(), DriverError> {
         Ok(())
     }
-    /// Removes the instance (undeploy), before automated cleaning.
+    /// Removes the instance (undeploy), before automated cleaning; sets `node.power_state`
+    /// if it changed the power (the conductor assumes nothing).
     async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError>;
     /// Undoes what a failed or aborted deployment left behind.
     async fn clean_up(&self, node: &mut Node) -> Result<(), DriverError>;

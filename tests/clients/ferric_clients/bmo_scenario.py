@@ -321,6 +321,7 @@ def replay(r: Run, images: str) -> None:
             "disable_power_off": False,
             "properties": {"capabilities": "boot_mode:uefi", "cpu_arch": "x86_64"},
         }
+        # register.go:301 nodes.Create with that body.
         step(f"register-{bmc}-create", f"enroll the {bmc} host with BMO's interfaces", "POST",
              "/v1/nodes", Expect(status=201, fields={
                  "name": name, "driver": fields["driver"], "provision_state": "enroll",
@@ -337,6 +338,7 @@ def replay(r: Run, images: str) -> None:
         step(f"register-{bmc}-port-by-mac", "check nobody has the MAC", "GET",
              f"/v1/ports?address={mac}&fields=node_uuid,uuid,address",
              Expect(status=200, fields={"ports": []}), project=ports_view)
+        # ironic.go:288 ports.Create (createNodePort).
         step(f"register-{bmc}-port-create", "create the boot port", "POST", "/v1/ports",
              Expect(status=201, fields={"address": mac, "pxe_enabled": True}),
              body={"node_uuid": uuids[key], "address": mac, "pxe_enabled": True},
@@ -362,10 +364,12 @@ def replay(r: Run, images: str) -> None:
 
     # --- the host that lives a whole life (fake-hardware) --------------------------------
     key = "host"
+    # ironic.go:219 findExistingHost: nodes.Get by "namespace~name", then by the bare name.
     step("find-by-name", "look for the host by name", "GET", f"/v1/nodes/{NODE}",
          Expect(ok=False, status=404))
     step("find-by-bare-name", "…and by its bare name", "GET", f"/v1/nodes/{HOST}",
          Expect(ok=False, status=404))
+    # ironic.go:236 findExistingHost → ironic.go:194 getPorts(address=MAC, fields=).
     step("find-by-mac", "look for a port with the boot MAC", "GET",
          f"/v1/ports?address={BOOT_MAC}&fields=node_uuid,uuid,address",
          Expect(status=200, fields={"ports": []}), project=ports_view)
@@ -468,6 +472,7 @@ def replay(r: Run, images: str) -> None:
                    "args": {"settings": [{"component": "bios",
                                           "url": f"{images}/bios.bin"}]}},
               ]}, {"provision_state": "manageable"})
+    # ironic.go:1063 Prepare's getNode (ironic.go:162): is cleaning over (manageable)?
     step("after-manual-clean", "read the node after manual cleaning", "GET",
          f"/v1/nodes/{host}", Expect(status=200, fields={"provision_state": "manageable"}),
          node=host, project=node_view)
@@ -519,6 +524,8 @@ def replay(r: Run, images: str) -> None:
     step("power-on", "power on", "PUT", f"/v1/nodes/{host}/states/power",
          Expect(status=202, state={"power_state": "power on"}), body={"target": "power on"},
          node=host, wait_for={"power_state": "power on"})
+    # ironic.go:1828 PowerOff with rebootMode hard on a host with DisablePowerOff: BMO asks
+    # for "rebooting" instead of "power off" (ironic.go:1818 "soft rebooting" for soft).
     step("power-reboot", "hard reboot (rebootMode hard)", "PUT",
          f"/v1/nodes/{host}/states/power", Expect(status=202), body={"target": "rebooting"},
          node=host, wait_for={"power_state": "power on"})
@@ -527,9 +534,12 @@ def replay(r: Run, images: str) -> None:
     patch("disable-power-off", "disable power off", key,
           Updater(read(key)).top("disable_power_off", True),
           Expect(status=200, fields={"disable_power_off": True}))
+    # ironic.go:1826 PowerOff's hard target, which BMO sends when the node it read had
+    # DisablePowerOff false; Ironic's 409 makes changePower retry later (ironic.go:1674).
     step("power-off-refused", "power off a host that must stay on", "PUT",
          f"/v1/nodes/{host}/states/power", Expect(ok=False, status=409),
          body={"target": "power off"}, node=host)
+    # register.go:156 again, with the host's DisablePowerOff cleared.
     patch("enable-power-off", "allow power off again", key,
           Updater(read(key)).top("disable_power_off", False),
           Expect(status=200, fields={"disable_power_off": False}))
@@ -557,6 +567,7 @@ def replay(r: Run, images: str) -> None:
         "image_os_hash_algo": None, "image_checksum": None,
     }).top("deploy_interface", "ramdisk").section(
         "driver_info", {"force_persistent_boot_device": "Default"})
+    # ironic.go:573 setLiveIsoUpdateOptsForNode through ironic.go:494 tryUpdateNode.
     patch("live-iso-instance-info", "boot_iso and deploy_interface ramdisk", key, update,
           Expect(status=200, fields={"deploy_interface": "ramdisk"}))
     step("live-iso-validate", "validate the live-ISO host", "GET",

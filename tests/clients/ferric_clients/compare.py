@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import allowed
+from . import allowed, normalize
 from .steps import StepResult
 
 MAX_LINES_PER_STEP = 30
@@ -150,9 +150,14 @@ def diff_step(golden: dict, actual: dict) -> list[str]:
         if out:
             lines.append("stdout:")
             lines += [f"  {line}" for line in out]
-    if golden["stderr"] != actual["stderr"]:
+    g_err, a_err = (
+        normalize.comparable_text(side["stderr"]) if isinstance(side["stderr"], str)
+        else side["stderr"]
+        for side in (golden, actual)
+    )
+    if g_err != a_err:
         lines.append("stderr:")
-        lines += [f"  {line}" for line in diff_text(golden["stderr"], actual["stderr"])]
+        lines += [f"  {line}" for line in diff_text(g_err, a_err)]
     after = diff_values(golden.get("after"), actual.get("after"))
     if after:
         lines.append("node afterwards:")

@@ -2,8 +2,9 @@
 
 What differs between two correct servers is replaced by placeholders: UUIDs (named after the
 resource the scenario created, e.g. `{node.uuid}`, else `{uuid}`), request ids, timestamps,
-the endpoint URL and port, and conductor host names. Everything else — field names, values,
-column sets, error messages, status codes — is kept, because that is what clients see.
+the endpoint URL and port, conductor host names, and the node a "no inventory" 404 names.
+Everything else — field names, values, column sets, error messages, status codes — is kept,
+because that is what clients see.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ TIMESTAMP = re.compile(
 LOCAL_URL = re.compile(r"https?://(?:127\.0\.0\.1|localhost|\[::1\])(?::\d+)?")
 # `GET /v1/nodes/<name or uuid> [version] -> status`: one read of one node (group 1: status).
 NODE_READ = re.compile(r"^GET /v1/nodes/[^/?\s]+ \[[^\]]*\] -> (\d+)$")
+# Ironic's "no inventory" 404 names the node by its database row id ("for node 1"), which
+# depends on how many nodes that database has held and which no API call accepts; Ferric names
+# it by UUID. The words around it are compared (`comparable_text`).
+NODE_INVENTORY_404 = re.compile(r"(Node inventory record for node )\S+( could not be found\.)")
 # Keys whose value depends on timing, not on the server: `reservation` is the conductor that
 # holds the node's lock at the instant of the read, which a client's wait may catch or miss.
 VOLATILE_KEYS = {"reservation"}
@@ -93,6 +98,12 @@ class Normalizer:
             if not lines or lines[-1] != line:
                 lines.append(line)
         return lines
+
+
+def comparable_text(text: str) -> str:
+    """An error text as it is compared (goldens are stored as recorded): the node a "no
+    inventory" 404 names becomes `{node}`, as `compare.comparable_http` does for paths."""
+    return NODE_INVENTORY_404.sub(r"\g<1>{node}\g<2>", text)
 
 
 def parse_table(text: str) -> dict | None:

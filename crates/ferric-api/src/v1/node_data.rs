@@ -201,7 +201,7 @@ pub async fn inventory_get(
             "plugin_data": stored.plugin_data,
         }))),
         None => Err(ApiError::not_found(format!(
-            "Node inventory for node {node} could not be found."
+            "Node inventory record for node {node} could not be found."
         ))),
     }
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::fields::FieldType as T;
 use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
-    FieldSpec, boolean, field, mask_secrets, object, opt_boolean, opt_string, opt_text_value,
+    FieldSpec, MASK, boolean, field, mask_secrets, object, opt_boolean, opt_string, opt_text_value,
     opt_uuid, string, uuid_value,
 };
 use super::resource::Resource;
@@ -223,13 +223,42 @@ pub(crate) fn node_field_value(node: &Node, name: &str, version: Microversion) -
     })
 }
 
+/// `instance_info` as clients see it, as Ironic shows it: secrets masked, and the config drive
+/// (user data, often keys and passwords) and `image_url` (it may carry a temporary URL's
+/// signature) hidden whole when set.
+fn instance_info_json(instance_info: &Map<String, Value>) -> Value {
+    let mut shown = mask_secrets(instance_info);
+    if let Value::Object(shown) = &mut shown {
+        for hidden in ["configdrive", "image_url"] {
+            if let Some(value) = shown.get_mut(hidden)
+                && is_set(value)
+            {
+                *value = Value::String(MASK.to_owned());
+            }
+        }
+    }
+    shown
+}
+
+/// Python's truthiness of a JSON value, which Ironic's checks use.
+fn is_set(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(set) => *set,
+        Value::Number(number) => number.as_f64() != Some(0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(fields) => !fields.is_empty(),
+    }
+}
+
 /// One field of the node as a client at `version` sees it, with secrets masked.
 /// `reservation` (the holder of an unexpired lease) needs the store and `conductor` the
 /// running conductor: the handler fills them in over the null shown here.
 fn node_field_json(node: &Node, name: &str, version: Microversion, base: &str) -> Value {
     match name {
         "driver_info" => mask_secrets(&node.driver_info),
-        "instance_info" => mask_secrets(&node.instance_info),
+        "instance_info" => instance_info_json(&node.instance_info),
         "reservation" | "conductor" => Value::Null,
         "links" => links(base, &format!("nodes/{}", node.uuid)),
         "ports" | "states" | "portgroups" | "volume" => {
