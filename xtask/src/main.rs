@@ -24,8 +24,8 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings (also with lab-e2e)
-  ci      lint, test, deb-test, clients, a bounded run of every fuzz target (20 s each),
-          then e2e (what .ci/run does)
+  ci      lint, test, rolling-upgrade, deb-test, clients, a bounded run of every fuzz
+          target (20 s each), then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
@@ -33,10 +33,10 @@ commands:
           lab_agent_tls (ferric-agent over auto-TLS: no agent token in the captured traffic),
           lab_console (boot messages through `ferric node console` over IPMI Serial-over-LAN)
   rolling-upgrade
-          API and conductor processes of release N (a pinned older commit's binary, built
-          once and cached in ~/.cache/ferric/release-n) replaced one by one with this build
-          on PostgreSQL while a fake-hardware fleet goes round (crates/ferric/tests/
-          rolling_upgrade.rs; docs/operator-guide.md#rolling-upgrades)
+          API and conductor processes of an older release (a pinned commit's binary, built
+          once and cached in ~/.cache/ferric/release-n; one run per older hand-off version)
+          replaced one by one with this build on PostgreSQL while a fake-hardware fleet goes
+          round (crates/ferric/tests/rolling_upgrade.rs; docs/operator-guide.md#rolling-upgrades)
   deb     the Debian package from packaging/: ferric, its systemd units, /etc/ferric/ferric.toml
           (`cargo xtask deb --help`; docs/operator-guide.md#packages)
   deb-test
@@ -83,9 +83,10 @@ fn main() -> anyhow::Result<()> {
         "ci" => {
             lint()?;
             test(&extra)?;
-            // TODO-correctness: `upgrade::rolling_upgrade` (releases N and N+1 side by side on
-            // PostgreSQL) joins this list once it has been seen passing; run it by hand with
-            // `cargo xtask rolling-upgrade`.
+            // Releases N and N+1 side by side on PostgreSQL while processes are replaced one
+            // by one: from each older hand-off version (upgrade::RELEASES, each built once and
+            // cached in ~/.cache/ferric/release-n).
+            upgrade::rolling_upgrade(&[])?;
             // The package: built, installed, upgraded and purged on this machine (root).
             deb::deb_test(&[])?;
             // The real OpenStack clients against ferric, step by step against Ironic's

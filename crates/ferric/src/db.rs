@@ -245,6 +245,19 @@ async fn restore(settings: &Settings, file: &Path) -> anyhow::Result<()> {
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(with_suffix(&target, suffix));
     }
+    // A backup taken while the server ran records its conductor as alive; nothing runs on the
+    // restored file (checked above), so mark them offline, or the next server would wait out
+    // conductor_heartbeat_timeout before taking its own name back.
+    let store = open_unchecked(url).await?;
+    let marked = async {
+        for hostname in live_conductors(&store, settings.conductor_heartbeat_timeout).await? {
+            store.conductor_unregister(&hostname).await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    store.close().await;
+    marked.context("cannot mark the restored database's conductors offline")?;
     println!("restored {} into {}", file.display(), target.display());
     println!("{}", describe(&status));
     if !status.pending.is_empty() {

@@ -538,7 +538,6 @@ impl Handoff {
     }
 }
 
-/// A reply of the wrong kind for its action: a bug in [`Conductor::execute`].
 /// Serial consoles (issue 24): the API's shorthands.
 impl Handoff {
     /// [`Conductor::set_console`] on the node's owner.
@@ -598,6 +597,7 @@ fn console_info_from_json(value: &Value) -> Result<Option<crate::ConsoleInfo>, C
     }))
 }
 
+/// A reply of the wrong kind for its action: a bug in [`Conductor::execute`].
 fn unexpected(reply: &ActionReply) -> ConductorError {
     ConductorError::Remote(format!(
         "the conductor answered with the wrong kind of reply: {reply:?}"
