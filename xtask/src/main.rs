@@ -213,25 +213,27 @@ fn e2e() -> anyhow::Result<()> {
     run("cargo", &["build", "--locked", "-p", "ferric-agent"], &[])?;
     let agent = target_dir().join("debug").join("ferric-agent");
     let agent = agent.to_string_lossy().into_owned();
-    // (crate, test, whether it boots Ferric's own agent ramdisk). lab_ipa boots the
-    // unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead and is
-    // driven through inspection, cleaning, deploy and the boot from disk.
-    let suites = [
-        ("ferric-lab", "lab_e2e", false),
-        ("ferric", "lab_lifecycle", true),
-        ("ferric", "lab_vmedia", true),
-        ("ferric", "lab_ipa", false),
-        ("ferric", "lab_agent_tls", true),
-        ("ferric", "lab_console", true),
-        ("ferric", "lab_partition", true),
-        ("ferric", "lab_raid", true),
+    // (crate, test, whether it boots Ferric's own agent ramdisk, extra environment). lab_ipa
+    // boots the unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead
+    // and is driven through inspection, cleaning, deploy and the boot from disk. lab_vmedia runs
+    // twice: the second time on OVMF with secure boot on (Debian's signed shim, GRUB, kernel).
+    let suites: [(&str, &str, bool, Option<(&str, &str)>); 9] = [
+        ("ferric-lab", "lab_e2e", false, None),
+        ("ferric", "lab_lifecycle", true, None),
+        ("ferric", "lab_vmedia", true, None),
+        ("ferric", "lab_vmedia", true, Some(("FERRIC_E2E_SECURE_BOOT", "1"))),
+        ("ferric", "lab_ipa", false, None),
+        ("ferric", "lab_agent_tls", true, None),
+        ("ferric", "lab_console", true, None),
+        ("ferric", "lab_partition", true, None),
+        ("ferric", "lab_raid", true, None),
     ];
-    for (package, test, uses_agent) in suites {
-        let envs: &[(&str, &str)] = if uses_agent {
-            &[("FERRIC_E2E_AGENT", &agent)]
-        } else {
-            &[]
-        };
+    for (package, test, uses_agent, extra) in suites {
+        let mut envs: Vec<(&str, &str)> = Vec::new();
+        if uses_agent {
+            envs.push(("FERRIC_E2E_AGENT", &agent));
+        }
+        envs.extend(extra);
         run(
             "cargo",
             &[
@@ -244,7 +246,7 @@ fn e2e() -> anyhow::Result<()> {
                 "--test",
                 test,
             ],
-            envs,
+            &envs,
         )?;
     }
     Ok(())
