@@ -274,10 +274,10 @@ impl AgentClient {
         match text(&node.driver_info) {
             Some(setting) => Self::with_verify_ca(self.timeout, &AgentVerifyCa::parse(&setting))
                 .map_err(|error| {
-                    DriverError::InvalidParameter(format!(
-                        "Node {}'s driver_info agent_verify_ca: {error}",
-                        node.uuid
-                    ))
+                    DriverError::invalid(
+                        "driver_info.agent_verify_ca",
+                        format!("Node {}'s driver_info agent_verify_ca: {error}", node.uuid),
+                    )
                 }),
             None => Ok(self.clone()),
         }

@@ -60,10 +60,13 @@ impl Validate for AgentRescue {
 impl RescueInterface for AgentRescue {
     async fn rescue(&self, node: &mut Node) -> Result<Outcome, DriverError> {
         if text(&node.instance_info, "hashed_rescue_password").is_none() {
-            return Err(DriverError::MissingParameter(format!(
-                "Node {} has no rescue password; ask for the rescue with rescue_password.",
-                node.uuid
-            )));
+            return Err(DriverError::missing(
+                "argument.rescue_password",
+                format!(
+                    "Node {} has no rescue password; ask for the rescue with rescue_password.",
+                    node.uuid
+                ),
+            ));
         }
         forget_agent(node);
         self.boot.prepare_ramdisk(node).await?;

@@ -48,7 +48,8 @@ pub fn iso_url(settings: &BootSettings, node: &Node) -> Result<String, DriverErr
 
 fn http_url(settings: &BootSettings) -> Result<&str, DriverError> {
     settings.http_url.as_deref().ok_or_else(|| {
-        DriverError::MissingParameter(
+        DriverError::missing(
+            "settings.boot_http_url",
             "Virtual media boot is not configured: set boot_http_url (the URL BMCs fetch \
              Ferric's boot ISOs from) and api_url in Ferric's settings."
                 .to_owned(),
@@ -81,22 +82,28 @@ fn local_file(settings: &BootSettings, node: &Node, key: &str) -> Result<PathBuf
             .split('/')
             .all(|part| !part.is_empty() && part != "..");
     if !safe {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: the redfish-virtual-media boot interface puts the agent's {key} into an \
+        return Err(DriverError::invalid(
+            format!("driver_info.{key}"),
+            format!(
+                "Node {}: the redfish-virtual-media boot interface puts the agent's {key} into an \
              ISO, so it must be a file under the boot file server's root, not {name:?}; set \
              driver_info {key} (or the site's {key}) to such a file name.",
-            node.uuid
-        )));
+                node.uuid
+            ),
+        ));
     }
     let path = settings.http_root.join(relative);
     if !path.is_file() {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: the agent's {key} {} does not exist, so its virtual-media ISO cannot be \
+        return Err(DriverError::invalid(
+            format!("driver_info.{key}"),
+            format!(
+                "Node {}: the agent's {key} {} does not exist, so its virtual-media ISO cannot be \
              built; build the ramdisk into the boot file server's root (ferric ramdisk build) \
              or set driver_info {key}.",
-            node.uuid,
-            path.display()
-        )));
+                node.uuid,
+                path.display()
+            ),
+        ));
     }
     Ok(path)
 }
@@ -110,7 +117,8 @@ pub fn kernel_params(
 ) -> Result<String, DriverError> {
     http_url(settings)?;
     let api_url = settings.api_url.as_deref().ok_or_else(|| {
-        DriverError::MissingParameter(
+        DriverError::missing(
+            "settings.api_url",
             "Virtual media boot is not configured: set api_url (the URL agents reach Ferric's \
              API at) in Ferric's settings."
                 .to_owned(),
@@ -143,11 +151,14 @@ pub fn kernel_params(
         .chars()
         .any(|c| c.is_control() || matches!(c, '"' | '\'' | '$' | ';' | '{' | '}' | '\\'))
     {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: the agent's kernel parameters {params:?} cannot go into a GRUB menu: \
+        return Err(DriverError::invalid(
+            "driver_info.kernel_append_params",
+            format!(
+                "Node {}: the agent's kernel parameters {params:?} cannot go into a GRUB menu: \
              remove quotes, $, ;, braces, backslashes and line breaks from kernel_append_params.",
-            node.uuid
-        )));
+                node.uuid
+            ),
+        ));
     }
     Ok(params)
 }
@@ -164,12 +175,15 @@ pub fn check(
     local_file(settings, node, "deploy_kernel")?;
     local_file(settings, node, "deploy_ramdisk")?;
     if find_in_path(tool).is_none() {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: its virtual-media ISO cannot be built: {tool} is not installed on this \
+        return Err(DriverError::invalid(
+            "node.boot_interface",
+            format!(
+                "Node {}: its virtual-media ISO cannot be built: {tool} is not installed on this \
              conductor; install the Debian packages grub-common, grub-pc-bin, \
              grub-efi-amd64-bin, xorriso and mtools (scripts/install-deps.sh does).",
-            node.uuid
-        )));
+                node.uuid
+            ),
+        ));
     }
     secure_boot::check(node, find_in_path)
 }

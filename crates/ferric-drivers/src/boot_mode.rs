@@ -43,6 +43,15 @@ impl Source {
             Self::Default => "the default (no boot_mode capability set)",
         }
     }
+
+    /// Where to set the boot mode, as a [`DriverError::parameter`] name.
+    pub const fn parameter(self) -> &'static str {
+        match self {
+            Self::InstanceCapabilities => "instance_info.capabilities",
+            Self::PropertiesCapabilities => "properties.capabilities",
+            Self::NodeField | Self::Default => "node.boot_mode",
+        }
+    }
 }
 
 /// The value of `key` in a capabilities field: an object (`{"boot_mode": "uefi"}`), its JSON
@@ -90,12 +99,15 @@ pub fn boot_mode(node: &Node) -> Result<(BootMode, Source), DriverError> {
         };
         return match value.to_ascii_lowercase().parse::<BootMode>() {
             Ok(mode) => Ok((mode, source)),
-            Err(()) => Err(DriverError::InvalidParameter(format!(
-                "Node {}: boot mode '{value}' in {} is not one of uefi, bios; set \
+            Err(()) => Err(DriverError::invalid(
+                source.parameter(),
+                format!(
+                    "Node {}: boot mode '{value}' in {} is not one of uefi, bios; set \
                  boot_mode:uefi or boot_mode:bios there.",
-                node.uuid,
-                source.field()
-            ))),
+                    node.uuid,
+                    source.field()
+                ),
+            )),
         };
     }
     Ok((DEFAULT_BOOT_MODE, Source::Default))
@@ -117,10 +129,12 @@ impl Validate for BootCheck {
             .check_boot(node, self.boot.network_boot_device())
             .await
             .map_err(|error| match error {
-                DriverError::InvalidParameter(message) => DriverError::InvalidParameter(format!(
-                    "Boot interface {}: {message}",
-                    self.name
-                )),
+                DriverError::InvalidParameter { parameter, message } => {
+                    DriverError::InvalidParameter {
+                        parameter,
+                        message: format!("Boot interface {}: {message}", self.name),
+                    }
+                }
                 other => other,
             })
     }

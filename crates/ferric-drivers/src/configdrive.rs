@@ -16,10 +16,13 @@ use crate::direct::gzip_base64;
 pub(crate) fn files(drive: &Map<String, Value>) -> Result<Vec<(String, Vec<u8>)>, DriverError> {
     let known = ["meta_data", "user_data", "network_data", "vendor_data"];
     if let Some(unknown) = drive.keys().find(|key| !known.contains(&key.as_str())) {
-        return Err(DriverError::InvalidParameter(format!(
-            "Unknown config drive key \"{unknown}\"; expected meta_data, user_data, \
+        return Err(DriverError::invalid(
+            "instance_info.configdrive",
+            format!(
+                "Unknown config drive key \"{unknown}\"; expected meta_data, user_data, \
              network_data and vendor_data."
-        )));
+            ),
+        ));
     }
     let mut files = Vec::new();
     for (key, name) in [
@@ -34,9 +37,10 @@ pub(crate) fn files(drive: &Map<String, Value>) -> Result<Vec<(String, Vec<u8>)>
                 value.to_string().into_bytes(),
             )),
             Some(other) => {
-                return Err(DriverError::InvalidParameter(format!(
-                    "Config drive {key} must be a JSON object, not {other}."
-                )));
+                return Err(DriverError::invalid(
+                    "instance_info.configdrive",
+                    format!("Config drive {key} must be a JSON object, not {other}."),
+                ));
             }
         }
     }

@@ -110,50 +110,63 @@ impl DirectDeploy {
     fn image_info(&self, node: &Node) -> Result<JsonObject, DriverError> {
         let info = &node.instance_info;
         let source = info_str(info, "image_source").ok_or_else(|| {
-            DriverError::MissingParameter(format!(
-                "Node {} has no instance_info image_source: set it to the image's http(s) URL \
+            DriverError::missing(
+                "instance_info.image_source",
+                format!(
+                    "Node {} has no instance_info image_source: set it to the image's http(s) URL \
                  or to a file name under the boot file server's images/ directory.",
-                node.uuid
-            ))
+                    node.uuid
+                ),
+            )
         })?;
-        let url = if source.starts_with("http://") || source.starts_with("https://") {
-            source.to_owned()
-        } else {
-            let http_url = self.http_url.as_deref().ok_or_else(|| {
-                DriverError::MissingParameter(format!(
+        let url =
+            if source.starts_with("http://") || source.starts_with("https://") {
+                source.to_owned()
+            } else {
+                let http_url = self.http_url.as_deref().ok_or_else(|| {
+                DriverError::missing("settings.boot_http_url", format!(
                     "instance_info image_source \"{source}\" names a local file, but no boot \
                      file server is configured (boot_http_url); give an http(s) URL instead."
                 ))
             })?;
-            boot_file_url(
-                http_url,
-                &format!("images/{}", source.trim_start_matches('/')),
-            )?
-        };
+                boot_file_url(
+                    http_url,
+                    &format!("images/{}", source.trim_start_matches('/')),
+                )?
+            };
         let checksum = info_str(info, "image_checksum");
         let algo = info_str(info, "image_os_hash_algo");
         let hash = info_str(info, "image_os_hash_value");
         if checksum.is_none() && (algo.is_none() || hash.is_none()) {
-            return Err(DriverError::MissingParameter(format!(
-                "Node {} needs instance_info image_checksum, or image_os_hash_algo and \
+            return Err(DriverError::missing(
+                "instance_info.image_checksum",
+                format!(
+                    "Node {} needs instance_info image_checksum, or image_os_hash_algo and \
                  image_os_hash_value, so the written image can be verified.",
-                node.uuid
-            )));
+                    node.uuid
+                ),
+            ));
         }
         if let Some(algo) = algo
             && !["sha256", "sha512", "md5"].contains(&algo)
         {
-            return Err(DriverError::InvalidParameter(format!(
-                "instance_info image_os_hash_algo \"{algo}\" is not supported; use sha256 or \
+            return Err(DriverError::invalid(
+                "instance_info.image_os_hash_algo",
+                format!(
+                    "instance_info image_os_hash_algo \"{algo}\" is not supported; use sha256 or \
                  sha512."
-            )));
+                ),
+            ));
         }
         let disk_format = info_str(info, "image_disk_format").unwrap_or("raw");
         if !["raw", "qcow2"].contains(&disk_format) {
-            return Err(DriverError::InvalidParameter(format!(
-                "instance_info image_disk_format \"{disk_format}\" is not supported; use raw \
+            return Err(DriverError::invalid(
+                "instance_info.image_disk_format",
+                format!(
+                    "instance_info image_disk_format \"{disk_format}\" is not supported; use raw \
                  or qcow2."
-            )));
+                ),
+            ));
         }
         let mut image = JsonObject::new();
         image.insert(
@@ -230,9 +243,12 @@ impl DirectDeploy {
                 let iso = crate::configdrive::render(object, &self.settings.iso_tool).await?;
                 Ok(Value::String(iso))
             }
-            Some(other) => Err(DriverError::InvalidParameter(format!(
-                "The config drive must be a URL, base64 text or a JSON object, not {other}."
-            ))),
+            Some(other) => Err(DriverError::invalid(
+                "instance_info.configdrive",
+                format!(
+                    "The config drive must be a URL, base64 text or a JSON object, not {other}."
+                ),
+            )),
         }
     }
 

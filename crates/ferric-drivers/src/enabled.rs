@@ -185,11 +185,14 @@ impl InterfaceSettings {
                     hardware_type.supported(kind).join(", ")
                 ),
             };
-            DriverError::InvalidParameter(format!(
-                "For hardware type '{}', no default value found for {kind} interface could be \
+            DriverError::invalid(
+                format!("settings.enabled_{kind}_interfaces"),
+                format!(
+                    "For hardware type '{}', no default value found for {kind} interface could be \
                  determined. Please ensure the interfaces are enabled ({hint}).",
-                hardware_type.name
-            ))
+                    hardware_type.name
+                ),
+            )
         })
     }
 
@@ -212,19 +215,25 @@ impl InterfaceSettings {
                 .iter()
                 .map(|name| format!("'{name}'"))
                 .collect();
-            return Err(DriverError::InvalidParameter(format!(
-                "Could not find the following interface in the \
+            return Err(DriverError::invalid(
+                format!("node.{kind}_interface"),
+                format!(
+                    "Could not find the following interface in the \
                  'ironic.hardware.interfaces.{kind}' entrypoint: {name}. Valid interfaces are \
                  [{}]. Add it to the enabled_{kind}_interfaces setting to use it.",
-                valid.join(", ")
-            )));
+                    valid.join(", ")
+                ),
+            ));
         }
-        Err(DriverError::InvalidParameter(format!(
-            "{kind} interface implementation '{name}' is not supported by hardware type {}. \
+        Err(DriverError::invalid(
+            format!("node.{kind}_interface"),
+            format!(
+                "{kind} interface implementation '{name}' is not supported by hardware type {}. \
              Supported: {}.",
-            hardware_type.name,
-            self.enabled_for(hardware_type, kind).join(", ")
-        )))
+                hardware_type.name,
+                self.enabled_for(hardware_type, kind).join(", ")
+            ),
+        ))
     }
 
     /// Checks that every enabled hardware type has an implementation of every kind a node

@@ -14,11 +14,21 @@ pub enum DriverError {
     #[error("Driver {driver} does not support {kind} (disabled or not implemented).")]
     Unsupported { driver: String, kind: InterfaceKind },
     /// A setting (usually in `driver_info`) has a value the driver cannot use.
-    #[error("{0}")]
-    InvalidParameter(String),
+    #[error("{message}")]
+    InvalidParameter {
+        /// The setting, named where it lives (see [`DriverError::parameter`]).
+        parameter: Option<String>,
+        /// What the operator reads: what is wrong and what to set instead.
+        message: String,
+    },
     /// A setting the driver needs is absent.
-    #[error("{0}")]
-    MissingParameter(String),
+    #[error("{message}")]
+    MissingParameter {
+        /// The setting, named where it lives (see [`DriverError::parameter`]).
+        parameter: Option<String>,
+        /// What the operator reads: what is missing and where to set it.
+        message: String,
+    },
     /// The hardware, BMC or agent did not do what was asked.
     #[error("{0}")]
     Failed(String),
@@ -29,6 +39,35 @@ pub enum DriverError {
 }
 
 impl DriverError {
+    /// A [`DriverError::InvalidParameter`] for `parameter`, shown as `message`.
+    pub fn invalid(parameter: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidParameter {
+            parameter: Some(parameter.into()),
+            message: message.into(),
+        }
+    }
+
+    /// A [`DriverError::MissingParameter`] for `parameter`, shown as `message`.
+    pub fn missing(parameter: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::MissingParameter {
+            parameter: Some(parameter.into()),
+            message: message.into(),
+        }
+    }
+
+    /// The setting a parameter error is about, named where it lives: `driver_info.<key>`,
+    /// `instance_info.<key>`, `properties.<key>`, `settings.<key>` (Ferric's own settings),
+    /// `argument.<name>` (a step's or method's argument) or `node.<field>`. `None` for other
+    /// errors, and for a parameter error relayed as text from another conductor.
+    pub fn parameter(&self) -> Option<&str> {
+        match self {
+            Self::InvalidParameter { parameter, .. } | Self::MissingParameter { parameter, .. } => {
+                parameter.as_deref()
+            }
+            Self::Unsupported { .. } | Self::Failed(_) | Self::AgentVersionMismatch(_) => None,
+        }
+    }
+
     /// Whether the caller could fix this by changing the request or the node's settings
     /// (HTTP 400), rather than the operation failing on the way.
     pub const fn is_caller_error(&self) -> bool {

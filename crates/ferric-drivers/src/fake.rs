@@ -151,7 +151,8 @@ pub struct Fake;
 impl Validate for Fake {
     async fn validate(&self, node: &Node) -> Result<(), DriverError> {
         if listed(node, "fake_fail", "validate") {
-            return Err(DriverError::InvalidParameter(
+            return Err(DriverError::invalid(
+                "driver_info.fake_fail",
                 "Fake validation failure injected by driver_info fake_fail.".to_owned(),
             ));
         }
@@ -241,7 +242,8 @@ impl ManagementInterface for Fake {
     async fn set_secure_boot(&self, node: &mut Node, enabled: bool) -> Result<(), DriverError> {
         operate(node, "set_secure_boot").await?;
         if enabled && node.boot_mode.as_deref() == Some(BootMode::Bios.as_str()) {
-            return Err(DriverError::InvalidParameter(
+            return Err(DriverError::invalid(
+                "capabilities.boot_mode",
                 "Secure boot needs the uefi boot mode; set the boot mode to uefi first.".to_owned(),
             ));
         }
@@ -528,10 +530,10 @@ impl VendorInterface for Fake {
         args: &JsonObject,
     ) -> Result<(), DriverError> {
         if fake_vendor_expected(method.name).is_some() && !given(args.get("bar")) {
-            return Err(DriverError::MissingParameter(format!(
-                "Parameter 'bar' not passed to method '{}'.",
-                method.name
-            )));
+            return Err(DriverError::missing(
+                "argument.bar",
+                format!("Parameter 'bar' not passed to method '{}'.", method.name),
+            ));
         }
         Ok(())
     }

@@ -346,15 +346,18 @@ impl Drivers {
     }
 
     fn unknown(&self, driver: &str) -> DriverError {
-        DriverError::InvalidParameter(format!(
-            "No valid host was found. Reason: No conductor service registered which supports \
+        DriverError::invalid(
+            "node.driver",
+            format!(
+                "No valid host was found. Reason: No conductor service registered which supports \
              driver {driver} for conductor group \"\". Enabled hardware types: {}.",
-            self.enabled
-                .iter()
-                .map(|hardware_type| hardware_type.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
+                self.enabled
+                    .iter()
+                    .map(|hardware_type| hardware_type.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
     }
 
     /// The interfaces a node uses, built from its `<kind>_interface` fields (defaults where

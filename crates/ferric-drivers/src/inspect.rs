@@ -112,7 +112,8 @@ impl std::fmt::Debug for AgentInspect {
 impl AgentInspect {
     fn callback_url(&self) -> Result<String, DriverError> {
         let api_url = self.api_url.as_deref().ok_or_else(|| {
-            DriverError::MissingParameter(
+            DriverError::missing(
+                "settings.api_url",
                 "The agent inspect interface needs api_url (the URL the ramdisk reaches \
                  Ferric's API at) in Ferric's settings."
                     .to_owned(),
@@ -209,7 +210,8 @@ impl InspectorInspect {
             .as_deref()
             .map(|url| url.trim_end_matches('/'))
             .ok_or_else(|| {
-                DriverError::MissingParameter(
+                DriverError::missing(
+                    "settings.inspector_service_url",
                     "inspector_enabled is set but inspector_service_url is not: set it to the \
                      inspection service's URL, e.g. http://127.0.0.1:5050."
                         .to_owned(),

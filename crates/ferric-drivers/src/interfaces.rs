@@ -258,13 +258,16 @@ pub trait BootInterface: Validate {
     /// `ramdisk` — at every power-on, for the `ramdisk` deploy interface; returns the boot
     /// device to set persistently. Interfaces without the capability refuse.
     async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
-        Err(DriverError::InvalidParameter(format!(
-            "Node {}: its boot interface {} cannot boot an instance from memory, which the \
+        Err(DriverError::invalid(
+            "node.boot_interface",
+            format!(
+                "Node {}: its boot interface {} cannot boot an instance from memory, which the \
              ramdisk deploy interface needs; use boot_interface ipxe (or pxe, http, \
              http-ipxe) or redfish-virtual-media.",
-            node.uuid,
-            node.boot_interface.as_deref().unwrap_or("(default)")
-        )))
+                node.uuid,
+                node.boot_interface.as_deref().unwrap_or("(default)")
+            ),
+        ))
     }
     /// Stops the node from booting the instance [`BootInterface::prepare_instance_ramdisk`]
     /// set up (undeploy).
@@ -368,7 +371,8 @@ impl BiosChange {
             .get("settings")
             .and_then(Value::as_array)
             .ok_or_else(|| {
-                DriverError::InvalidParameter(
+                DriverError::invalid(
+                    "argument.settings",
                     "bios.apply_configuration needs args.settings, a list of {\"name\", \
                      \"value\"} objects."
                         .to_owned(),
@@ -388,10 +392,13 @@ impl BiosChange {
                         name: name.to_owned(),
                         value,
                     }),
-                    _ => Err(DriverError::InvalidParameter(format!(
-                        "Each BIOS setting needs a non-empty \"name\" and a string \"value\"; \
+                    _ => Err(DriverError::invalid(
+                        "argument.settings",
+                        format!(
+                            "Each BIOS setting needs a non-empty \"name\" and a string \"value\"; \
                          got {entry}."
-                    ))),
+                        ),
+                    )),
                 }
             })
             .collect()
@@ -405,7 +412,8 @@ pub fn check_bios_changes(
     changes: &[BiosChange],
 ) -> Result<(), DriverError> {
     if changes.is_empty() {
-        return Err(DriverError::InvalidParameter(
+        return Err(DriverError::invalid(
+            "argument.settings",
             "bios.apply_configuration was given no settings to apply.".to_owned(),
         ));
     }
@@ -416,17 +424,23 @@ pub fn check_bios_changes(
                 .map(|setting| setting.name.as_str())
                 .collect();
             known.sort_unstable();
-            return Err(DriverError::InvalidParameter(format!(
-                "Unknown BIOS setting '{}'; the BIOS has: {}.",
-                change.name,
-                known.join(", ")
-            )));
+            return Err(DriverError::invalid(
+                "argument.settings",
+                format!(
+                    "Unknown BIOS setting '{}'; the BIOS has: {}.",
+                    change.name,
+                    known.join(", ")
+                ),
+            ));
         };
         if setting.registry.get("read_only") == Some(&Value::Bool(true)) {
-            return Err(DriverError::InvalidParameter(format!(
-                "BIOS setting '{}' is read-only and cannot be changed.",
-                change.name
-            )));
+            return Err(DriverError::invalid(
+                "argument.settings",
+                format!(
+                    "BIOS setting '{}' is read-only and cannot be changed.",
+                    change.name
+                ),
+            ));
         }
         if let Some(allowed) = setting
             .registry
@@ -435,12 +449,15 @@ pub fn check_bios_changes(
         {
             let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
             if !allowed.is_empty() && !allowed.contains(&change.value.as_str()) {
-                return Err(DriverError::InvalidParameter(format!(
-                    "Value '{}' is not allowed for BIOS setting '{}'; allowed: {}.",
-                    change.value,
-                    change.name,
-                    allowed.join(", ")
-                )));
+                return Err(DriverError::invalid(
+                    "argument.settings",
+                    format!(
+                        "Value '{}' is not allowed for BIOS setting '{}'; allowed: {}.",
+                        change.value,
+                        change.name,
+                        allowed.join(", ")
+                    ),
+                ));
             }
         }
     }
@@ -552,11 +569,14 @@ impl ImageChecksum {
                 algorithm,
                 hex: hex.to_ascii_lowercase(),
             }),
-            _ => Err(DriverError::InvalidParameter(format!(
-                "The firmware image checksum \"{text}\" is not one Ferric can check: give the \
+            _ => Err(DriverError::invalid(
+                "argument.settings",
+                format!(
+                    "The firmware image checksum \"{text}\" is not one Ferric can check: give the \
                  hex SHA-256 (64 digits), SHA-512 (128) or SHA-1 (40) digest, optionally as \
                  \"sha256:<hex>\"."
-            ))),
+                ),
+            )),
         }
     }
 }
@@ -578,7 +598,8 @@ impl FirmwareUpdate {
             .and_then(Value::as_array)
             .filter(|settings| !settings.is_empty())
             .ok_or_else(|| {
-                DriverError::InvalidParameter(
+                DriverError::invalid(
+                    "argument.settings",
                     "firmware.update needs args.settings, a non-empty list of {\"component\", \
                      \"url\", \"checksum\"} objects."
                         .to_owned(),
@@ -590,15 +611,19 @@ impl FirmwareUpdate {
                 let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
                 let component = text("component").unwrap_or_default();
                 if !FIRMWARE_COMPONENTS.contains(&component.as_str()) {
-                    return Err(DriverError::InvalidParameter(format!(
-                        "Unknown firmware component '{component}' in {entry}; known: {}.",
-                        FIRMWARE_COMPONENTS.join(", ")
-                    )));
+                    return Err(DriverError::invalid(
+                        "argument.settings",
+                        format!(
+                            "Unknown firmware component '{component}' in {entry}; known: {}.",
+                            FIRMWARE_COMPONENTS.join(", ")
+                        ),
+                    ));
                 }
                 let url = text("url").filter(|url| !url.is_empty()).ok_or_else(|| {
-                    DriverError::InvalidParameter(format!(
-                        "Firmware update of '{component}' needs a \"url\" of the image."
-                    ))
+                    DriverError::invalid(
+                        "argument.settings",
+                        format!("Firmware update of '{component}' needs a \"url\" of the image."),
+                    )
                 })?;
                 let checksum = text("checksum")
                     .filter(|checksum| !checksum.is_empty())
@@ -734,17 +759,23 @@ impl VendorMethod {
             .find(|method| method.name == name)
             .ok_or_else(|| {
                 let known: Vec<&str> = methods.iter().map(|method| method.name).collect();
-                DriverError::InvalidParameter(format!(
-                    "No handler for method {name}; the methods are: {}.",
-                    known.join(", ")
-                ))
+                DriverError::invalid(
+                    "argument.method",
+                    format!(
+                        "No handler for method {name}; the methods are: {}.",
+                        known.join(", ")
+                    ),
+                )
             })?;
         let http_method = http_method.to_ascii_uppercase();
         if !method.http_methods.contains(&http_method.as_str()) {
-            return Err(DriverError::InvalidParameter(format!(
-                "The method {name} does not support HTTP {http_method}; use {}.",
-                method.http_methods.join(" or ")
-            )));
+            return Err(DriverError::invalid(
+                "argument.http_method",
+                format!(
+                    "The method {name} does not support HTTP {http_method}; use {}.",
+                    method.http_methods.join(" or ")
+                ),
+            ));
         }
         Ok(method)
     }
@@ -799,10 +830,10 @@ pub trait VendorInterface: Validate {
         _http_method: &str,
         _args: &JsonObject,
     ) -> Result<Value, DriverError> {
-        Err(DriverError::InvalidParameter(format!(
-            "No handler for method {} in driver {driver}.",
-            method.name
-        )))
+        Err(DriverError::invalid(
+            "argument.method",
+            format!("No handler for method {} in driver {driver}.", method.name),
+        ))
     }
 }
 

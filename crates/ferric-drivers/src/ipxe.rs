@@ -81,9 +81,10 @@ pub fn write_discovery_script(
         };
     };
     let missing = |what: &str| {
-        DriverError::MissingParameter(format!(
-            "Discovery needs network boot: set {what} in Ferric's settings."
-        ))
+        DriverError::missing(
+            format!("settings.{what}"),
+            format!("Discovery needs network boot: set {what} in Ferric's settings."),
+        )
     };
     let http_url = settings
         .http_url
@@ -104,7 +105,8 @@ pub fn write_discovery_script(
         .iter()
         .any(|param| param.chars().any(char::is_control))
     {
-        return Err(DriverError::InvalidParameter(
+        return Err(DriverError::invalid(
+            "settings.kernel_append_params",
             "kernel_append_params and the inspection callback URL must be one line each."
                 .to_owned(),
         ));
@@ -144,10 +146,13 @@ pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> 
     // The name goes into an iPXE script line: whitespace would add arguments, a line break
     // commands.
     if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(DriverError::InvalidParameter(format!(
-            "{name:?} is not a usable boot file: URLs and file names cannot contain spaces or \
+        return Err(DriverError::invalid(
+            "driver_info.deploy_kernel",
+            format!(
+                "{name:?} is not a usable boot file: URLs and file names cannot contain spaces or \
              control characters."
-        )));
+            ),
+        ));
     }
     if name.starts_with("http://") || name.starts_with("https://") {
         return Ok(name.to_owned());
@@ -159,10 +164,13 @@ pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> 
             .split('/')
             .all(|part| !part.is_empty() && part != "..");
     if !safe {
-        return Err(DriverError::InvalidParameter(format!(
-            "\"{name}\" is neither an http(s) URL nor a file name under the boot file server's \
+        return Err(DriverError::invalid(
+            "driver_info.deploy_kernel",
+            format!(
+                "\"{name}\" is neither an http(s) URL nor a file name under the boot file server's \
              root."
-        )));
+            ),
+        ));
     }
     Ok(format!("{}/{relative}", http_url.trim_end_matches('/')))
 }
@@ -245,44 +253,56 @@ impl IpxeBoot {
                 if path.exists() {
                     return Ok(());
                 }
-                Err(DriverError::InvalidParameter(format!(
-                    "Node {}: boot interface {name} hands {mode} machines {} over TFTP, and it is \
+                Err(DriverError::invalid(
+                    "node.boot_interface",
+                    format!(
+                        "Node {}: boot interface {name} hands {mode} machines {} over TFTP, and it is \
                      missing; install Debian's ipxe package, or set boot_interface ipxe if the \
                      machine's NIC runs iPXE itself.",
-                    node.uuid,
-                    path.display()
-                )))
+                        node.uuid,
+                        path.display()
+                    ),
+                ))
             }
             NetworkBoot::Http => {
                 if mode != BootMode::Uefi {
-                    return Err(DriverError::InvalidParameter(format!(
-                        "Node {}: boot interface {name} is UEFI HTTP boot, but the node boots in \
+                    return Err(DriverError::invalid(
+                        "capabilities.boot_mode",
+                        format!(
+                            "Node {}: boot interface {name} is UEFI HTTP boot, but the node boots in \
                          {mode} mode (from {}); set boot_mode:uefi in properties.capabilities, or \
                          use boot_interface pxe or ipxe.",
-                        node.uuid,
-                        source.field()
-                    )));
+                            node.uuid,
+                            source.field()
+                        ),
+                    ));
                 }
                 if !self.http_selectable {
-                    return Err(DriverError::InvalidParameter(format!(
-                        "Node {}: boot interface {name} needs a BMC that can select UEFI HTTP \
+                    return Err(DriverError::invalid(
+                        "node.boot_interface",
+                        format!(
+                            "Node {}: boot interface {name} needs a BMC that can select UEFI HTTP \
                          boot, and its management interface {} cannot; use the redfish driver, or \
                          boot_interface pxe.",
-                        node.uuid,
-                        node.management_interface.as_deref().unwrap_or("(default)")
-                    )));
+                            node.uuid,
+                            node.management_interface.as_deref().unwrap_or("(default)")
+                        ),
+                    ));
                 }
                 let loader = self.settings.http_root.join(UEFI_LOADER);
                 if loader.exists() {
                     return Ok(());
                 }
-                Err(DriverError::InvalidParameter(format!(
-                    "Node {}: boot interface {name} serves {} to UEFI HTTP boot, and it is \
+                Err(DriverError::invalid(
+                    "node.boot_interface",
+                    format!(
+                        "Node {}: boot interface {name} serves {} to UEFI HTTP boot, and it is \
                      missing; install Debian's ipxe package ({IPXE_DIR}/{UEFI_LOADER}) and \
                      restart ferric server, which copies it there.",
-                    node.uuid,
-                    loader.display()
-                )))
+                        node.uuid,
+                        loader.display()
+                    ),
+                ))
             }
         }
     }
@@ -300,7 +320,8 @@ impl IpxeBoot {
 
     fn http_url(&self) -> Result<&str, DriverError> {
         self.settings.http_url.as_deref().ok_or_else(|| {
-            DriverError::MissingParameter(
+            DriverError::missing(
+                "settings.boot_http_url",
                 "Network boot is not configured: set boot_http_url (the URL machines reach \
                  Ferric's boot file server at) and api_url in Ferric's settings."
                     .to_owned(),
@@ -330,7 +351,8 @@ impl IpxeBoot {
     ) -> Result<String, DriverError> {
         let http_url = self.http_url()?;
         let api_url = self.settings.api_url.as_deref().ok_or_else(|| {
-            DriverError::MissingParameter(
+            DriverError::missing(
+                "settings.api_url",
                 "Network boot is not configured: set api_url (the URL agents reach Ferric's \
                  API at) in Ferric's settings."
                     .to_owned(),
@@ -358,10 +380,13 @@ impl IpxeBoot {
         .chain(extra.iter().map(String::as_str))
         {
             if extra.chars().any(char::is_control) {
-                return Err(DriverError::InvalidParameter(format!(
-                    "kernel_append_params {extra:?} must be one line of kernel parameters, \
+                return Err(DriverError::invalid(
+                    "driver_info.kernel_append_params",
+                    format!(
+                        "kernel_append_params {extra:?} must be one line of kernel parameters, \
                      without control characters."
-                )));
+                    ),
+                ));
             }
             if !extra.is_empty() {
                 append.push(' ');
@@ -452,11 +477,14 @@ impl Validate for IpxeBoot {
     async fn validate(&self, node: &Node) -> Result<(), DriverError> {
         self.http_url()?;
         if self.macs.is_empty() {
-            return Err(DriverError::MissingParameter(format!(
-                "Node {} has no port with pxe_enabled, so it cannot boot from the network; \
+            return Err(DriverError::missing(
+                "node.ports",
+                format!(
+                    "Node {} has no port with pxe_enabled, so it cannot boot from the network; \
                  create a port with the MAC of its boot NIC.",
-                node.uuid
-            )));
+                    node.uuid
+                ),
+            ));
         }
         // Renders the script, so a bad kernel name or a missing API URL shows up here.
         self.ramdisk_script(node, &self.macs[0])?;
@@ -673,7 +701,10 @@ mod tests {
         node.properties
             .insert("capabilities".into(), "boot_mode:efi".into());
         let error = boot(dir.path()).validate(&node).await.unwrap_err();
-        assert!(matches!(error, DriverError::InvalidParameter(_)), "{error}");
+        assert!(
+            matches!(error, DriverError::InvalidParameter { .. }),
+            "{error}"
+        );
     }
 
     /// Found while writing the `pxe_inputs` fuzz target: `driver_info` values went into the per-MAC
@@ -692,7 +723,7 @@ mod tests {
             node.driver_info.insert(key.to_owned(), value.into());
             let error = boot.ramdisk_script(&node, &mac).unwrap_err();
             assert!(
-                matches!(error, DriverError::InvalidParameter(_)),
+                matches!(error, DriverError::InvalidParameter { .. }),
                 "{key}: {error}"
             );
         }

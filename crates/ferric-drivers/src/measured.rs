@@ -110,7 +110,7 @@ impl<T: ManagementInterface> ManagementInterface for Measured<T> {
         let started = Instant::now();
         let result = self.inner.check_boot(node, device).await;
         // Only a BMC's answer is a BMC request; a refusal of the node's settings is not.
-        if !matches!(result, Err(DriverError::InvalidParameter(_))) {
+        if !matches!(result, Err(DriverError::InvalidParameter { .. })) {
             self.record("check_boot", started, &result);
         }
         result

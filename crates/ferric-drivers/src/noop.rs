@@ -121,11 +121,14 @@ impl RaidInterface for Noop {
     }
 
     fn validate_target(&self, node: &Node, _target: &JsonObject) -> Result<(), DriverError> {
-        Err(DriverError::InvalidParameter(format!(
-            "Node {} has raid_interface no-raid, which cannot build RAID: set raid_interface \
+        Err(DriverError::invalid(
+            "node.raid_interface",
+            format!(
+                "Node {} has raid_interface no-raid, which cannot build RAID: set raid_interface \
              to agent (Linux software RAID built by the agent ramdisk) first.",
-            node.uuid
-        )))
+                node.uuid
+            ),
+        ))
     }
 
     async fn execute_step(

@@ -34,12 +34,15 @@ pub fn is_partition(node: &Node) -> Result<bool, DriverError> {
         Some(Value::String(kind)) if kind == "whole-disk" => return Ok(false),
         Some(Value::String(kind)) if kind == "partition" => return Ok(true),
         Some(other) => {
-            return Err(DriverError::InvalidParameter(format!(
-                "Node {}: instance_info image_type {other} is not one of whole-disk, \
+            return Err(DriverError::invalid(
+                "instance_info.image_type",
+                format!(
+                    "Node {}: instance_info image_type {other} is not one of whole-disk, \
                  partition; set it to partition for a root filesystem image, or remove it for \
                  a whole-disk image.",
-                node.uuid
-            )));
+                    node.uuid
+                ),
+            ));
         }
     }
     Ok(text(info, "kernel").is_some() || text(info, "ramdisk").is_some())
@@ -48,10 +51,13 @@ pub fn is_partition(node: &Node) -> Result<bool, DriverError> {
 /// A whole number from `instance_info` (a JSON number or its text, as Ironic's `int()`).
 fn whole(node: &Node, key: &str, unit: &str) -> Result<Option<u64>, DriverError> {
     let invalid = |shown: String| {
-        DriverError::InvalidParameter(format!(
-            "Node {}: instance_info {key} {shown} is not a whole number of {unit}.",
-            node.uuid
-        ))
+        DriverError::invalid(
+            format!("instance_info.{key}"),
+            format!(
+                "Node {}: instance_info {key} {shown} is not a whole number of {unit}.",
+                node.uuid
+            ),
+        )
     };
     match node.instance_info.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -84,46 +90,61 @@ fn truthy(value: Option<&Value>) -> Option<bool> {
 /// The fields a partition image adds to the agent's `image_info`, after checking the layout.
 pub fn image_info_fields(node: &Node) -> Result<JsonObject, DriverError> {
     let root_gb = whole(node, "root_gb", "GiB")?.ok_or_else(|| {
-        DriverError::MissingParameter(format!(
-            "Node {} deploys a partition image and needs instance_info root_gb, the size of \
+        DriverError::missing(
+            "instance_info.root_gb",
+            format!(
+                "Node {} deploys a partition image and needs instance_info root_gb, the size of \
              its root partition in GiB.",
-            node.uuid
-        ))
+                node.uuid
+            ),
+        )
     })?;
     if root_gb == 0 {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: instance_info root_gb must be at least 1 for a partition image.",
-            node.uuid
-        )));
+        return Err(DriverError::invalid(
+            "instance_info.root_gb",
+            format!(
+                "Node {}: instance_info root_gb must be at least 1 for a partition image.",
+                node.uuid
+            ),
+        ));
     }
     let swap_mb = whole(node, "swap_mb", "MiB")?.unwrap_or(0);
     let ephemeral_gb = whole(node, "ephemeral_gb", "GiB")?.unwrap_or(0);
     if ephemeral_gb > 0 {
         // TODO-compat: ephemeral partitions (ferric-agent has no mkfs for ephemeral_format).
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: Ferric does not create ephemeral partitions yet; set instance_info \
+        return Err(DriverError::invalid(
+            "instance_info.ephemeral_gb",
+            format!(
+                "Node {}: Ferric does not create ephemeral partitions yet; set instance_info \
              ephemeral_gb to 0 or remove it.",
-            node.uuid
-        )));
+                node.uuid
+            ),
+        ));
     }
     let preserve = node.instance_info.get("preserve_ephemeral");
     let preserve_ephemeral = truthy(preserve).ok_or_else(|| {
-        DriverError::InvalidParameter(format!(
-            "Node {}: instance_info preserve_ephemeral {} is not a boolean.",
-            node.uuid,
-            preserve.map(Value::to_string).unwrap_or_default()
-        ))
+        DriverError::invalid(
+            "instance_info.preserve_ephemeral",
+            format!(
+                "Node {}: instance_info preserve_ephemeral {} is not a boolean.",
+                node.uuid,
+                preserve.map(Value::to_string).unwrap_or_default()
+            ),
+        )
     });
     let preserve_ephemeral = match preserve {
         None | Some(Value::Null) => false,
         Some(_) => preserve_ephemeral?,
     };
     if preserve_ephemeral {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: instance_info preserve_ephemeral is true, but Ferric makes no ephemeral \
+        return Err(DriverError::invalid(
+            "instance_info.preserve_ephemeral",
+            format!(
+                "Node {}: instance_info preserve_ephemeral is true, but Ferric makes no ephemeral \
              partition to preserve; set it to false.",
-            node.uuid
-        )));
+                node.uuid
+            ),
+        ));
     }
     let (mode, _) = boot_mode::boot_mode(node)?;
     let disk_label = match node
@@ -133,11 +154,14 @@ pub fn image_info_fields(node: &Node) -> Result<JsonObject, DriverError> {
     {
         Some(label) if label == "gpt" || label == "msdos" => Some(label),
         Some(label) => {
-            return Err(DriverError::InvalidParameter(format!(
-                "Node {}: the disk_label capability \"{label}\" in instance_info capabilities \
+            return Err(DriverError::invalid(
+                "instance_info.capabilities.disk_label",
+                format!(
+                    "Node {}: the disk_label capability \"{label}\" in instance_info capabilities \
                  is not gpt or msdos.",
-                node.uuid
-            )));
+                    node.uuid
+                ),
+            ));
         }
         // Ironic's get_disk_label: GPT for UEFI unless asked otherwise.
         None if mode == BootMode::Uefi => Some("gpt".to_owned()),

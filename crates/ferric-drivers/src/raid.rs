@@ -83,7 +83,10 @@ pub fn raid_steps(kind: StepKind) -> Vec<StepDef> {
 }
 
 fn invalid(message: impl std::fmt::Display) -> DriverError {
-    DriverError::InvalidParameter(format!("RAID config validation error: {message}"))
+    DriverError::invalid(
+        "node.target_raid_config",
+        format!("RAID config validation error: {message}"),
+    )
 }
 
 /// The logical disks of a target (an empty object means "no RAID").
@@ -263,9 +266,10 @@ pub(crate) fn flag(args: &JsonObject, name: &str) -> Result<bool, DriverError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(true),
         Some(Value::Bool(flag)) => Ok(*flag),
-        Some(other) => Err(DriverError::InvalidParameter(format!(
-            "The RAID step argument {name} must be true or false, not {other}."
-        ))),
+        Some(other) => Err(DriverError::invalid(
+            format!("argument.{name}"),
+            format!("The RAID step argument {name} must be true or false, not {other}."),
+        )),
     }
 }
 
@@ -283,7 +287,8 @@ pub(crate) fn target_for(
             .and_then(Value::as_object)
             .cloned()
             .ok_or_else(|| {
-                DriverError::MissingParameter(
+                DriverError::missing(
+                    "argument.raid_config",
                     "raid.apply_configuration needs the \"raid_config\" argument: the target \
                      RAID configuration to build."
                         .to_owned(),
@@ -293,23 +298,29 @@ pub(crate) fn target_for(
         node.target_raid_config = config;
     }
     if logical_disks(&node.target_raid_config).is_empty() {
-        return Err(DriverError::MissingParameter(format!(
-            "Node {} has no target RAID configuration: set one with PUT \
+        return Err(DriverError::missing(
+            "node.target_raid_config",
+            format!(
+                "Node {} has no target RAID configuration: set one with PUT \
              /v1/nodes/{}/states/raid (baremetal node set --target-raid-config) before \
              raid.create_configuration.",
-            node.uuid, node.uuid
-        )));
+                node.uuid, node.uuid
+            ),
+        ));
     }
     check(&node.target_raid_config)?;
     Ok(node.target_raid_config.clone())
 }
 
 pub(crate) fn unknown_step(step: &StepCall) -> DriverError {
-    DriverError::InvalidParameter(format!(
-        "The RAID interface has no step \"{}\"; it offers create_configuration, \
+    DriverError::invalid(
+        "argument.step",
+        format!(
+            "The RAID interface has no step \"{}\"; it offers create_configuration, \
          delete_configuration and (in deploy steps) apply_configuration.",
-        step.step
-    ))
+            step.step
+        ),
+    )
 }
 
 /// The fake RAID: the target's volumes exist as soon as they are asked for, named
@@ -362,12 +373,15 @@ impl std::fmt::Debug for AgentRaid {
 impl AgentRaid {
     fn deploy(&self, node: &Node) -> Result<&DirectDeploy, DriverError> {
         self.deploy.as_deref().ok_or_else(|| {
-            DriverError::InvalidParameter(format!(
-                "raid_interface agent builds software RAID in the agent ramdisk, which node {} \
+            DriverError::invalid(
+                "node.deploy_interface",
+                format!(
+                    "raid_interface agent builds software RAID in the agent ramdisk, which node {} \
                  boots only with deploy_interface direct (it has {}).",
-                node.uuid,
-                node.deploy_interface.as_deref().unwrap_or("none")
-            ))
+                    node.uuid,
+                    node.deploy_interface.as_deref().unwrap_or("none")
+                ),
+            )
         })
     }
 }

@@ -55,11 +55,14 @@ pub fn instance_ramdisk(node: &Node) -> Result<InstanceRamdisk, DriverError> {
         (Some(kernel), Some(ramdisk)) => {
             let arguments = info_str(node, "ramdisk_kernel_arguments").unwrap_or_default();
             if arguments.chars().any(char::is_control) {
-                return Err(DriverError::InvalidParameter(format!(
-                    "Node {}: instance_info.ramdisk_kernel_arguments must be one line of kernel \
+                return Err(DriverError::invalid(
+                    "instance_info.ramdisk_kernel_arguments",
+                    format!(
+                        "Node {}: instance_info.ramdisk_kernel_arguments must be one line of kernel \
                      parameters, without control characters.",
-                    node.uuid
-                )));
+                        node.uuid
+                    ),
+                ));
             }
             Ok(InstanceRamdisk::Kernel {
                 kernel: kernel.to_owned(),
@@ -67,12 +70,15 @@ pub fn instance_ramdisk(node: &Node) -> Result<InstanceRamdisk, DriverError> {
                 arguments: arguments.to_owned(),
             })
         }
-        _ => Err(DriverError::MissingParameter(format!(
-            "Node {}: the ramdisk deploy interface boots instance_info.boot_iso, or \
+        _ => Err(DriverError::missing(
+            "instance_info.boot_iso",
+            format!(
+                "Node {}: the ramdisk deploy interface boots instance_info.boot_iso, or \
              instance_info.kernel and instance_info.ramdisk; set boot_iso (an ISO's URL) or \
              both kernel and ramdisk.",
-            node.uuid
-        ))),
+                node.uuid
+            ),
+        )),
     }
 }
 
@@ -96,13 +102,16 @@ pub struct RamdiskDeploy {
 impl Validate for RamdiskDeploy {
     async fn validate(&self, node: &Node) -> Result<(), DriverError> {
         if !self.direct.boot.boots_instance_ramdisk() {
-            return Err(DriverError::InvalidParameter(format!(
-                "Invalid configuration: node {}'s boot interface {} cannot boot an instance \
+            return Err(DriverError::invalid(
+                "node.boot_interface",
+                format!(
+                    "Invalid configuration: node {}'s boot interface {} cannot boot an instance \
                  from memory (Ironic's ramdisk_boot capability), which the ramdisk deploy \
                  interface needs; use boot_interface ipxe or redfish-virtual-media.",
-                node.uuid,
-                node.boot_interface.as_deref().unwrap_or("(default)")
-            )));
+                    node.uuid,
+                    node.boot_interface.as_deref().unwrap_or("(default)")
+                ),
+            ));
         }
         self.direct.boot.validate(node).await?;
         instance_ramdisk(node).map(drop)

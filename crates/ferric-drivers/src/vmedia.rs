@@ -38,10 +38,13 @@ pub fn check_network_data(node: &Node) -> Result<usize, DriverError> {
                with the NIC's ethernet_mac_address and a \"networks\" entry of type ipv4 or \
                ipv6 with ip_address, netmask and that link)";
     let refuse = |what: String| {
-        DriverError::InvalidParameter(format!(
-            "Node {} cannot boot its agent from virtual media without DHCP: {what}; {fix}.",
-            node.uuid
-        ))
+        DriverError::invalid(
+            "node.network_data",
+            format!(
+                "Node {} cannot boot its agent from virtual media without DHCP: {what}; {fix}.",
+                node.uuid
+            ),
+        )
     };
     if data.is_empty() {
         return Err(refuse("its network_data is empty".to_owned()));

@@ -284,7 +284,8 @@ impl Service {
     async fn boot(&self, node: &Node, ports: &[Port]) -> Result<(), DriverError> {
         let interfaces = self.drivers.load_with_ports(node, ports)?;
         let callback = self.config.callback_url.as_deref().ok_or_else(|| {
-            DriverError::MissingParameter(
+            DriverError::missing(
+                "settings.inspector_callback_url",
                 "The inspection service has no callback URL (inspector_callback_url) to give \
                  the ramdisk."
                     .to_owned(),

@@ -131,7 +131,11 @@ impl WireError {
             Self::NothingRunning { message } => ConductorError::NothingRunning(message),
             Self::NodeNotFound { ident } => ConductorError::NodeNotFound(ident),
             Self::DriverCaller { message } => {
-                ConductorError::Driver(DriverError::InvalidParameter(message))
+                // Only the text crosses the wire; which setting it was about stays behind.
+                ConductorError::Driver(DriverError::InvalidParameter {
+                    parameter: None,
+                    message,
+                })
             }
             Self::DriverFailed { message } => ConductorError::Driver(DriverError::Failed(message)),
             // An older conductor (hand-off version 1) answers this to an action or field it

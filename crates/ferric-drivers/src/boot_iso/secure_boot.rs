@@ -49,34 +49,43 @@ pub fn check(node: &Node, find: impl Fn(&str) -> Option<PathBuf>) -> Result<(), 
     }
     let (mode, source) = boot_mode(node)?;
     if mode != BootMode::Uefi {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: secure boot is requested (capability secure_boot:true) but the node boots \
+        return Err(DriverError::invalid(
+            "capabilities.secure_boot",
+            format!(
+                "Node {}: secure boot is requested (capability secure_boot:true) but the node boots \
              in {mode} mode (from {}); secure boot is UEFI's: set boot_mode:uefi, or \
              secure_boot:false.",
-            node.uuid,
-            source.field()
-        )));
+                node.uuid,
+                source.field()
+            ),
+        ));
     }
     for (file, package) in [
         (SHIM, "shim-signed"),
         (SIGNED_GRUB, "grub-efi-amd64-signed"),
     ] {
         if !Path::new(file).is_file() {
-            return Err(DriverError::InvalidParameter(format!(
-                "Node {}: secure boot is requested (capability secure_boot:true), and its \
+            return Err(DriverError::invalid(
+                "capabilities.secure_boot",
+                format!(
+                    "Node {}: secure boot is requested (capability secure_boot:true), and its \
                  virtual-media ISO needs {file}, which is not on this conductor; install \
                  Debian's {package} (scripts/install-deps.sh --lab does), or set \
                  secure_boot:false.",
-                node.uuid
-            )));
+                    node.uuid
+                ),
+            ));
         }
     }
     if let Some(tool) = TOOLS.iter().find(|tool| find(tool).is_none()) {
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: its secure-boot ISO is put together with {tool}, which is not installed \
+        return Err(DriverError::invalid(
+            "capabilities.secure_boot",
+            format!(
+                "Node {}: its secure-boot ISO is put together with {tool}, which is not installed \
              on this conductor; install Debian's xorriso and mtools.",
-            node.uuid
-        )));
+                node.uuid
+            ),
+        ));
     }
     Ok(())
 }

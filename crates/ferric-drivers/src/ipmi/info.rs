@@ -87,7 +87,8 @@ impl IpmiInfo {
         let address = text(info, "ipmi_address")?
             .map(|address| address.trim_start_matches('[').trim_end_matches(']'))
             .ok_or_else(|| {
-                DriverError::MissingParameter(
+                DriverError::missing(
+                    "driver_info.ipmi_address",
                     "The following required driver_info parameter is missing for the ipmi \
                      hardware type: ipmi_address (the BMC's IP address or host name)."
                         .to_owned(),
@@ -100,28 +101,32 @@ impl IpmiInfo {
                 .ok()
                 .filter(|port| *port > 0)
                 .ok_or_else(|| {
-                    DriverError::InvalidParameter(format!(
-                        "driver_info ipmi_port {port} is not a UDP port (1-65535)."
-                    ))
+                    DriverError::invalid(
+                        "driver_info.ipmi_port",
+                        format!("driver_info ipmi_port {port} is not a UDP port (1-65535)."),
+                    )
                 })?,
         };
         let password = match info.get("ipmi_password") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(password)) => password.as_bytes().to_vec(),
             Some(_) => {
-                return Err(DriverError::InvalidParameter(
+                return Err(DriverError::invalid(
+                    "driver_info.ipmi_password",
                     "driver_info ipmi_password must be a string.".to_owned(),
                 ));
             }
         };
         if password.len() > 20 {
-            return Err(DriverError::InvalidParameter(
+            return Err(DriverError::invalid(
+                "driver_info.ipmi_password",
                 "driver_info ipmi_password is longer than IPMI 2.0's 20 bytes.".to_owned(),
             ));
         }
         let username = text(info, "ipmi_username")?.unwrap_or_default().to_owned();
         if username.len() > 16 {
-            return Err(DriverError::InvalidParameter(
+            return Err(DriverError::invalid(
+                "driver_info.ipmi_username",
                 "driver_info ipmi_username is longer than IPMI's 16 bytes.".to_owned(),
             ));
         }
@@ -133,10 +138,13 @@ impl IpmiInfo {
                 "OPERATOR" => Privilege::Operator,
                 "ADMINISTRATOR" => Privilege::Administrator,
                 _ => {
-                    return Err(DriverError::InvalidParameter(format!(
-                        "driver_info ipmi_priv_level {level:?} is not one of CALLBACK, USER, \
+                    return Err(DriverError::invalid(
+                        "driver_info.ipmi_priv_level",
+                        format!(
+                            "driver_info ipmi_priv_level {level:?} is not one of CALLBACK, USER, \
                          OPERATOR, ADMINISTRATOR."
-                    )));
+                        ),
+                    ));
                 }
             },
         };
@@ -145,10 +153,13 @@ impl IpmiInfo {
             Some(3) => Some(CipherSuite::Three),
             Some(17) => Some(CipherSuite::Seventeen),
             Some(other) => {
-                return Err(DriverError::InvalidParameter(format!(
-                    "driver_info ipmi_cipher_suite {other} is not supported; use 3 or 17 (the \
+                return Err(DriverError::invalid(
+                    "driver_info.ipmi_cipher_suite",
+                    format!(
+                        "driver_info ipmi_cipher_suite {other} is not supported; use 3 or 17 (the \
                      suites with AES encryption)."
-                )));
+                    ),
+                ));
             }
         };
         Ok(Self {
@@ -167,16 +178,20 @@ fn text<'a>(info: &'a JsonObject, key: &str) -> Result<Option<&'a str>, DriverEr
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(value)) if value.trim().is_empty() => Ok(None),
         Some(Value::String(value)) => Ok(Some(value.trim())),
-        Some(other) => Err(DriverError::InvalidParameter(format!(
-            "driver_info {key} must be a string, not {other}."
-        ))),
+        Some(other) => Err(DriverError::invalid(
+            format!("driver_info.{key}"),
+            format!("driver_info {key} must be a string, not {other}."),
+        )),
     }
 }
 
 /// A number given as JSON or as the string the `baremetal` CLI sends.
 fn number(info: &JsonObject, key: &str) -> Result<Option<i64>, DriverError> {
     let invalid = |value: &dyn std::fmt::Display| {
-        DriverError::InvalidParameter(format!("driver_info {key} must be a number, not {value}."))
+        DriverError::invalid(
+            format!("driver_info.{key}"),
+            format!("driver_info {key} must be a number, not {value}."),
+        )
     };
     match info.get(key) {
         None | Some(Value::Null) => Ok(None),

@@ -268,9 +268,10 @@ impl ManagementInterface for Ipmi {
             .find(|(candidate, _)| *candidate == device)
             .map(|(_, code)| *code)
             .ok_or_else(|| {
-                DriverError::InvalidParameter(format!(
-                    "The ipmitool management interface cannot set boot device {device}."
-                ))
+                DriverError::invalid(
+                    "argument.boot_device",
+                    format!("The ipmitool management interface cannot set boot device {device}."),
+                )
             })?;
         // The node's boot mode rides on the EFI flag (Ironic's default: UEFI).
         let efi = crate::boot_mode::boot_mode(node)?.0 == BootMode::Uefi;

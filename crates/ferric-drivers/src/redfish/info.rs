@@ -92,9 +92,10 @@ fn text<'a>(info: &'a JsonObject, key: &str) -> Result<Option<&'a str>, DriverEr
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(value)) if value.trim().is_empty() => Ok(None),
         Some(Value::String(value)) => Ok(Some(value.trim())),
-        Some(other) => Err(DriverError::InvalidParameter(format!(
-            "driver_info {key} must be a string, not {other}."
-        ))),
+        Some(other) => Err(DriverError::invalid(
+            format!("driver_info.{key}"),
+            format!("driver_info {key} must be a string, not {other}."),
+        )),
     }
 }
 
@@ -102,7 +103,8 @@ impl RedfishInfo {
     pub(crate) fn parse(node: &Node) -> Result<Self, DriverError> {
         let info = &node.driver_info;
         let raw_address = text(info, "redfish_address")?.ok_or_else(|| {
-            DriverError::MissingParameter(
+            DriverError::missing(
+                "driver_info.redfish_address",
                 "The following required driver_info parameter is missing for the redfish \
                  hardware type: redfish_address (e.g. https://10.0.0.5)."
                     .to_owned(),
@@ -126,19 +128,25 @@ impl RedfishInfo {
                 _ => {
                     let path = PathBuf::from(value.trim());
                     if !path.exists() {
-                        return Err(DriverError::InvalidParameter(format!(
-                            "driver_info redfish_verify_ca is neither a Boolean nor an existing \
+                        return Err(DriverError::invalid(
+                            "driver_info.redfish_verify_ca",
+                            format!(
+                                "driver_info redfish_verify_ca is neither a Boolean nor an existing \
                              file: {value:?}."
-                        )));
+                            ),
+                        ));
                     }
                     VerifyCa::Bundle(path)
                 }
             },
             Some(other) => {
-                return Err(DriverError::InvalidParameter(format!(
-                    "driver_info redfish_verify_ca must be a Boolean or a path to a CA bundle, \
+                return Err(DriverError::invalid(
+                    "driver_info.redfish_verify_ca",
+                    format!(
+                        "driver_info redfish_verify_ca must be a Boolean or a path to a CA bundle, \
                      not {other}."
-                )));
+                    ),
+                ));
             }
         };
         let auth_type = match text(info, "redfish_auth_type")?.map(str::to_ascii_lowercase) {
@@ -148,10 +156,13 @@ impl RedfishInfo {
                 "session" => AuthType::Session,
                 "auto" => AuthType::Auto,
                 _ => {
-                    return Err(DriverError::InvalidParameter(format!(
-                        "driver_info redfish_auth_type {value:?} is not one of basic, session, \
+                    return Err(DriverError::invalid(
+                        "driver_info.redfish_auth_type",
+                        format!(
+                            "driver_info redfish_auth_type {value:?} is not one of basic, session, \
                          auto."
-                    )));
+                        ),
+                    ));
                 }
             },
         };
@@ -163,7 +174,8 @@ impl RedfishInfo {
                 Some(Value::String(password)) => Some(password.clone()),
                 None | Some(Value::Null) => None,
                 Some(_) => {
-                    return Err(DriverError::InvalidParameter(
+                    return Err(DriverError::invalid(
+                        "driver_info.redfish_password",
                         "driver_info redfish_password must be a string.".to_owned(),
                     ));
                 }
@@ -183,9 +195,10 @@ fn parse_address(raw: &str) -> Result<String, DriverError> {
         format!("https://{raw}")
     };
     let invalid = |why: &str| {
-        DriverError::InvalidParameter(format!(
-            "driver_info redfish_address {raw:?} is not a valid Redfish address: {why}."
-        ))
+        DriverError::invalid(
+            "driver_info.redfish_address",
+            format!("driver_info redfish_address {raw:?} is not a valid Redfish address: {why}."),
+        )
     };
     let url = Url::parse(&with_scheme).map_err(|error| invalid(&error.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {

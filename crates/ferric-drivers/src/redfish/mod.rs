@@ -90,12 +90,15 @@ impl Redfish {
                 "Redfish BMC {}: it lists no ComputerSystem under /redfish/v1/Systems",
                 info.address
             ))),
-            several => Err(DriverError::InvalidParameter(format!(
-                "Redfish BMC {} has {} systems; set driver_info redfish_system_id to one of: {}",
-                info.address,
-                several.len(),
-                several.join(", ")
-            ))),
+            several => Err(DriverError::invalid(
+                "driver_info.redfish_system_id",
+                format!(
+                    "Redfish BMC {} has {} systems; set driver_info redfish_system_id to one of: {}",
+                    info.address,
+                    several.len(),
+                    several.join(", ")
+                ),
+            )),
         }
     }
 
@@ -237,13 +240,16 @@ pub(crate) fn override_mode(
             BootMode::Uefi => "bios",
             BootMode::Bios => "uefi",
         };
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: its BMC allows boot mode {} only, and the node asks for {mode} (from {}); \
+        return Err(DriverError::invalid(
+            "capabilities.boot_mode",
+            format!(
+                "Node {}: its BMC allows boot mode {} only, and the node asks for {mode} (from {}); \
              set boot_mode:{other} in properties.capabilities (or instance_info.capabilities).",
-            node.uuid,
-            allowed.join(", "),
-            source.field()
-        )));
+                node.uuid,
+                allowed.join(", "),
+                source.field()
+            ),
+        ));
     }
     Ok(Some((mode, name)))
 }
@@ -266,15 +272,18 @@ pub(crate) fn check_target(
             BootDevice::Cdrom => "; it cannot boot virtual media: set boot_interface pxe or ipxe",
             _ => "",
         };
-        return Err(DriverError::InvalidParameter(format!(
-            "Node {}: its BMC cannot boot from {target} (it allows {}){hint}.",
-            node.uuid,
-            allowed
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+        return Err(DriverError::invalid(
+            "node.boot_interface",
+            format!(
+                "Node {}: its BMC cannot boot from {target} (it allows {}){hint}.",
+                node.uuid,
+                allowed
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
     }
     Ok(())
 }
@@ -286,9 +295,10 @@ fn target_of(device: BootDevice) -> Result<&'static str, DriverError> {
         .find(|(candidate, _)| *candidate == device)
         .map(|(_, name)| *name)
         .ok_or_else(|| {
-            DriverError::InvalidParameter(format!(
-                "The redfish management interface cannot set boot device {device}."
-            ))
+            DriverError::invalid(
+                "argument.boot_device",
+                format!("The redfish management interface cannot set boot device {device}."),
+            )
         })
 }
 
@@ -445,11 +455,14 @@ impl ManagementInterface for Redfish {
             .pointer("/SecureBoot/@odata.id")
             .and_then(Value::as_str)
         else {
-            return Err(DriverError::InvalidParameter(format!(
-                "The Redfish system of node {} has no SecureBoot resource, so its secure boot \
+            return Err(DriverError::invalid(
+                "capabilities.secure_boot",
+                format!(
+                    "The Redfish system of node {} has no SecureBoot resource, so its secure boot \
                  cannot be changed through Redfish.",
-                node.uuid
-            )));
+                    node.uuid
+                ),
+            ));
         };
         self.clients()
             .send(

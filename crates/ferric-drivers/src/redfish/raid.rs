@@ -122,15 +122,18 @@ fn level_of(disk: &Value) -> Result<(&'static str, usize), DriverError> {
         .find(|(name, _, _)| *name == level)
         .map(|(_, raid_type, minimum)| (*raid_type, *minimum))
         .ok_or_else(|| {
-            DriverError::InvalidParameter(format!(
-                "RAID config validation error: raid_interface redfish builds RAID levels {}, \
+            DriverError::invalid(
+                "node.target_raid_config",
+                format!(
+                    "RAID config validation error: raid_interface redfish builds RAID levels {}, \
                  not {level:?}.",
-                LEVELS
-                    .iter()
-                    .map(|(name, _, _)| *name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+                    LEVELS
+                        .iter()
+                        .map(|(name, _, _)| *name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
         })
 }
 

@@ -117,15 +117,18 @@ impl Redfish {
             .into_iter()
             .find(|(_, body)| device_of(body) == Some(device))
             .ok_or_else(|| {
-                DriverError::InvalidParameter(format!(
-                    "Node {}: its Redfish BMC {} has no virtual {device} (no VirtualMedia \
+                DriverError::invalid(
+                    "node.boot_interface",
+                    format!(
+                        "Node {}: its Redfish BMC {} has no virtual {device} (no VirtualMedia \
                      resource with MediaTypes {} under the system or its managers); use a \
                      network boot interface (ipxe) for this node, or enable the BMC's virtual \
                      media (licence, firmware).",
-                    node.uuid,
-                    info.address,
-                    device.redfish_media_types().join(" or ")
-                ))
+                        node.uuid,
+                        info.address,
+                        device.redfish_media_types().join(" or ")
+                    ),
+                )
             })
     }
 
@@ -252,8 +255,14 @@ impl RedfishVirtualMediaBoot {
 fn named(error: DriverError) -> DriverError {
     let name = |message: String| format!("Boot interface redfish-virtual-media: {message}");
     match error {
-        DriverError::InvalidParameter(message) => DriverError::InvalidParameter(name(message)),
-        DriverError::MissingParameter(message) => DriverError::MissingParameter(name(message)),
+        DriverError::InvalidParameter { parameter, message } => DriverError::InvalidParameter {
+            parameter,
+            message: name(message),
+        },
+        DriverError::MissingParameter { parameter, message } => DriverError::MissingParameter {
+            parameter,
+            message: name(message),
+        },
         DriverError::Failed(message) => DriverError::Failed(name(message)),
         other @ (DriverError::Unsupported { .. } | DriverError::AgentVersionMismatch(_)) => other,
     }
@@ -322,11 +331,14 @@ impl BootInterface for RedfishVirtualMediaBoot {
         let iso = match crate::ramdisk_deploy::instance_ramdisk(node)? {
             crate::ramdisk_deploy::InstanceRamdisk::Iso(iso) => iso,
             crate::ramdisk_deploy::InstanceRamdisk::Kernel { .. } => {
-                return Err(named(DriverError::InvalidParameter(format!(
-                    "node {} names a kernel and ramdisk for its ramdisk deploy; virtual media \
+                return Err(named(DriverError::invalid(
+                    "instance_info.boot_iso",
+                    format!(
+                        "node {} names a kernel and ramdisk for its ramdisk deploy; virtual media \
                      boots an ISO: set instance_info.boot_iso, or use boot_interface ipxe.",
-                    node.uuid
-                ))));
+                        node.uuid
+                    ),
+                )));
             }
         };
         let url = match &self.settings.http_url {
