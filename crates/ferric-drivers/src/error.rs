@@ -74,3 +74,25 @@ impl DriverError {
         !matches!(self, Self::Failed(_) | Self::AgentVersionMismatch(_))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_errors_show_their_message_and_name_their_parameter() {
+        let error = DriverError::missing("settings.api_url", "Set api_url in Ferric's settings.");
+        assert_eq!(error.to_string(), "Set api_url in Ferric's settings.");
+        assert_eq!(error.parameter(), Some("settings.api_url"));
+        assert!(error.is_caller_error());
+
+        let error =
+            DriverError::invalid("driver_info.ipmi_port", "driver_info ipmi_port 0 is bad.");
+        assert_eq!(error.to_string(), "driver_info ipmi_port 0 is bad.");
+        assert_eq!(error.parameter(), Some("driver_info.ipmi_port"));
+
+        let error = DriverError::Failed("The BMC said no.".to_owned());
+        assert_eq!(error.parameter(), None);
+        assert!(!error.is_caller_error());
+    }
+}

@@ -262,6 +262,11 @@ mod tests {
         ] {
             let error = parse(driver_info).unwrap_err();
             assert!(error.to_string().contains(key), "{key}: {error}");
+            assert_eq!(
+                error.parameter(),
+                Some(format!("driver_info.{key}").as_str()),
+                "{error:?}"
+            );
         }
     }
 }
