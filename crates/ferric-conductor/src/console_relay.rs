@@ -40,7 +40,8 @@ pub(crate) async fn bind(
             }
         }
     }
-    Err(ConductorError::Driver(ferric_drivers::DriverError::Failed(
+    Err(ConductorError::Driver(ferric_drivers::DriverError::failed(
+        ferric_drivers::Component::Conductor,
         match last_error {
             Some(error) => format!(
                 "Cannot listen for the console relay on {}: {error}; check \

@@ -13,9 +13,10 @@ use ferric_model::resources::{BiosSetting, InterfaceKind};
 use crate::task::Task;
 
 fn store_failed(what: &str, error: impl std::fmt::Display) -> DriverError {
-    DriverError::Failed(format!(
-        "storing the {what} read from the BMC failed: {error}"
-    ))
+    DriverError::failed(
+        ferric_drivers::Component::Conductor,
+        format!("storing the {what} read from the BMC failed: {error}"),
+    )
 }
 
 /// Reads every BIOS setting and stores them in place of the old ones.

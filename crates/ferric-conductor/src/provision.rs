@@ -74,7 +74,7 @@ impl Conductor {
 
 fn invalid(error: DriverError) -> ConductorError {
     match error {
-        DriverError::Failed(message) => ConductorError::Invalid(message),
+        DriverError::Failed { message, .. } => ConductorError::Invalid(message),
         other => ConductorError::Driver(other),
     }
 }

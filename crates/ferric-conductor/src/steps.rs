@@ -738,7 +738,9 @@ async fn execute(
                 } else {
                     task.save().await.map(|()| true)
                 };
-                if !saved.map_err(|error| DriverError::Failed(error.to_string()))? {
+                if !saved.map_err(|error| {
+                    DriverError::failed(ferric_drivers::Component::Conductor, error.to_string())
+                })? {
                     return Ok(StepOutcome::Aborted);
                 }
                 if interruptible(signal, tokio::time::sleep(after))

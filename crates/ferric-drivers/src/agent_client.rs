@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::Component;
 use crate::DriverError;
 use crate::settings::AgentVerifyCa;
 
@@ -57,9 +58,10 @@ impl RawResult {
             // IPA's name, and the one it means to move to.
             "CLEAN_VERSION_MISMATCH" | "VERSION_MISMATCH" => CommandStatus::VersionMismatch,
             other => {
-                return Err(DriverError::Failed(format!(
-                    "The agent reported an unknown command status \"{other}\"."
-                )));
+                return Err(DriverError::failed(
+                    Component::Agent,
+                    format!("The agent reported an unknown command status \"{other}\"."),
+                ));
             }
         };
         let error = match self.command_error {
@@ -263,12 +265,15 @@ impl AgentClient {
         };
         if let Some(pem) = text(&node.driver_internal_info) {
             return Self::trusting(self.timeout, &pem).map_err(|error| {
-                DriverError::Failed(format!(
-                    "The TLS certificate node {}'s agent sent in its heartbeat \
+                DriverError::failed(
+                    Component::Agent,
+                    format!(
+                        "The TLS certificate node {}'s agent sent in its heartbeat \
                      (agent_verify_ca) cannot be used: {error}. Reboot the node into a working \
                      ramdisk.",
-                    node.uuid
-                ))
+                        node.uuid
+                    ),
+                )
             });
         }
         match text(&node.driver_info) {
@@ -319,18 +324,24 @@ impl AgentClient {
                     tokio::time::sleep(Duration::from_secs(2 * u64::from(attempt))).await;
                 }
                 Err(error) => {
-                    return Err(DriverError::Failed(format!(
-                        "Could not reach the agent at {agent_url} to run {name}: {}",
-                        describe(&error)
-                    )));
+                    return Err(DriverError::failed(
+                        Component::Agent,
+                        format!(
+                            "Could not reach the agent at {agent_url} to run {name}: {}",
+                            describe(&error)
+                        ),
+                    ));
                 }
             }
         }
-        Err(DriverError::Failed(format!(
-            "Could not reach the agent at {agent_url} to run {name} after {} attempts: \
+        Err(DriverError::failed(
+            Component::Agent,
+            format!(
+                "Could not reach the agent at {agent_url} to run {name} after {} attempts: \
              {last_error}",
-            self.attempts
-        )))
+                self.attempts
+            ),
+        ))
     }
 
     /// The current result of command `id`.
@@ -348,10 +359,13 @@ impl AgentClient {
             .send()
             .await
             .map_err(|error| {
-                DriverError::Failed(format!(
-                    "Could not reach the agent at {agent_url} to follow command {id}: {}",
-                    describe(&error)
-                ))
+                DriverError::failed(
+                    Component::Agent,
+                    format!(
+                        "Could not reach the agent at {agent_url} to follow command {id}: {}",
+                        describe(&error)
+                    ),
+                )
             })?;
         Self::read(agent_url, id, response).await
     }
@@ -363,9 +377,10 @@ impl AgentClient {
     ) -> Result<Reply, DriverError> {
         let status = response.status();
         let text = response.text().await.map_err(|error| {
-            DriverError::Failed(format!(
-                "The agent at {agent_url} did not finish its answer about {what}: {error}"
-            ))
+            DriverError::failed(
+                Component::Agent,
+                format!("The agent at {agent_url} did not finish its answer about {what}: {error}"),
+            )
         })?;
         if status == reqwest::StatusCode::CONFLICT {
             return Ok(Reply::Busy);
@@ -379,17 +394,23 @@ impl AgentClient {
                         .map(str::to_owned)
                 })
                 .unwrap_or(text);
-            return Err(DriverError::Failed(format!(
-                "The agent at {agent_url} refused {what} (HTTP {}): {detail}",
-                status.as_u16()
-            )));
+            return Err(DriverError::failed(
+                Component::Agent,
+                format!(
+                    "The agent at {agent_url} refused {what} (HTTP {}): {detail}",
+                    status.as_u16()
+                ),
+            ));
         }
         serde_json::from_str::<RawResult>(&text)
             .map_err(|error| {
-                DriverError::Failed(format!(
-                    "The agent at {agent_url} answered {what} with something that is not a \
+                DriverError::failed(
+                    Component::Agent,
+                    format!(
+                        "The agent at {agent_url} answered {what} with something that is not a \
                      command result ({error})."
-                ))
+                    ),
+                )
             })?
             .into_result()
             .map(Reply::Result)

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use ferric_model::resources::{JsonObject, Node, PowerState};
 use serde_json::Value;
 
+use crate::Component;
 use crate::DriverError;
 use crate::agent_client::{AgentClient, CommandStatus, Reply, forget_agent};
 use crate::interfaces::{
@@ -85,17 +86,23 @@ impl RescueInterface for AgentRescue {
         let url = text(&node.driver_internal_info, "agent_url").map(str::to_owned);
         let token = text(&node.driver_internal_info, "agent_secret_token").map(str::to_owned);
         let (Some(url), Some(token)) = (url, token) else {
-            return Err(DriverError::Failed(format!(
-                "Node {}'s rescue agent has not called back (no agent URL or token).",
-                node.uuid
-            )));
+            return Err(DriverError::failed(
+                Component::Agent,
+                format!(
+                    "Node {}'s rescue agent has not called back (no agent URL or token).",
+                    node.uuid
+                ),
+            ));
         };
         let hashed = text(&node.instance_info, "hashed_rescue_password")
             .ok_or_else(|| {
-                DriverError::Failed(format!(
-                    "Node {} lost its rescue password before the agent could set it.",
-                    node.uuid
-                ))
+                DriverError::failed(
+                    Component::Conductor,
+                    format!(
+                        "Node {} lost its rescue password before the agent could set it.",
+                        node.uuid
+                    ),
+                )
             })?
             .to_owned();
         let mut params = JsonObject::new();
@@ -109,18 +116,22 @@ impl RescueInterface for AgentRescue {
         match reply {
             Reply::Result(result) if result.status == CommandStatus::Succeeded => {}
             Reply::Result(result) => {
-                return Err(DriverError::Failed(format!(
-                    "The agent at {url} could not set the rescue password \
+                return Err(DriverError::failed(
+                    Component::Agent,
+                    format!(
+                        "The agent at {url} could not set the rescue password \
                      (rescue.finalize_rescue): {}",
-                    result
-                        .error
-                        .unwrap_or_else(|| "it gave no reason".to_owned())
-                )));
+                        result
+                            .error
+                            .unwrap_or_else(|| "it gave no reason".to_owned())
+                    ),
+                ));
             }
             Reply::Busy => {
-                return Err(DriverError::Failed(format!(
-                    "The agent at {url} was busy and did not take the rescue password."
-                )));
+                return Err(DriverError::failed(
+                    Component::Agent,
+                    format!("The agent at {url} was busy and did not take the rescue password."),
+                ));
             }
         }
         // The agent no longer serves: forget it and the password (as Ironic's clean-up), and

@@ -16,6 +16,7 @@ use ferric_model::resources::{Node, Port};
 use serde_json::Value;
 use tokio::process::Command;
 
+use crate::Component;
 use crate::DriverError;
 use crate::settings::BootSettings;
 
@@ -211,10 +212,13 @@ pub async fn build(
     let kernel = local_file(settings, node, "deploy_kernel")?;
     let ramdisk = local_file(settings, node, "deploy_ramdisk")?;
     let failed = |what: &str, error: &dyn std::fmt::Display| {
-        DriverError::Failed(format!(
-            "Could not build the virtual-media ISO of node {}: {what}: {error}",
-            node.uuid
-        ))
+        DriverError::failed(
+            Component::Conductor,
+            format!(
+                "Could not build the virtual-media ISO of node {}: {what}: {error}",
+                node.uuid
+            ),
+        )
     };
     let out = iso_path(settings, node);
     let dir = out.parent().unwrap_or(&settings.http_root).to_owned();
@@ -297,7 +301,8 @@ pub async fn build(
 pub fn remove(settings: &BootSettings, node: &Node) -> Result<(), DriverError> {
     let path = iso_path(settings, node);
     match std::fs::remove_file(&path) {
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(DriverError::Failed(
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(DriverError::failed(
+            Component::Conductor,
             format!("Could not remove {}: {error}", path.display()),
         )),
         _ => Ok(()),

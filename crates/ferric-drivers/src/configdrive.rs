@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 use tokio::process::Command;
 
+use crate::Component;
 use crate::DriverError;
 use crate::direct::gzip_base64;
 
@@ -70,7 +71,10 @@ pub(crate) fn files(drive: &Map<String, Value>) -> Result<Vec<(String, Vec<u8>)>
 pub(crate) async fn render(drive: &Map<String, Value>, tool: &str) -> Result<String, DriverError> {
     let files = files(drive)?;
     let failed = |what: &str, error: &dyn std::fmt::Display| {
-        DriverError::Failed(format!("Could not build the config drive: {what}: {error}"))
+        DriverError::failed(
+            Component::Conductor,
+            format!("Could not build the config drive: {what}: {error}"),
+        )
     };
     let dir = tempfile::tempdir().map_err(|error| failed("temporary directory", &error))?;
     let root = dir.path().join("root");

@@ -29,6 +29,7 @@ use base64::engine::general_purpose::STANDARD;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node, Port, PowerState};
 use serde_json::{Value, json};
 
+use crate::Component;
 use crate::DriverError;
 use crate::agent_client::{AgentClient, CommandStatus, Reply, forget_agent};
 use crate::fast_track::{self, FastTrackSettings};
@@ -203,7 +204,7 @@ impl DirectDeploy {
             .and_then(Value::as_str)
             .filter(|uuid| !uuid.is_empty())
             .ok_or_else(|| {
-                DriverError::Failed(format!(
+                DriverError::failed(Component::Agent, format!(
                     "The agent reported no root partition UUID after writing node {}'s                      partition image ({uuids}); its bootloader cannot be installed.",
                     node.uuid
                 ))
@@ -291,11 +292,14 @@ impl DirectDeploy {
         let token = info_str(&node.driver_internal_info, "agent_secret_token");
         match (url, token) {
             (Some(url), Some(token)) => Ok((url.to_owned(), token.to_owned())),
-            _ => Err(DriverError::Failed(format!(
-                "Node {}'s agent has not called back yet (no agent URL or token); it must boot \
+            _ => Err(DriverError::failed(
+                Component::Agent,
+                format!(
+                    "Node {}'s agent has not called back yet (no agent URL or token); it must boot \
                  the ramdisk and heartbeat first.",
-                node.uuid
-            ))),
+                    node.uuid
+                ),
+            )),
         }
     }
 
@@ -436,13 +440,16 @@ impl DirectDeploy {
             }
             CommandStatus::Failed => {
                 node.driver_internal_info.remove(COMMAND_KEY);
-                Err(DriverError::Failed(format!(
-                    "The agent failed {}: {}",
-                    step.step,
-                    result
-                        .error
-                        .unwrap_or_else(|| "it gave no reason".to_owned())
-                )))
+                Err(DriverError::failed(
+                    Component::Agent,
+                    format!(
+                        "The agent failed {}: {}",
+                        step.step,
+                        result
+                            .error
+                            .unwrap_or_else(|| "it gave no reason".to_owned())
+                    ),
+                ))
             }
         }
     }
@@ -506,21 +513,27 @@ impl DirectDeploy {
             |result: &crate::agent_client::CommandResult| result.status == CommandStatus::Succeeded;
         match reply {
             Reply::Result(result) if synced(&result) => Ok(()),
-            Reply::Result(result) => Err(DriverError::Failed(format!(
-                "The agent at {url} could not flush the disks (standby.sync {}): {}; the image \
+            Reply::Result(result) => Err(DriverError::failed(
+                Component::Agent,
+                format!(
+                    "The agent at {url} could not flush the disks (standby.sync {}): {}; the image \
                  may not be on the disk.",
-                match result.status {
-                    CommandStatus::Running => "still running after waiting",
-                    _ => "failed",
-                },
-                result
-                    .error
-                    .unwrap_or_else(|| "it gave no reason".to_owned())
-            ))),
-            Reply::Busy => Err(DriverError::Failed(format!(
-                "The agent at {url} was busy with another command and did not flush the disks \
+                    match result.status {
+                        CommandStatus::Running => "still running after waiting",
+                        _ => "failed",
+                    },
+                    result
+                        .error
+                        .unwrap_or_else(|| "it gave no reason".to_owned())
+                ),
+            )),
+            Reply::Busy => Err(DriverError::failed(
+                Component::Agent,
+                format!(
+                    "The agent at {url} was busy with another command and did not flush the disks \
                  (standby.sync); the image may not be on the disk."
-            ))),
+                ),
+            )),
         }
     }
 
@@ -544,18 +557,22 @@ impl DirectDeploy {
                     return Ok(result.result);
                 }
                 Reply::Result(result) => {
-                    return Err(DriverError::Failed(format!(
-                        "The agent at {url} failed {name}: {}",
-                        result
-                            .error
-                            .unwrap_or_else(|| "it gave no reason".to_owned())
-                    )));
+                    return Err(DriverError::failed(
+                        Component::Agent,
+                        format!(
+                            "The agent at {url} failed {name}: {}",
+                            result
+                                .error
+                                .unwrap_or_else(|| "it gave no reason".to_owned())
+                        ),
+                    ));
                 }
             }
         }
-        Err(DriverError::Failed(format!(
-            "The agent at {url} stayed busy with another command; {name} was not run."
-        )))
+        Err(DriverError::failed(
+            Component::Agent,
+            format!("The agent at {url} stayed busy with another command; {name} was not run."),
+        ))
     }
 }
 
@@ -717,11 +734,14 @@ impl DeployInterface for DirectDeploy {
         let name = format!("{0}.get_{0}_steps", kind.as_str());
         let result = self.sync_command(node, &name, params).await?;
         let (steps, versions) = crate::agent_steps::parse(kind, &result).map_err(|error| {
-            DriverError::Failed(format!(
-                "Ferric cannot use the {} steps of node {}'s agent: {error}.",
-                kind.as_str(),
-                node.uuid
-            ))
+            DriverError::failed(
+                Component::Agent,
+                format!(
+                    "Ferric cannot use the {} steps of node {}'s agent: {error}.",
+                    kind.as_str(),
+                    node.uuid
+                ),
+            )
         })?;
         tracing::info!(
             node = %node.uuid,
@@ -785,6 +805,9 @@ pub(crate) fn gzip_base64(bytes: &[u8]) -> Result<String, DriverError> {
         .and_then(|()| encoder.finish())
         .map(|compressed| STANDARD.encode(compressed))
         .map_err(|error| {
-            DriverError::Failed(format!("Could not compress the config drive: {error}"))
+            DriverError::failed(
+                Component::Conductor,
+                format!("Could not compress the config drive: {error}"),
+            )
         })
 }

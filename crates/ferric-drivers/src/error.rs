@@ -30,15 +30,62 @@ pub enum DriverError {
         message: String,
     },
     /// The hardware, BMC or agent did not do what was asked.
-    #[error("{0}")]
-    Failed(String),
+    #[error("{message}")]
+    Failed {
+        /// Which part failed; `None` when relayed as text from another conductor.
+        component: Option<Component>,
+        /// What the operator reads (it becomes `last_error`).
+        message: String,
+    },
     /// The agent's hardware managers changed since its steps were read (IPA's
     /// `CLEAN_VERSION_MISMATCH`): the conductor reads them again and restarts the flow.
     #[error("{0}")]
     AgentVersionMismatch(String),
 }
 
+/// The part of the system a [`DriverError::Failed`] happened in, so a caller can count BMC
+/// faults apart from agent faults without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Component {
+    /// The BMC (Redfish or IPMI), or the fake driver standing in for one.
+    Bmc,
+    /// The agent ramdisk running on the node.
+    Agent,
+    /// This conductor: its files, tools, database or settings.
+    Conductor,
+    /// The separate inspection service (ironic-inspector's API).
+    InspectionService,
+}
+
+impl Component {
+    /// A short lowercase name, for metrics labels and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Bmc => "bmc",
+            Self::Agent => "agent",
+            Self::Conductor => "conductor",
+            Self::InspectionService => "inspection_service",
+        }
+    }
+}
+
 impl DriverError {
+    /// A [`DriverError::Failed`] in `component`, shown as `message`.
+    pub fn failed(component: Component, message: impl Into<String>) -> Self {
+        Self::Failed {
+            component: Some(component),
+            message: message.into(),
+        }
+    }
+
+    /// The part that failed, for a [`DriverError::Failed`] raised in this process.
+    pub const fn component(&self) -> Option<Component> {
+        match self {
+            Self::Failed { component, .. } => *component,
+            _ => None,
+        }
+    }
+
     /// A [`DriverError::InvalidParameter`] for `parameter`, shown as `message`.
     pub fn invalid(parameter: impl Into<String>, message: impl Into<String>) -> Self {
         Self::InvalidParameter {
@@ -64,14 +111,14 @@ impl DriverError {
             Self::InvalidParameter { parameter, .. } | Self::MissingParameter { parameter, .. } => {
                 parameter.as_deref()
             }
-            Self::Unsupported { .. } | Self::Failed(_) | Self::AgentVersionMismatch(_) => None,
+            Self::Unsupported { .. } | Self::Failed { .. } | Self::AgentVersionMismatch(_) => None,
         }
     }
 
     /// Whether the caller could fix this by changing the request or the node's settings
     /// (HTTP 400), rather than the operation failing on the way.
     pub const fn is_caller_error(&self) -> bool {
-        !matches!(self, Self::Failed(_) | Self::AgentVersionMismatch(_))
+        !matches!(self, Self::Failed { .. } | Self::AgentVersionMismatch(_))
     }
 }
 
@@ -91,7 +138,9 @@ mod tests {
         assert_eq!(error.to_string(), "driver_info ipmi_port 0 is bad.");
         assert_eq!(error.parameter(), Some("driver_info.ipmi_port"));
 
-        let error = DriverError::Failed("The BMC said no.".to_owned());
+        let error = DriverError::failed(Component::Bmc, "The BMC said no.");
+        assert_eq!(error.to_string(), "The BMC said no.");
+        assert_eq!(error.component(), Some(Component::Bmc));
         assert_eq!(error.parameter(), None);
         assert!(!error.is_caller_error());
     }

@@ -31,6 +31,7 @@ use async_trait::async_trait;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node, PowerState};
 use serde_json::{Value, json};
 
+use crate::Component;
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface, BootMode,
@@ -75,9 +76,10 @@ async fn operate(node: &Node, operation: &str) -> Result<(), DriverError> {
         tokio::time::sleep(delay).await;
     }
     if listed(node, "fake_fail", operation) {
-        return Err(DriverError::Failed(format!(
-            "Fake failure of '{operation}' injected by driver_info fake_fail."
-        )));
+        return Err(DriverError::failed(
+            Component::Bmc,
+            format!("Fake failure of '{operation}' injected by driver_info fake_fail."),
+        ));
     }
     Ok(())
 }
@@ -86,9 +88,10 @@ async fn operate(node: &Node, operation: &str) -> Result<(), DriverError> {
 /// makes at `manage` do not slow verifying down.
 fn injected(node: &Node, operation: &str) -> Result<(), DriverError> {
     if listed(node, "fake_fail", operation) {
-        return Err(DriverError::Failed(format!(
-            "Fake failure of '{operation}' injected by driver_info fake_fail."
-        )));
+        return Err(DriverError::failed(
+            Component::Bmc,
+            format!("Fake failure of '{operation}' injected by driver_info fake_fail."),
+        ));
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use ferric_model::resources::{Node, PowerState};
 use serde_json::Value;
 
+use crate::Component;
 use crate::DriverError;
 use crate::fast_track::{self, FastTrackSettings};
 use crate::interfaces::{
@@ -198,7 +199,8 @@ impl std::fmt::Debug for InspectorInspect {
 impl InspectorInspect {
     fn service_url(&self) -> Result<&str, DriverError> {
         if !self.settings.enabled {
-            return Err(DriverError::Failed(
+            return Err(DriverError::failed(
+                Component::Conductor,
                 "Inspection through the inspection service is disabled: set \
                  inspector_enabled = true (and inspector_service_url) in Ferric's settings, or \
                  use the agent inspect interface."
@@ -242,9 +244,10 @@ impl InspectorInspect {
             .send()
             .await
             .map_err(|error| {
-                DriverError::Failed(format!(
-                    "Could not reach the inspection service at {url}: {error}"
-                ))
+                DriverError::failed(
+                    Component::InspectionService,
+                    format!("Could not reach the inspection service at {url}: {error}"),
+                )
             })?;
         let status = response.status();
         let body = response.json::<Value>().await.unwrap_or(Value::Null);
@@ -256,10 +259,13 @@ impl InspectorInspect {
             .pointer("/error/message")
             .and_then(Value::as_str)
             .unwrap_or("no message");
-        DriverError::Failed(format!(
-            "The inspection service refused to {what} (HTTP {}): {message}",
-            status.as_u16()
-        ))
+        DriverError::failed(
+            Component::InspectionService,
+            format!(
+                "The inspection service refused to {what} (HTTP {}): {message}",
+                status.as_u16()
+            ),
+        )
     }
 }
 

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use ferric_model::resources::{Node, Port};
 use serde_json::Value;
 
+use crate::Component;
 use crate::DriverError;
 use crate::dhcp::{BIOS_LOADER, IPXE_DIR, UEFI_LOADER};
 use crate::interfaces::{BootDevice, BootInterface, BootMode, Validate};
@@ -74,7 +75,8 @@ pub fn write_discovery_script(
     let path = settings.http_root.join(DISCOVERY_SCRIPT);
     let Some(callback_url) = callback_url else {
         return match std::fs::remove_file(&path) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(DriverError::Failed(
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(DriverError::failed(
+                Component::Conductor,
                 format!("Could not remove {}: {error}", path.display()),
             )),
             _ => Ok(()),
@@ -126,7 +128,10 @@ pub fn write_discovery_script(
     std::fs::create_dir_all(settings.http_root.join("ipxe"))
         .and_then(|()| write_atomically(&path, &script))
         .map_err(|error| {
-            DriverError::Failed(format!("Could not write {}: {error}", path.display()))
+            DriverError::failed(
+                Component::Conductor,
+                format!("Could not write {}: {error}", path.display()),
+            )
         })
 }
 
@@ -468,7 +473,10 @@ impl IpxeBoot {
     }
 
     fn io_error(what: &str, path: &Path, error: &std::io::Error) -> DriverError {
-        DriverError::Failed(format!("Could not {what} {}: {error}", path.display()))
+        DriverError::failed(
+            Component::Conductor,
+            format!("Could not {what} {}: {error}", path.display()),
+        )
     }
 }
 

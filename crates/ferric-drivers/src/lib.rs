@@ -44,7 +44,7 @@ pub mod vmedia;
 
 pub use bmc::BmcSettings;
 pub use enabled::{InterfaceSettings, known_implementations};
-pub use error::DriverError;
+pub use error::{Component, DriverError};
 pub use fast_track::FastTrackSettings;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces, OfferedStep};
 pub use interfaces::{

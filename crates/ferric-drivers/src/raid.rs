@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 use serde_json::{Value, json};
 
+use crate::Component;
 use crate::DriverError;
 use crate::direct::{AgentStep, DirectDeploy};
 use crate::interfaces::{Outcome, RaidInterface, StepCall, StepDef, StepKind, Validate};
@@ -439,10 +440,13 @@ impl RaidInterface for AgentRaid {
                 .and_then(Value::as_array)
                 .cloned()
                 .ok_or_else(|| {
-                    DriverError::Failed(format!(
-                        "The agent finished {} without listing the volumes it built: {result}",
-                        step.step
-                    ))
+                    DriverError::failed(
+                        Component::Agent,
+                        format!(
+                            "The agent finished {} without listing the volumes it built: {result}",
+                            step.step
+                        ),
+                    )
                 })?;
             record_created(node, built);
         } else {

@@ -11,6 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use ferric_model::resources::Node;
 use serde_json::Value;
 
+use crate::Component;
 use crate::DriverError;
 
 /// The file name Ironic gives a node's ramdisk logs collected now.
@@ -40,22 +41,31 @@ pub fn store(
         .and_then(Value::as_str)
         .filter(|text| !text.is_empty())
         .ok_or_else(|| {
-            DriverError::Failed(format!(
-                "the agent of node {} answered log.collect_system_logs without system_logs",
-                node.uuid
-            ))
+            DriverError::failed(
+                Component::Agent,
+                format!(
+                    "the agent of node {} answered log.collect_system_logs without system_logs",
+                    node.uuid
+                ),
+            )
         })?;
     let bytes = STANDARD.decode(encoded.trim()).map_err(|error| {
-        DriverError::Failed(format!(
-            "the agent of node {} sent logs that are not base64 ({error})",
-            node.uuid
-        ))
+        DriverError::failed(
+            Component::Agent,
+            format!(
+                "the agent of node {} sent logs that are not base64 ({error})",
+                node.uuid
+            ),
+        )
     })?;
     let failed = |error: std::io::Error| {
-        DriverError::Failed(format!(
-            "cannot store ramdisk logs in {} (deploy_logs_local_path): {error}",
-            dir.display()
-        ))
+        DriverError::failed(
+            Component::Conductor,
+            format!(
+                "cannot store ramdisk logs in {} (deploy_logs_local_path): {error}",
+                dir.display()
+            ),
+        )
     };
     std::fs::create_dir_all(dir).map_err(failed)?;
     let path = dir.join(file_name(node, label, chrono::Utc::now()));

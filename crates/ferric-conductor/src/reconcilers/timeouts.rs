@@ -155,7 +155,10 @@ async fn expire(
             },
             _ => Ok(()),
         },
-        Err(error) => Err(ferric_drivers::DriverError::Failed(error.to_string())),
+        Err(error) => Err(ferric_drivers::DriverError::failed(
+            ferric_drivers::Component::Conductor,
+            error.to_string(),
+        )),
     };
     if let Err(error) = undone {
         let previous = task.node.last_error.take().unwrap_or_default();

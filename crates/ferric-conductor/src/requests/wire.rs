@@ -137,7 +137,10 @@ impl WireError {
                     message,
                 })
             }
-            Self::DriverFailed { message } => ConductorError::Driver(DriverError::Failed(message)),
+            Self::DriverFailed { message } => ConductorError::Driver(DriverError::Failed {
+                component: None,
+                message,
+            }),
             // An older conductor (hand-off version 1) answers this to an action or field it
             // does not know: a rolling upgrade is under way and this process is not pinned.
             Self::Internal { message } if message.starts_with(CANNOT_READ) => {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use ferric_model::resources::Node;
 use tokio::process::Command;
 
+use crate::Component;
 use crate::DriverError;
 use crate::boot_mode::{boot_mode, capability};
 use crate::interfaces::BootMode;
@@ -100,10 +101,13 @@ pub async fn remaster(
     work: &Path,
 ) -> Result<(), DriverError> {
     let failed = |what: &str, error: &dyn std::fmt::Display| {
-        DriverError::Failed(format!(
-            "Could not build the secure-boot ISO of node {}: {what}: {error}",
-            node.uuid
-        ))
+        DriverError::failed(
+            Component::Conductor,
+            format!(
+                "Could not build the secure-boot ISO of node {}: {what}: {error}",
+                node.uuid
+            ),
+        )
     };
     let bytes: u64 = [SHIM, SIGNED_GRUB]
         .iter()

@@ -25,6 +25,7 @@ pub(crate) use info::PROPERTIES;
 pub(crate) use session::SuiteCache;
 pub(crate) use sol::IpmiSol;
 
+use crate::Component;
 use crate::DriverError;
 use crate::bmc::BmcState;
 use crate::interfaces::{
@@ -78,7 +79,7 @@ pub(crate) struct Ipmi {
 
 impl From<IpmiError> for DriverError {
     fn from(error: IpmiError) -> Self {
-        DriverError::Failed(error.to_string())
+        DriverError::failed(Component::Bmc, error.to_string())
     }
 }
 
@@ -128,12 +129,15 @@ impl Ipmi {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(DriverError::Failed(format!(
-                    "IPMI BMC {}: the power state is still \"{state}\" {} s after the request; \
+                return Err(DriverError::failed(
+                    Component::Bmc,
+                    format!(
+                        "IPMI BMC {}: the power state is still \"{state}\" {} s after the request; \
                      expected \"{expected}\"",
-                    info.endpoint(),
-                    timeout.as_secs()
-                )));
+                        info.endpoint(),
+                        timeout.as_secs()
+                    ),
+                ));
             }
             tokio::time::sleep(self.state.settings.power_state_poll_interval).await;
         }
@@ -151,7 +155,8 @@ impl Ipmi {
         // Parameter version, parameter selector, then the five boot flag bytes.
         match data.get(2..4) {
             Some([flags, device]) => Ok([*flags, *device]),
-            _ => Err(DriverError::Failed(
+            _ => Err(DriverError::failed(
+                Component::Bmc,
                 "The BMC answered Get System Boot Options without boot flags.".to_owned(),
             )),
         }
@@ -165,7 +170,8 @@ async fn power_state(session: &mut Session) -> Result<PowerState, DriverError> {
     match data.first() {
         Some(state) if state & 0x01 != 0 => Ok(PowerState::On),
         Some(_) => Ok(PowerState::Off),
-        None => Err(DriverError::Failed(
+        None => Err(DriverError::failed(
+            Component::Bmc,
             "The BMC answered Get Chassis Status without data.".to_owned(),
         )),
     }

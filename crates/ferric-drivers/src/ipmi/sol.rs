@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use super::info::IpmiInfo;
 use super::rmcp::PAYLOAD_SOL;
 use super::session::{IpmiError, Session, Timing};
+use crate::Component;
 use crate::DriverError;
 use crate::bmc::BmcState;
 use crate::console::{ConsoleInterface, ConsoleLink, LINK_QUEUE};
@@ -180,9 +181,10 @@ fn activation_error(endpoint: &str, error: IpmiError) -> DriverError {
         } => " — the BMC refuses SOL with encryption; enable encrypted SOL on the BMC",
         _ => "",
     };
-    DriverError::Failed(format!(
-        "IPMI BMC {endpoint}: cannot start Serial-over-LAN: {error}{advice}"
-    ))
+    DriverError::failed(
+        Component::Bmc,
+        format!("IPMI BMC {endpoint}: cannot start Serial-over-LAN: {error}{advice}"),
+    )
 }
 
 /// A packet we sent and the BMC has not acknowledged yet.
@@ -247,7 +249,7 @@ async fn relay(
                     unacked = None;
                 }
                 if packet.status & STATUS_DEACTIVATING != 0 {
-                    return Err(DriverError::Failed(format!(
+                    return Err(DriverError::failed(Component::Bmc, format!(
                         "IPMI BMC {endpoint}: the BMC ended the Serial-over-LAN session"
                     )));
                 }
@@ -268,7 +270,7 @@ async fn relay(
             () = tokio::time::sleep_until(resend_at) => {
                 match &mut unacked {
                     Some(sent) if sent.attempts > timing.retries => {
-                        return Err(DriverError::Failed(format!(
+                        return Err(DriverError::failed(Component::Bmc, format!(
                             "IPMI BMC {endpoint}: Serial-over-LAN characters were not \
                              acknowledged after {} attempts; the BMC may be unreachable",
                             sent.attempts

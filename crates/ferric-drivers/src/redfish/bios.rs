@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::Redfish;
 use super::info::RedfishInfo;
+use crate::Component;
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, PowerInterface, Validate, check_bios_changes,
@@ -124,12 +125,15 @@ impl RedfishBios {
             .pointer("/Bios/@odata.id")
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                DriverError::Failed(format!(
-                    "Redfish BMC {}: system {system_path} has no Bios resource, so its BIOS \
+                DriverError::failed(
+                    Component::Bmc,
+                    format!(
+                        "Redfish BMC {}: system {system_path} has no Bios resource, so its BIOS \
                      settings cannot be read or changed; set the node's bios_interface to \
                      no-bios",
-                    info.address
-                ))
+                        info.address
+                    ),
+                )
             })?
             .trim_end_matches('/')
             .to_owned();
@@ -174,7 +178,9 @@ impl RedfishBios {
             .flatten()
             .filter_map(|member| member.get("@odata.id").and_then(Value::as_str))
             .find(|path| path.trim_end_matches('/').rsplit('/').next() == Some(name))
-            .ok_or_else(|| DriverError::Failed(format!("no registry {name} is listed")))?
+            .ok_or_else(|| {
+                DriverError::failed(Component::Bmc, format!("no registry {name} is listed"))
+            })?
             .to_owned();
         let file = clients.send(info, Method::GET, &member, None).await?.body;
         let location = file
@@ -183,7 +189,9 @@ impl RedfishBios {
             .into_iter()
             .flatten()
             .find_map(|location| location.get("Uri").and_then(Value::as_str))
-            .ok_or_else(|| DriverError::Failed(format!("registry {name} has no Location")))?
+            .ok_or_else(|| {
+                DriverError::failed(Component::Bmc, format!("registry {name} has no Location"))
+            })?
             .to_owned();
         let registry = clients.send(info, Method::GET, &location, None).await?.body;
         Ok(registry
@@ -281,11 +289,14 @@ impl BiosInterface for RedfishBios {
             })
             .collect();
         if !missed.is_empty() {
-            return Err(DriverError::Failed(format!(
-                "Redfish BMC {}: after the reboot the BIOS did not apply every setting: {}",
-                info.address,
-                missed.join("; ")
-            )));
+            return Err(DriverError::failed(
+                Component::Bmc,
+                format!(
+                    "Redfish BMC {}: after the reboot the BIOS did not apply every setting: {}",
+                    info.address,
+                    missed.join("; ")
+                ),
+            ));
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::Redfish;
 use super::info::RedfishInfo;
+use crate::Component;
 use crate::DriverError;
 use crate::interfaces::{
     FirmwareInterface, FirmwareUpdate, ImageChecksum, Outcome, PowerInterface, Validate,
@@ -49,9 +50,10 @@ async fn verify_image(
 ) -> Result<(), DriverError> {
     use sha2::Digest;
     let failed = |why: String| {
-        DriverError::Failed(format!(
-            "Could not check the image {url} against its checksum: {why}"
-        ))
+        DriverError::failed(
+            Component::Conductor,
+            format!("Could not check the image {url} against its checksum: {why}"),
+        )
     };
     let mut response = http
         .get(url)
@@ -80,11 +82,14 @@ async fn verify_image(
     };
     let actual: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
     if actual != expected.hex {
-        return Err(DriverError::Failed(format!(
-            "The image {url} does not match its checksum: expected {expected}, got {}:{actual}; \
+        return Err(DriverError::failed(
+            Component::Conductor,
+            format!(
+                "The image {url} does not match its checksum: expected {expected}, got {}:{actual}; \
              nothing was flashed",
-            expected.algorithm
-        )));
+                expected.algorithm
+            ),
+        ));
     }
     Ok(())
 }
@@ -210,10 +215,13 @@ impl RedfishFirmware {
                 .await
                 .map(|(path, _)| path)
                 .ok_or_else(|| {
-                    DriverError::Failed(format!(
-                        "Redfish BMC {}: system {system_path} names no Manager to update",
-                        info.address
-                    ))
+                    DriverError::failed(
+                        Component::Bmc,
+                        format!(
+                            "Redfish BMC {}: system {system_path} names no Manager to update",
+                            info.address
+                        ),
+                    )
                 })?,
             _ => system_path,
         };
@@ -243,7 +251,7 @@ impl RedfishFirmware {
                 _ => location,
             })
             .ok_or_else(|| {
-                DriverError::Failed(format!(
+                DriverError::failed(Component::Bmc, format!(
                     "Redfish BMC {}: SimpleUpdate of {} accepted the image but named no task to \
                      follow",
                     info.address, update.component
@@ -295,20 +303,23 @@ impl RedfishFirmware {
             .flatten()
             .filter_map(|message| message.get("Message").and_then(Value::as_str))
             .collect();
-        DriverError::Failed(format!(
-            "Redfish BMC {}: updating firmware component {} from {} failed (task state {}): {}",
-            info.address,
-            update.component,
-            update.url,
-            task.get("TaskState")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown"),
-            if messages.is_empty() {
-                "the BMC gave no message".to_owned()
-            } else {
-                messages.join("; ")
-            }
-        ))
+        DriverError::failed(
+            Component::Bmc,
+            format!(
+                "Redfish BMC {}: updating firmware component {} from {} failed (task state {}): {}",
+                info.address,
+                update.component,
+                update.url,
+                task.get("TaskState")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown"),
+                if messages.is_empty() {
+                    "the BMC gave no message".to_owned()
+                } else {
+                    messages.join("; ")
+                }
+            ),
+        )
     }
 }
 
@@ -355,7 +366,7 @@ impl FirmwareInterface for RedfishFirmware {
                 .start(node, update)
                 .await
                 .map_err(|error| {
-                    DriverError::Failed(format!(
+                    DriverError::failed(Component::Bmc, format!(
                         "Starting the update of firmware component {} from {} failed: {error}",
                         update.component, update.url
                     ))
@@ -378,7 +389,7 @@ impl FirmwareInterface for RedfishFirmware {
                     })
                 }
                 Ok(false) if now_secs().saturating_sub(progress.started) > TASK_TIMEOUT.as_secs() => {
-                    Err(DriverError::Failed(format!(
+                    Err(DriverError::failed(Component::Bmc, format!(
                         "Firmware update of component {} from {} did not finish within {} s",
                         update.component,
                         update.url,

@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 use super::Redfish;
 use super::client::RedfishError;
 use super::info::RedfishInfo;
+use crate::Component;
 use crate::DriverError;
 use crate::interfaces::{InspectInterface, Inspection, OutOfBand, Validate};
 
@@ -359,14 +360,17 @@ impl Hardware {
         if missing.is_empty() {
             return Ok(());
         }
-        Err(DriverError::Failed(format!(
-            "{}: the system {} does not report {}. Set the missing properties on the node \
+        Err(DriverError::failed(
+            Component::Bmc,
+            format!(
+                "{}: the system {} does not report {}. Set the missing properties on the node \
              (baremetal node set --property …) and inspect again, or inspect in-band with \
              inspect_interface=agent.",
-            self.bmc,
-            self.system_path,
-            missing.join(", nor ")
-        )))
+                self.bmc,
+                self.system_path,
+                missing.join(", nor ")
+            ),
+        ))
     }
 }
 

@@ -30,6 +30,7 @@ pub(crate) use inspect::RedfishInspect;
 pub(crate) use raid::RedfishRaid;
 pub(crate) use vmedia::RedfishVirtualMediaBoot;
 
+use crate::Component;
 use crate::DriverError;
 use crate::bmc::BmcState;
 use crate::interfaces::{
@@ -57,7 +58,7 @@ pub(crate) struct Redfish {
 
 impl From<RedfishError> for DriverError {
     fn from(error: RedfishError) -> Self {
-        DriverError::Failed(error.to_string())
+        DriverError::failed(Component::Bmc, error.to_string())
     }
 }
 
@@ -86,10 +87,13 @@ impl Redfish {
                 self.clients().remember_default_system(&info.address, &path);
                 Ok(path)
             }
-            [] => Err(DriverError::Failed(format!(
-                "Redfish BMC {}: it lists no ComputerSystem under /redfish/v1/Systems",
-                info.address
-            ))),
+            [] => Err(DriverError::failed(
+                Component::Bmc,
+                format!(
+                    "Redfish BMC {}: it lists no ComputerSystem under /redfish/v1/Systems",
+                    info.address
+                ),
+            )),
             several => Err(DriverError::invalid(
                 "driver_info.redfish_system_id",
                 format!(
@@ -151,12 +155,15 @@ impl Redfish {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(DriverError::Failed(format!(
-                    "Redfish BMC {}: the power state is still \"{state}\" {} s after the \
+                return Err(DriverError::failed(
+                    Component::Bmc,
+                    format!(
+                        "Redfish BMC {}: the power state is still \"{state}\" {} s after the \
                      request; expected \"{expected}\"",
-                    info.address,
-                    timeout.as_secs()
-                )));
+                        info.address,
+                        timeout.as_secs()
+                    ),
+                ));
             }
             tokio::time::sleep(settings.power_state_poll_interval).await;
         }

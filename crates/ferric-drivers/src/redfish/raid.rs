@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::Redfish;
 use super::info::RedfishInfo;
+use crate::Component;
 use crate::DriverError;
 use crate::interfaces::{Outcome, PowerInterface, RaidInterface, StepCall, StepKind, Validate};
 use crate::raid::{check_target, flag, logical_disks, record_created, record_deleted, target_for};
@@ -202,11 +203,14 @@ impl RedfishRaid {
     async fn storages(&self, info: &RedfishInfo) -> Result<Vec<Storage>, DriverError> {
         let (system_path, system) = self.redfish.system(info).await?;
         let collection = system.get("Storage").and_then(odata_id).ok_or_else(|| {
-            DriverError::Failed(format!(
-                "Redfish BMC {}: system {system_path} has no Storage, so its BMC cannot build \
+            DriverError::failed(
+                Component::Bmc,
+                format!(
+                    "Redfish BMC {}: system {system_path} has no Storage, so its BMC cannot build \
                  RAID volumes; use raid_interface agent (software RAID) or no-raid.",
-                info.address
-            ))
+                    info.address
+                ),
+            )
         })?;
         let mut storages = Vec::new();
         for path in members(&self.get(info, &collection).await?) {
@@ -373,22 +377,25 @@ impl RedfishRaid {
                         .then_some((storage, drives))
                 });
             let Some((storage, drives)) = chosen else {
-                return Err(DriverError::Failed(format!(
-                    "Redfish BMC {}: no storage controller{} has the {count} free drives{} that \
+                return Err(DriverError::failed(
+                    Component::Bmc,
+                    format!(
+                        "Redfish BMC {}: no storage controller{} has the {count} free drives{} that \
                      logical disk {index} (RAID {}) needs; check its controller and \
                      physical_disks against GET {}/Storage on the BMC.",
-                    info.address,
-                    controller
-                        .map(|name| format!(" named {name:?}"))
-                        .unwrap_or_default(),
-                    if wanted.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" {wanted:?}")
-                    },
-                    disk["raid_level"].as_str().unwrap_or_default(),
-                    info.system_id.as_deref().unwrap_or("the system"),
-                )));
+                        info.address,
+                        controller
+                            .map(|name| format!(" named {name:?}"))
+                            .unwrap_or_default(),
+                        if wanted.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" {wanted:?}")
+                        },
+                        disk["raid_level"].as_str().unwrap_or_default(),
+                        info.system_id.as_deref().unwrap_or("the system"),
+                    ),
+                ));
             };
             used.extend(drives.iter().cloned());
             let volumes = storage.volumes.as_deref().unwrap_or_default();
@@ -430,16 +437,19 @@ impl RedfishRaid {
                         .flatten()
                         .filter_map(|message| message.get("Message").and_then(Value::as_str))
                         .collect();
-                    return Err(DriverError::Failed(format!(
-                        "Redfish BMC {}: the RAID task {task} failed ({}): {}",
-                        info.address,
-                        body["TaskState"].as_str().unwrap_or_default(),
-                        if messages.is_empty() {
-                            "the BMC gave no message".to_owned()
-                        } else {
-                            messages.join("; ")
-                        }
-                    )));
+                    return Err(DriverError::failed(
+                        Component::Bmc,
+                        format!(
+                            "Redfish BMC {}: the RAID task {task} failed ({}): {}",
+                            info.address,
+                            body["TaskState"].as_str().unwrap_or_default(),
+                            if messages.is_empty() {
+                                "the BMC gave no message".to_owned()
+                            } else {
+                                messages.join("; ")
+                            }
+                        ),
+                    ));
                 }
                 // A monitor that answers with the finished resource instead of a Task.
                 None if odata_id(&body).is_some_and(|id| !id.contains("/TaskService/")) => {}
@@ -544,12 +554,15 @@ impl RedfishRaid {
         }
         if !self.tasks_done(node, &progress.tasks).await? {
             if now_secs().saturating_sub(progress.started) > TASK_TIMEOUT.as_secs() {
-                return Err(DriverError::Failed(format!(
-                    "The BMC's RAID tasks for node {} did not finish within {} s: {:?}",
-                    node.uuid,
-                    TASK_TIMEOUT.as_secs(),
-                    progress.tasks
-                )));
+                return Err(DriverError::failed(
+                    Component::Bmc,
+                    format!(
+                        "The BMC's RAID tasks for node {} did not finish within {} s: {:?}",
+                        node.uuid,
+                        TASK_TIMEOUT.as_secs(),
+                        progress.tasks
+                    ),
+                ));
             }
             return Ok(Outcome::Poll(interval));
         }

@@ -263,7 +263,10 @@ fn named(error: DriverError) -> DriverError {
             parameter,
             message: name(message),
         },
-        DriverError::Failed(message) => DriverError::Failed(name(message)),
+        DriverError::Failed { component, message } => DriverError::Failed {
+            component,
+            message: name(message),
+        },
         other @ (DriverError::Unsupported { .. } | DriverError::AgentVersionMismatch(_)) => other,
     }
 }
