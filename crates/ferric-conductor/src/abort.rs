@@ -247,9 +247,11 @@ impl Conductor {
                 {
                     // A callback took the node (locked) or moved it on (invalid now): look
                     // again.
-                    Err(ConductorError::NodeLocked { .. } | ConductorError::Invalid(_))
-                        if attempt < ATTEMPTS =>
-                    {
+                    Err(
+                        ConductorError::NodeLocked { .. }
+                        | ConductorError::InvalidTransition { .. }
+                        | ConductorError::Invalid(_),
+                    ) if attempt < ATTEMPTS => {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }

@@ -2,6 +2,7 @@
 //! Ironic's status code (§2.3).
 
 use ferric_drivers::DriverError;
+use ferric_model::ProvisionState;
 use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +19,18 @@ pub enum ConductorError {
          are busy); retry later."
     )]
     NoFreeWorker { workers: usize },
+    /// 400: the node's provision state has no way to do `action` (Ironic's
+    /// InvalidStateRequested); a caller can wait for another state and ask again.
+    #[error(
+        "The requested action \"{action}\" can not be performed on node \"{node}\" while it is \
+         in state \"{state}\"."
+    )]
+    InvalidTransition {
+        node: Uuid,
+        /// The event or API verb asked for (`deploy`, `abort`, …).
+        action: String,
+        state: ProvisionState,
+    },
     /// 400: the request does not fit the node's state or settings.
     #[error("{0}")]
     Invalid(String),
@@ -69,5 +82,24 @@ impl From<ferric_db::Error> for ConductorError {
             ferric_db::Error::LeaseHeld { node, holder, .. } => Self::NodeLocked { node, holder },
             other => Self::Storage(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_transition_keeps_ironics_words() {
+        let error = ConductorError::InvalidTransition {
+            node: Uuid::nil(),
+            action: "deploy".to_owned(),
+            state: ProvisionState::Active,
+        };
+        assert_eq!(
+            error.to_string(),
+            "The requested action \"deploy\" can not be performed on node \
+             \"00000000-0000-0000-0000-000000000000\" while it is in state \"active\"."
+        );
     }
 }

@@ -294,10 +294,11 @@ async fn abort(task: &mut Task) -> Result<Option<Job>, ConductorError> {
             task.fire(Event::Abort, Cause::Requested).await?;
             Ok(None)
         }
-        other => Err(ConductorError::Invalid(format!(
-            "The requested action \"abort\" can not be performed on node \"{node_uuid}\" while \
-             it is in state \"{other}\"."
-        ))),
+        other => Err(ConductorError::InvalidTransition {
+            node: node_uuid,
+            action: "abort".to_owned(),
+            state: other,
+        }),
     }
 }
 

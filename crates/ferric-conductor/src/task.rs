@@ -213,12 +213,10 @@ impl Task {
         unless_aborted: bool,
     ) -> Result<bool, ConductorError> {
         let from = self.node.provision_state;
-        let edge = transition(from, event).ok_or_else(|| {
-            ConductorError::Invalid(format!(
-                "The requested action \"{event}\" can not be performed on node \"{}\" while it \
-                 is in state \"{from}\".",
-                self.node.uuid
-            ))
+        let edge = transition(from, event).ok_or_else(|| ConductorError::InvalidTransition {
+            node: self.node.uuid,
+            action: event.to_string(),
+            state: from,
         })?;
         let before = (
             self.node.target_provision_state,

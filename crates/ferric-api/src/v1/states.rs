@@ -33,6 +33,9 @@ pub(crate) fn conductor_error(error: ConductorError) -> ApiError {
         error @ (ConductorError::NoFreeWorker { .. }
         | ConductorError::ShuttingDown
         | ConductorError::Unavailable(_)) => ApiError::service_unavailable(error.to_string()),
+        error @ ConductorError::InvalidTransition { .. } => {
+            ApiError::bad_request(error.to_string())
+        }
         ConductorError::Invalid(message) => ApiError::bad_request(message),
         ConductorError::Forbidden(message) => ApiError::new(StatusCode::FORBIDDEN, message),
         error @ ConductorError::NodeNotFound(_) => ApiError::not_found(error.to_string()),

@@ -84,6 +84,10 @@ impl From<&ConductorError> for WireError {
                 holder: holder.clone(),
             },
             ConductorError::NoFreeWorker { workers } => Self::NoFreeWorker { workers: *workers },
+            // The fields stay behind; the other side shows the same words.
+            ConductorError::InvalidTransition { .. } => Self::Invalid {
+                message: error.to_string(),
+            },
             ConductorError::Invalid(message) => Self::Invalid {
                 message: message.clone(),
             },
