@@ -496,7 +496,8 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             return Ok(Progress::Aborted);
         }
         let outcome = match execute(task, &interfaces, kind, &step).await {
-            Err(DriverError::AgentVersionMismatch(detail)) => {
+            Err(mismatch @ DriverError::AgentVersionMismatch { .. }) => {
+                let detail = mismatch.to_string();
                 (plan, index) =
                     after_version_mismatch(task, &interfaces, kind, &plan, index, &detail).await?;
                 continue;

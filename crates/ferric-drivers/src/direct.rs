@@ -427,16 +427,14 @@ impl DirectDeploy {
             }
             CommandStatus::VersionMismatch => {
                 node.driver_internal_info.remove(COMMAND_KEY);
-                Err(DriverError::AgentVersionMismatch(format!(
-                    "The agent's hardware managers changed since its {} steps were read \
-                     (it refused {} with the versions {}): {}",
-                    kind.as_str(),
-                    step.step,
-                    crate::agent_steps::version(node),
-                    result
+                Err(DriverError::AgentVersionMismatch {
+                    kind,
+                    step: step.step.clone(),
+                    versions: crate::agent_steps::version(node).to_string(),
+                    detail: result
                         .error
-                        .unwrap_or_else(|| "it gave no details".to_owned())
-                )))
+                        .unwrap_or_else(|| "it gave no details".to_owned()),
+                })
             }
             CommandStatus::Failed => {
                 node.driver_internal_info.remove(COMMAND_KEY);

@@ -2,6 +2,8 @@
 
 use ferric_model::resources::InterfaceKind;
 
+use crate::interfaces::StepKind;
+
 /// A driver failure. The variant decides how it reaches the operator: the first three are the
 /// caller's business (HTTP 400 when they happen before a request is accepted), [`Failed`]
 /// happens while work runs and ends in a `* failed` state with `last_error`.
@@ -39,8 +41,21 @@ pub enum DriverError {
     },
     /// The agent's hardware managers changed since its steps were read (IPA's
     /// `CLEAN_VERSION_MISMATCH`): the conductor reads them again and restarts the flow.
-    #[error("{0}")]
-    AgentVersionMismatch(String),
+    #[error(
+        "The agent's hardware managers changed since its {} steps were read (it refused {step} \
+         with the versions {versions}): {detail}",
+        .kind.as_str()
+    )]
+    AgentVersionMismatch {
+        /// Which list of steps the agent's versions were read for.
+        kind: StepKind,
+        /// The step the agent refused.
+        step: String,
+        /// The hardware manager versions Ferric sent, as JSON.
+        versions: String,
+        /// The agent's own words.
+        detail: String,
+    },
 }
 
 /// The part of the system a [`DriverError::Failed`] happened in, so a caller can count BMC
@@ -111,14 +126,19 @@ impl DriverError {
             Self::InvalidParameter { parameter, .. } | Self::MissingParameter { parameter, .. } => {
                 parameter.as_deref()
             }
-            Self::Unsupported { .. } | Self::Failed { .. } | Self::AgentVersionMismatch(_) => None,
+            Self::Unsupported { .. } | Self::Failed { .. } | Self::AgentVersionMismatch { .. } => {
+                None
+            }
         }
     }
 
     /// Whether the caller could fix this by changing the request or the node's settings
     /// (HTTP 400), rather than the operation failing on the way.
     pub const fn is_caller_error(&self) -> bool {
-        !matches!(self, Self::Failed { .. } | Self::AgentVersionMismatch(_))
+        !matches!(
+            self,
+            Self::Failed { .. } | Self::AgentVersionMismatch { .. }
+        )
     }
 }
 
@@ -142,6 +162,21 @@ mod tests {
         assert_eq!(error.to_string(), "The BMC said no.");
         assert_eq!(error.component(), Some(Component::Bmc));
         assert_eq!(error.parameter(), None);
+        assert!(!error.is_caller_error());
+    }
+
+    #[test]
+    fn a_version_mismatch_renders_the_agents_words() {
+        let error = DriverError::AgentVersionMismatch {
+            kind: StepKind::Clean,
+            step: "erase_devices".to_owned(),
+            versions: r#"{"generic":"1.1"}"#.to_owned(),
+            detail: "boom".to_owned(),
+        };
+        assert_eq!(
+            error.to_string(),
+            r#"The agent's hardware managers changed since its clean steps were read (it refused erase_devices with the versions {"generic":"1.1"}): boom"#
+        );
         assert!(!error.is_caller_error());
     }
 }

@@ -267,7 +267,9 @@ fn named(error: DriverError) -> DriverError {
             component,
             message: name(message),
         },
-        other @ (DriverError::Unsupported { .. } | DriverError::AgentVersionMismatch(_)) => other,
+        other @ (DriverError::Unsupported { .. } | DriverError::AgentVersionMismatch { .. }) => {
+            other
+        }
     }
 }
 
