@@ -31,7 +31,8 @@ commands:
           lab_vmedia (virtual media with DHCP denied),
           lab_ipa (the same with the unmodified ironic-python-agent),
           lab_agent_tls (ferric-agent over auto-TLS: no agent token in the captured traffic),
-          lab_console (boot messages through `ferric node console` over IPMI Serial-over-LAN)
+          lab_console (boot messages through `ferric node console` over IPMI Serial-over-LAN),
+          lab_metal3 (virtual media driven by the requests Metal3's baremetal-operator sends)
   rolling-upgrade
           API and conductor processes of an older release (a pinned commit's binary, built
           once and cached in ~/.cache/ferric/release-n; one run per older hand-off version)
@@ -217,16 +218,22 @@ fn e2e() -> anyhow::Result<()> {
     // boots the unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead
     // and is driven through inspection, cleaning, deploy and the boot from disk. lab_vmedia runs
     // twice: the second time on OVMF with secure boot on (Debian's signed shim, GRUB, kernel).
-    let suites: [(&str, &str, bool, Option<(&str, &str)>); 9] = [
+    let suites: [(&str, &str, bool, Option<(&str, &str)>); 10] = [
         ("ferric-lab", "lab_e2e", false, None),
         ("ferric", "lab_lifecycle", true, None),
         ("ferric", "lab_vmedia", true, None),
-        ("ferric", "lab_vmedia", true, Some(("FERRIC_E2E_SECURE_BOOT", "1"))),
+        (
+            "ferric",
+            "lab_vmedia",
+            true,
+            Some(("FERRIC_E2E_SECURE_BOOT", "1")),
+        ),
         ("ferric", "lab_ipa", false, None),
         ("ferric", "lab_agent_tls", true, None),
         ("ferric", "lab_console", true, None),
         ("ferric", "lab_partition", true, None),
         ("ferric", "lab_raid", true, None),
+        ("ferric", "lab_metal3", true, None),
     ];
     for (package, test, uses_agent, extra) in suites {
         let mut envs: Vec<(&str, &str)> = Vec::new();
