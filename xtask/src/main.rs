@@ -218,7 +218,7 @@ fn e2e() -> anyhow::Result<()> {
     // boots the unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead
     // and is driven through inspection, cleaning, deploy and the boot from disk. lab_vmedia runs
     // twice: the second time on OVMF with secure boot on (Debian's signed shim, GRUB, kernel).
-    let suites: [(&str, &str, bool, Option<(&str, &str)>); 10] = [
+    let suites = [
         ("ferric-lab", "lab_e2e", false, None),
         ("ferric", "lab_lifecycle", true, None),
         ("ferric", "lab_vmedia", true, None),
