@@ -373,6 +373,60 @@ def member_acts_on_its_own_nodes(browser, endpoint, count, member_uuid, other_uu
     print("member: acts on p-red's node, cannot see others", flush=True)
 
 
+# Whether the terminal holds `text`: in xterm.js's buffer (scrollback included; the DOM has
+# only the visible rows), or in the plain-text view without the widget.
+TERMINAL_HOLDS = """(text) => {
+  const screen = document.querySelector('#terminal');
+  const buffer = screen.terminal?.buffer?.active;
+  if (!buffer) return screen.textContent.includes(text);
+  const lines = [];
+  for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i)?.translateToString(true) ?? '');
+  return lines.join('\\n').includes(text);
+}"""
+
+
+def lab_console(options):
+    """`--lab-console NODE`: only the console, on a real machine (crates/ferric/tests/
+    lab_console.rs runs it beside `ferric node console`). On a server without authentication,
+    opens NODE's page, enables its console if it is off, opens the terminal and waits for each
+    `--expect` text in turn (boot messages as the machine starts); then, with `--type TEXT`,
+    types it and waits for the machine's echo of it (its serial tty echoes what it receives)."""
+    started = time.monotonic()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=options.chromium, args=["--no-sandbox"])
+        page = browser.new_context(viewport={"width": 1200, "height": 900}, bypass_csp=True).new_page()
+        page.on("pageerror", lambda error: print(f"browser error: {error}", file=sys.stderr))
+        page.goto(f"{options.endpoint}/ui/#/nodes/{options.lab_console}")
+        page.wait_for_selector("#console-open")
+        if page.inner_text("#console-toggle") == "Enable console":
+            page.click("#console-toggle")
+            page.wait_for_selector("#console-toggle:has-text('Disable console')", timeout=60000)
+        page.click("#console-open")
+        page.wait_for_selector("#console-status:has-text('Connected')", timeout=30000)
+        print(f"lab console: terminal connected at {time.monotonic() - started:.1f} s", flush=True)
+
+        def wait_for_text(text, seconds):
+            try:
+                page.wait_for_function(TERMINAL_HOLDS, arg=text, timeout=seconds * 1000)
+            except Exception:
+                shown = page.inner_text("#terminal")
+                print(f"lab console: {text!r} not shown; status {page.inner_text('#console-status')!r}; "
+                      f"terminal ends {shown[-600:]!r}", file=sys.stderr)
+                screenshot(page, options.screenshots, "lab-console")
+                raise
+            print(f"lab console: {text!r} shown in the terminal at {time.monotonic() - started:.1f} s", flush=True)
+
+        for text in options.expect:
+            wait_for_text(text, options.timeout)
+        if options.type:
+            page.click("#terminal")
+            page.keyboard.type(options.type)
+            wait_for_text(options.type, 60)
+        page.locator("#console").scroll_into_view_if_needed()
+        screenshot(page, options.screenshots, "lab-console")
+        browser.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--endpoint", required=True)
@@ -380,7 +434,14 @@ def main():
     parser.add_argument("--nodes", type=int, default=10000)
     parser.add_argument("--screenshots", required=True)
     parser.add_argument("--real-console", action="store_true")
+    parser.add_argument("--lab-console", metavar="NODE")
+    parser.add_argument("--expect", action="append", default=[])
+    parser.add_argument("--type")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds for each --expect")
     options = parser.parse_args()
+    if options.lab_console:
+        lab_console(options)
+        return
     started = time.monotonic()
     api = Api(options.endpoint, ADMIN)
     demo = seed(api, options.nodes)
