@@ -218,11 +218,13 @@ fn e2e() -> anyhow::Result<()> {
     // boots the unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead
     // and is driven through inspection, cleaning, deploy and the boot from disk. lab_vmedia runs
     // twice: the second time on OVMF with secure boot on (Debian's signed shim, GRUB, kernel).
-    let suites: [(&str, &str, bool, Option<(&str, &str)>); 9] = [
+    /// The environment variable lab_vmedia reads for its secure-boot run.
+    const SECURE_BOOT: Option<(&str, &str)> = Some(("FERRIC_E2E_SECURE_BOOT", "1"));
+    let suites = [
         ("ferric-lab", "lab_e2e", false, None),
         ("ferric", "lab_lifecycle", true, None),
         ("ferric", "lab_vmedia", true, None),
-        ("ferric", "lab_vmedia", true, Some(("FERRIC_E2E_SECURE_BOOT", "1"))),
+        ("ferric", "lab_vmedia", true, SECURE_BOOT),
         ("ferric", "lab_ipa", false, None),
         ("ferric", "lab_agent_tls", true, None),
         ("ferric", "lab_console", true, None),
