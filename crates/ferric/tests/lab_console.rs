@@ -19,7 +19,7 @@
 //! `--disable`, which ends the attached CLI (close 1000) and empties `console_info`.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
