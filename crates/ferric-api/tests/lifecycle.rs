@@ -582,16 +582,16 @@ async fn disable_power_off_refuses_power_off_and_still_reboots(api: Api) {
             format!("Failed to set node power state to {target}.")
         );
     }
-    let shown = node(&api, &uuid).await;
+    let shown = api.node(&uuid).await;
     assert_eq!(shown["power_state"], "power on", "{shown:#}");
     assert_eq!(shown["target_power_state"], Value::Null);
     assert_eq!(shown["last_error"], Value::Null);
     assert_eq!(power("rebooting").await.status, StatusCode::ACCEPTED);
-    assert_eq!(node(&api, &uuid).await["power_state"], "power on");
+    assert_eq!(api.node(&uuid).await["power_state"], "power on");
     // Not left locked: the flag can be cleared at once, and then the node powers off.
     set(false).await;
     assert_eq!(power("power off").await.status, StatusCode::ACCEPTED);
-    assert_eq!(node(&api, &uuid).await["power_state"], "power off");
+    assert_eq!(api.node(&uuid).await["power_state"], "power off");
 }
 
 async fn power_failures_put_the_node_in_maintenance_and_recovery_takes_it_out(api: Api) {

@@ -346,7 +346,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     phase("deploy (virtual media, JSON config drive)", started);
     let disk = dir.join("lab/node-0/disk.img");
     let image = std::fs::read(dir.join("boot/images/marker.img"))?;
-    let written = read_at(&disk, 0, image.len())?;
+    let written = lab::read_at(&disk, 0, image.len())?;
     // The agent moves the GPT's backup header to the disk's end and adds the config drive's
     // partition (LBA 1 and the entries, LBA 2–33, differ): past them, the disk is the image.
     const PAST_GPT: usize = 34 * 512;
@@ -365,7 +365,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     let size = std::fs::metadata(&disk)?.len();
     // The agent puts the config drive's 64 MiB partition in the last free, aligned space
     // before the backup GPT: within the disk's last 80 MiB.
-    let tail = read_at(&disk, size.saturating_sub(80 << 20), 80 << 20)?;
+    let tail = lab::read_at(&disk, size.saturating_sub(80 << 20), 80 << 20)?;
     let needle = format!("\"metal3-name\": \"{BMH_NAME}\"");
     let compact = format!("\"metal3-name\":\"{BMH_NAME}\"");
     ensure!(
@@ -415,17 +415,6 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     ensure!(leases == 0, "dnsmasq gave node-0 {leases} leases");
     eprintln!("{SUITE}: dnsmasq gave {mac} no lease; the agent used {STATIC_ADDRESS}");
     Ok(())
-}
-
-/// `len` bytes of `path` from byte `offset`.
-fn read_at(path: &Path, offset: u64, len: usize) -> anyhow::Result<Vec<u8>> {
-    use std::io::{Read as _, Seek as _, SeekFrom};
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    file.seek(SeekFrom::Start(offset))?;
-    let mut bytes = vec![0; len];
-    file.read_exact(&mut bytes)?;
-    Ok(bytes)
 }
 
 /// `text` as UTF-16LE (a GPT partition name).
