@@ -24,14 +24,18 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings (also with lab-e2e)
-  ci      lint, test, rolling-upgrade, deb-test, clients, a bounded run of every fuzz
-          target (20 s each), then e2e (what .ci/run does)
+  ci      lint, test, rolling-upgrade, deb-test, clients, ui-test, a bounded run of every
+          fuzz target (20 s each), then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
           lab_vmedia (virtual media with DHCP denied),
           lab_ipa (the same with the unmodified ironic-python-agent),
           lab_agent_tls (ferric-agent over auto-TLS: no agent token in the captured traffic),
-          lab_console (boot messages through `ferric node console` over IPMI Serial-over-LAN)
+          lab_console (boot messages through `ferric node console` over IPMI Serial-over-LAN
+          and in the web UI's terminal), lab_partition (a partition image under UEFI),
+          lab_raid (a RAID-1 built out of band by the lab BMC; a live ISO), and lab_vmedia
+          again with secure boot on, lab_metal3 (virtual media driven by the requests
+          Metal3's baremetal-operator sends)
   rolling-upgrade
           API and conductor processes of an older release (a pinned commit's binary, built
           once and cached in ~/.cache/ferric/release-n; one run per older hand-off version)
@@ -92,10 +96,8 @@ fn main() -> anyhow::Result<()> {
             // The real OpenStack clients against ferric, step by step against Ironic's
             // goldens: any difference fails CI (about 5 minutes, most of it the CLI's start-up).
             clients::clients(&[])?;
-            // TODO-correctness: `ui::ui_test` (the web UI in a real browser, about 2 minutes)
-            // joins this list once its member step passes: a project member's node page never
-            // shows its action bar (seen on merged main; docs/ui.md). Run it with
-            // `cargo xtask ui-test`.
+            // The web UI in a real browser (headless chromium, 10,000 nodes; docs/ui.md).
+            ui::ui_test(&[])?;
             // A parser regression fails CI: every fuzz target, briefly (fuzz::CI_SECONDS each).
             fuzz::ci()?;
             // The QEMU suites need root (namespaces, taps); CI runs as root.
@@ -217,16 +219,19 @@ fn e2e() -> anyhow::Result<()> {
     // boots the unmodified ironic-python-agent (scripts/build-ipa-ramdisk.sh, cached) instead
     // and is driven through inspection, cleaning, deploy and the boot from disk. lab_vmedia runs
     // twice: the second time on OVMF with secure boot on (Debian's signed shim, GRUB, kernel).
-    let suites: [(&str, &str, bool, Option<(&str, &str)>); 9] = [
+    /// The environment variable lab_vmedia reads for its secure-boot run.
+    const SECURE_BOOT: Option<(&str, &str)> = Some(("FERRIC_E2E_SECURE_BOOT", "1"));
+    let suites = [
         ("ferric-lab", "lab_e2e", false, None),
         ("ferric", "lab_lifecycle", true, None),
         ("ferric", "lab_vmedia", true, None),
-        ("ferric", "lab_vmedia", true, Some(("FERRIC_E2E_SECURE_BOOT", "1"))),
+        ("ferric", "lab_vmedia", true, SECURE_BOOT),
         ("ferric", "lab_ipa", false, None),
         ("ferric", "lab_agent_tls", true, None),
         ("ferric", "lab_console", true, None),
         ("ferric", "lab_partition", true, None),
         ("ferric", "lab_raid", true, None),
+        ("ferric", "lab_metal3", true, None),
     ];
     for (package, test, uses_agent, extra) in suites {
         let mut envs: Vec<(&str, &str)> = Vec::new();

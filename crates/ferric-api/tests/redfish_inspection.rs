@@ -164,8 +164,15 @@ async fn lab_bmc_inspection_fills_properties_ports_and_inventory() {
     assert_eq!(inventory["cpu"]["architecture"], "x86_64");
     assert_eq!(inventory["cpu"]["model_name"], "QEMU TCG x86-64");
     assert_eq!(inventory["memory"]["physical_mb"], 3072);
-    // Two disks, as the lab's machines have (software RAID-1).
-    assert_eq!(inventory["disks"].as_array().unwrap().len(), 2);
+    // The machine's two disks (SimpleStorage, for software RAID-1), then the RAID
+    // controller's four drives: its Storage has no volume yet, so the drives are what the
+    // inventory shows (ferric-drivers redfish/inspect.rs).
+    let disks = inventory["disks"].as_array().unwrap();
+    assert_eq!(disks.len(), 6, "{inventory:#}");
+    assert!(
+        disks[2..].iter().all(|disk| disk["size"] == 2 * GIB),
+        "{inventory:#}"
+    );
     assert_eq!(inventory["disks"][0]["size"], 40 * GIB);
     assert_eq!(inventory["interfaces"][0]["mac_address"], LAB_MAC);
     assert_eq!(inventory["system_vendor"]["serial_number"], "FERRIC-LAB-7");

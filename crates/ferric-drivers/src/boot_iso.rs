@@ -76,6 +76,14 @@ fn local_file(settings: &BootSettings, node: &Node, key: &str) -> Result<PathBuf
         &settings.deploy_ramdisk
     };
     let name = node_setting(node, key, default);
+    // Metal3's baremetal-operator names the agent by its URL on the provisioner's own HTTP
+    // server (its DEPLOY_KERNEL_URL, DEPLOY_RAMDISK_URL); on Ferric's that is a local file.
+    let name = settings
+        .http_url
+        .as_deref()
+        .map(|base| format!("{}/", base.trim_end_matches('/')))
+        .and_then(|base| name.strip_prefix(base.as_str()))
+        .unwrap_or(name);
     let relative = name.trim_start_matches('/');
     let safe = !relative.is_empty()
         && !relative.contains("://")
@@ -86,9 +94,10 @@ fn local_file(settings: &BootSettings, node: &Node, key: &str) -> Result<PathBuf
         return Err(DriverError::invalid(
             format!("driver_info.{key}"),
             format!(
-                "Node {}: the redfish-virtual-media boot interface puts the agent's {key} into an \
-             ISO, so it must be a file under the boot file server's root, not {name:?}; set \
-             driver_info {key} (or the site's {key}) to such a file name.",
+                "Node {}: the redfish-virtual-media boot interface puts the agent's {key} into \
+                 an ISO, so it must be a file under the boot file server's root (a name, or its \
+                 URL on the boot file server), not {name:?}; set driver_info {key} (or the \
+                 site's {key}) to such a file.",
                 node.uuid
             ),
         ));
@@ -418,6 +427,25 @@ mod tests {
         assert!(error.to_string().contains("grub-efi-amd64-bin"), "{error}");
         node.driver_info
             .insert("deploy_kernel".into(), "http://x/kernel".into());
+        let error = check(&settings, &node, &[], "true").unwrap_err();
+        assert!(error.to_string().contains("must be a file"), "{error}");
+        // Metal3's shape: the agent's URL on Ferric's own boot file server is its file.
+        for (key, file) in [
+            ("deploy_kernel", "agent.kernel"),
+            ("deploy_ramdisk", "agent.ramdisk"),
+        ] {
+            node.driver_info
+                .insert(key.into(), format!("http://10.0.0.1:8080/{file}").into());
+        }
+        check(&settings, &node, &[], "true").unwrap();
+        assert_eq!(
+            local_file(&settings, &node, "deploy_kernel").unwrap(),
+            dir.path().join("agent.kernel")
+        );
+        node.driver_info.insert(
+            "deploy_kernel".into(),
+            "http://10.0.0.1:8080/../etc/passwd".into(),
+        );
         let error = check(&settings, &node, &[], "true").unwrap_err();
         assert!(error.to_string().contains("must be a file"), "{error}");
     }

@@ -50,6 +50,9 @@ pub fn ovmf(firmware: Firmware) -> [&'static str; 2] {
     }
 }
 
+/// The longest Unix socket path QEMU can listen on (`sun_path` holds 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 108;
+
 /// Everything needed to start one machine's QEMU.
 #[derive(Debug, Clone)]
 pub struct QemuConfig {
@@ -330,11 +333,7 @@ impl QemuMachine {
                 info.serial, info.uuid
             ))
             .arg("-chardev")
-            // append=on: the console keeps every boot, like a BMC's serial log.
-            .arg(format!(
-                "file,id=console,path={},append=on",
-                config.console.display()
-            ))
+            .arg(self.console_chardev())
             .args(["-serial", "chardev:console"])
             .arg("-fw_cfg")
             .arg(format!(
@@ -535,6 +534,29 @@ impl QemuMachine {
         }
     }
 
+    /// The serial port's back-end. A listening Unix socket, so that what is typed over SOL
+    /// reaches the machine ([`MachineControl::serial_write`] connects and writes), whose log
+    /// file is the console log: QEMU writes everything the machine prints there whether or not
+    /// anyone is connected (append: the console keeps every boot, like a BMC's serial log).
+    /// A socket path too long for `sun_path` falls back to the plain log file (no input).
+    fn console_chardev(&self) -> String {
+        let log = self.shared.config.console.display();
+        let socket = self.console_socket();
+        if socket.as_os_str().len() < MAX_SOCKET_PATH {
+            format!(
+                "socket,id=console,path={},server=on,wait=off,logfile={log},logappend=on",
+                socket.display()
+            )
+        } else {
+            format!("file,id=console,path={log},append=on")
+        }
+    }
+
+    /// The serial port's socket: beside the machine's console log.
+    fn console_socket(&self) -> PathBuf {
+        self.shared.config.console.with_file_name("console.sock")
+    }
+
     /// Where the BMC keeps its copy of the inserted ISO: beside the machine's console log.
     fn media_file(&self) -> PathBuf {
         self.shared.config.console.with_file_name("vmedia.iso")
@@ -630,9 +652,9 @@ impl MachineControl for QemuMachine {
         &self.shared.info
     }
 
-    // The serial port is the console log file (every boot appended), so Serial-over-LAN
-    // reads what the machine writes from there; QEMU's file back-end takes no input, so
-    // what is typed over SOL is acknowledged and dropped (`docs/lab.md`).
+    // The serial port's output is the console log file (every boot appended), so Serial-over-
+    // LAN reads what the machine writes from there; what is typed goes in through the serial
+    // port's socket (`console_chardev`).
     fn serial_len(&self) -> u64 {
         std::fs::metadata(&self.shared.config.console).map_or(0, |meta| meta.len())
     }
@@ -653,11 +675,23 @@ impl MachineControl for QemuMachine {
     }
 
     fn serial_write(&self, bytes: &[u8]) {
-        tracing::debug!(
-            machine = %self.name(),
-            bytes = bytes.len(),
-            "characters typed over SOL dropped: the lab's serial port is a log file"
+        use std::io::Write;
+        // One short connection per SOL packet: QEMU reads what was written before it sees the
+        // end, and nothing is left connected to fill up with the machine's output unread.
+        let written = std::os::unix::net::UnixStream::connect(self.console_socket()).and_then(
+            |mut stream| {
+                stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+                stream.write_all(bytes)
+            },
         );
+        if let Err(error) = written {
+            tracing::debug!(
+                machine = %self.name(),
+                bytes = bytes.len(),
+                %error,
+                "characters typed over SOL dropped: the serial port's socket refused them"
+            );
+        }
     }
 
     async fn power_state(&self) -> Result<PowerState, MachineError> {

@@ -20,7 +20,7 @@ use anyhow::{Context as _, ensure};
 use serde_json::{Value, json};
 
 pub use client::Client;
-pub use image::build_marker_image;
+pub use image::{MarkerBoot, build_marker_image, marker_boot};
 
 /// The address the lab's bridge gives the host side, where the API listens.
 pub const API: &str = "http://10.231.0.1:6385";
@@ -83,6 +83,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The length of a file now (where to start reading what comes next); 0 if it is missing.
 pub fn file_len(path: &Path) -> usize {
     std::fs::metadata(path).map_or(0, |meta| usize::try_from(meta.len()).unwrap_or(0))
+}
+
+/// `len` bytes of the file at `path` from byte `offset` on (a disk file's header, a volume's
+/// first bytes); an error names the file.
+pub fn read_at(path: &Path, offset: u64, len: usize) -> anyhow::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let mut bytes = vec![0; len];
+    std::fs::File::open(path)
+        .and_then(|file| file.read_exact_at(&mut bytes, offset))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(bytes)
 }
 
 /// One suite's lab: its name, network namespace, run directory and `ferric` binary.

@@ -164,37 +164,54 @@ async function serverIsOpen() {
   return openServer;
 }
 
+/// Replaces `#view` with an empty one and returns it. Each navigation renders into its own
+/// element: a slow view still loading when the operator moves on (the overview reads the
+/// whole fleet) then finishes into a detached element instead of drawing over the next page.
+function freshView() {
+  const view = el("section", { id: "view" }, el("p", { class: "muted" }, "Loading…"));
+  $("#view").replaceWith(view);
+  return view;
+}
+
 /// The view of the current `#/…` fragment; views stop their timers through `cleanup`.
 let cleanup = null;
+/// Counts navigations, so that a view finishing after the next one started is dropped.
+let navigation = 0;
 async function route() {
   if (cleanup) cleanup();
   cleanup = null;
+  const current = ++navigation;
+  const view = freshView();
   const signedIn = currentUser() !== null || (await serverIsOpen());
+  if (current !== navigation) return;
   $("#login-view").hidden = signedIn;
   $("#view").hidden = !signedIn;
   $("#menu").hidden = !signedIn;
   $("#logout").hidden = currentUser() === null;
   $("#who").hidden = !signedIn;
   $("#who").textContent = currentUser() ?? "no authentication (noauth)";
-  if (!signedIn) {
-    $("#view").replaceChildren();
-    return;
-  }
+  if (!signedIn) return;
   const [path, query] = (location.hash.slice(1) || "/").split("?");
   const params = new URLSearchParams(query ?? "");
-  const view = $("#view");
   const parts = path.split("/").filter(Boolean);
   for (const link of document.querySelectorAll("#menu a")) {
     link.classList.toggle("active", link.dataset.view === (parts[0] ?? "overview"));
   }
+  let stop = null;
   try {
-    if (parts.length === 0) cleanup = await renderOverview(view);
-    else if (parts[0] === "nodes" && parts.length === 1) cleanup = await renderNodes(view, params);
-    else if (parts[0] === "nodes") cleanup = await renderNode(view, decodeURIComponent(parts[1]));
+    if (parts.length === 0) stop = await renderOverview(view);
+    else if (parts[0] === "nodes" && parts.length === 1) stop = await renderNodes(view, params);
+    else if (parts[0] === "nodes") stop = await renderNode(view, decodeURIComponent(parts[1]));
     else view.replaceChildren(el("p", {}, "No such page. ", el("a", { href: "#/" }, "Overview")));
   } catch (error) {
     view.replaceChildren(el("p", { class: "error" }, error.message));
   }
+  // Superseded while loading: its element is already detached; stop its timers too.
+  if (current !== navigation) {
+    if (stop) stop();
+    return;
+  }
+  cleanup = stop;
 }
 
 $("#login").addEventListener("submit", login);

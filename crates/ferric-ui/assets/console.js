@@ -53,6 +53,9 @@ export function consoleSection(uuid, getNode, mayAct) {
         const { Terminal } = await import("/ui/vendor/xterm.mjs");
         terminal = new Terminal({ rows: 22, cols: 100, fontSize: 13, disableStdin: !mayAct, convertEol: false });
         terminal.open(screen);
+        // The widget, for scripts that read what it holds (the lab's browser test reads its
+        // buffer: only the visible rows are in the DOM).
+        screen.terminal = terminal;
         terminal.onData((data) => {
           if (mayAct && socket?.readyState === WebSocket.OPEN) socket.send(data);
         });

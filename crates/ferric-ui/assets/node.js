@@ -221,7 +221,7 @@ export async function renderNode(view, ident) {
       el("h1", {}, nodeName(node), " ", stateBadge(node.provision_state),
         node.target_provision_state ? el("span", { class: "muted", id: "target-state" }, ` → ${node.target_provision_state}`) : null,
         node.maintenance ? el("span", { class: "badge maint" }, " maintenance") : null),
-      el("p", { class: "muted mono" }, uuid, ` · ${node.driver} · power ${node.power_state ?? "unknown"}`,
+      el("p", { class: "muted mono" }, uuid, ` · ${node.driver} · ${node.power_state ?? "power unknown"}`,
         node.target_power_state ? ` → ${node.target_power_state}` : ""),
       node.last_error ? el("p", { class: "error", id: "last-error" }, node.last_error) : null,
       node.maintenance_reason ? el("p", { class: "muted" }, `Maintenance: ${node.maintenance_reason}`) : null,

@@ -62,7 +62,8 @@ export async function renderOverview(view) {
     el("td", { class: "wrap error last-error" },
       node.last_error ?? node.maintenance_reason ?? node.fault ?? "")));
   const seconds = ((performance.now() - started) / 1000).toFixed(2);
-  view.replaceChildren(
+  // replaceChildren writes a null as the text "null": leave absent parts out.
+  view.replaceChildren(...[
     el("h1", {}, "Fleet overview"),
     el("p", { class: "muted" }, `${nodes.length} nodes (read in ${seconds} s). `,
       el("a", { href: "#/nodes" }, "All nodes")),
@@ -76,7 +77,7 @@ export async function renderOverview(view) {
         el("tbody", {}, rows)),
     attention.length > shown.length
       ? el("p", { class: "muted" }, `…and ${attention.length - shown.length} more.`) : null,
-  );
+  ].filter(Boolean));
   return null;
 }
 

@@ -1,7 +1,9 @@
-//! End-to-end: a lab machine's boot messages read through `ferric node console` (issue 24).
+//! End-to-end: a lab machine's boot messages read through `ferric node console` and the web
+//! UI's terminal (issue 24).
 //!
 //! Runs only with `--features lab-e2e` (root; `scripts/install-deps.sh --lab`; the agent built
-//! beside the `ferric` binary): `cargo test -p ferric --features lab-e2e --test lab_console`.
+//! beside the `ferric` binary; Debian's chromium and the Playwright venv of
+//! `scripts/ui-venv.sh`): `cargo test -p ferric --features lab-e2e --test lab_console`.
 //! Like `lab_lifecycle` it is a `harness = false` binary that runs itself again inside the
 //! lab's namespace.
 //!
@@ -10,11 +12,14 @@
 //! port). Phases, each timed: `ferric node console N --enable` and `--show` (a `socat` URL);
 //! `ferric node console N` attached with stdin not a terminal while the node is inspected,
 //! until the firmware's first output and the agent kernel's `Linux version` line have come
-//! through the CLI; the TCP relay `console_info` names gives the same retained output; then
+//! through the CLI; at the same time the web UI's terminal in headless chromium
+//! (`tests/ui/test_ui.py --lab-console`) shows that line and the ramdisk's, and the machine's
+//! serial tty echoes what it types (the node has `fast_track`: it stays on after the
+//! inspection); the TCP relay `console_info` names gives the same retained output; then
 //! `--disable`, which ends the attached CLI (close 1000) and empties `console_info`.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -187,6 +192,9 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
                 "ipmi_port": machine["ipmi_port"],
                 "ipmi_username": machine["ipmi_username"],
                 "ipmi_password": machine["ipmi_password"],
+                // The machine stays on with its agent after the inspection, so that the
+                // browser's keystrokes have a serial tty to echo them (docs/deploy.md).
+                "fast_track": true,
             },
         })),
     )?;
@@ -226,6 +234,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     let output = reader(attached.stdout.take().context("no stdout")?);
     let errors = attached.stderr.take().context("no stderr")?;
     let attached = Killed(attached);
+    let browser = browser_terminal(dir)?;
     cli(&["node", "manage", "console-0", "--wait", "120"])?;
     let (status, body) = api(
         reqwest::Method::PUT,
@@ -263,6 +272,8 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     })?;
     phase("the same output from the TCP relay", started);
 
+    browser_finished(browser)?;
+
     // Disabling ends the attached CLI (close 1000: a normal end) and the console_info.
     let started = Instant::now();
     cli(&["node", "console", "console-0", "--disable"])?;
@@ -292,5 +303,94 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         "still enabled after --disable: {shown}"
     );
     phase("disable", started);
+    Ok(())
+}
+
+/// What the browser types into the machine's console, to see it echoed back.
+const TYPED: &str = "ferric-ui-keystrokes";
+
+/// The web UI's half, started beside `ferric node console` before the machine powers on:
+/// `tests/ui/test_ui.py --lab-console` in headless chromium opens the node's page, opens the
+/// terminal on the console WebSocket, waits until the agent kernel's first line and then the
+/// ramdisk's own output are in the terminal, types [`TYPED`] and waits for the machine's
+/// serial tty to echo it (QEMU's serial port takes input from the lab BMC's SOL).
+fn browser_terminal(dir: &Path) -> anyhow::Result<(Killed, Instant, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let venv = Command::new("bash")
+        .arg(root.join("scripts/ui-venv.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run scripts/ui-venv.sh (the Playwright virtualenv)")?;
+    ensure!(
+        venv.status.success(),
+        "scripts/ui-venv.sh failed ({})",
+        venv.status
+    );
+    let python = PathBuf::from(String::from_utf8_lossy(&venv.stdout).trim()).join("bin/python");
+    let chromium = std::env::var("FERRIC_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    ensure!(
+        Path::new(&chromium).exists(),
+        "no browser at {chromium}: install Debian's chromium (scripts/install-deps.sh)"
+    );
+    let log_path = dir.join("browser.log");
+    let log = std::fs::File::create(&log_path)?;
+    let child = Command::new(python)
+        .arg(root.join("tests/ui/test_ui.py"))
+        .args([
+            "--endpoint",
+            API,
+            "--chromium",
+            &chromium,
+            "--lab-console",
+            "console-0",
+        ])
+        .args([
+            "--expect",
+            KERNEL_LINE,
+            "--expect",
+            "ferric ramdisk:",
+            "--type",
+            TYPED,
+        ])
+        // The terminal's screenshot (lab-console.png): beside the logs, or where
+        // FERRIC_E2E_SCREENSHOTS says (docs/ui.md's is taken with it).
+        .arg("--screenshots")
+        .arg(std::env::var_os("FERRIC_E2E_SCREENSHOTS").map_or_else(|| dir.into(), PathBuf::from))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("cannot start tests/ui/test_ui.py --lab-console")?;
+    Ok((Killed(child), Instant::now(), log_path))
+}
+
+/// Waits for the browser's run to end; it must have passed.
+fn browser_finished((mut browser, started, log): (Killed, Instant, PathBuf)) -> anyhow::Result<()> {
+    let waiting = Instant::now();
+    let status = loop {
+        if let Some(status) = browser.0.try_wait()? {
+            break status;
+        }
+        ensure!(
+            waiting.elapsed() < PHASE_TIMEOUT,
+            "the browser's terminal had not shown the boot messages and the echo within \
+             {PHASE_TIMEOUT:?} of the CLI; see browser.log"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    ensure!(
+        status.success(),
+        "the browser's terminal failed ({status}); see browser.log and lab-console.png"
+    );
+    // Its own timings: when each text showed up in the terminal.
+    for line in std::fs::read_to_string(&log)?.lines() {
+        if line.starts_with("lab console:") {
+            eprintln!("lab_console: browser: {line}");
+        }
+    }
+    phase(
+        "the kernel's line and a keystroke's echo in the web UI's terminal",
+        started,
+    );
     Ok(())
 }

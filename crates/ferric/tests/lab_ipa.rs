@@ -156,7 +156,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     // IPA moves the GPT's backup header to the end of the disk after writing (as Ferric's
     // agent does), so the primary header (LBA 1) differs from the image's in the backup
     // header's location and the checksum; everything after it is the image.
-    let written = read_at(&disk, image.len())?;
+    let written = lab::read_at(&disk, 0, image.len())?;
     // Its protective MBR's partition entry grows to the whole disk with it (LBA 0).
     let without_gpt_headers = |bytes: &[u8]| bytes.get(1024..).unwrap_or_default().to_vec();
     ensure!(
@@ -239,13 +239,4 @@ fn plant_partition_table(disk: &Path, image: &[u8]) -> anyhow::Result<()> {
         .open(disk)
         .and_then(|file| file.write_all_at(head, 0))
         .with_context(|| format!("cannot write {}", disk.display()))
-}
-
-fn read_at(path: &Path, len: usize) -> anyhow::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let mut bytes = vec![0; len];
-    std::fs::File::open(path)
-        .and_then(|file| file.read_exact_at(&mut bytes, 0))
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(bytes)
 }

@@ -32,7 +32,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use ferric_testkit::lab::{self, API, Client, Lab, enroll_machine};
+use ferric_testkit::lab::{self, API, Client, Lab, enroll_machine, read_at};
 use serde_json::{Value, json};
 
 #[path = "lab_lifecycle/bmc.rs"]
@@ -205,15 +205,6 @@ const OVMF_START: &str = "\x1b[=3h";
 
 /// The magic number that opens an md superblock.
 const MD_MAGIC: u32 = 0xa92b_4efc;
-
-fn read_at(path: &Path, offset: u64, len: usize) -> anyhow::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let mut bytes = vec![0; len];
-    std::fs::File::open(path)
-        .and_then(|file| file.read_exact_at(&mut bytes, offset))
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(bytes)
-}
 
 fn image_info(digest: &str) -> Value {
     json!({

@@ -1,14 +1,26 @@
-//! The test image the lab suites deploy: a 64 MiB GPT disk (ESP, UEFI-bootable kernel and an
-//! initramfs of busybox) whose `/init` prints a fresh marker on the serial console forever,
-//! so a suite knows the machine booted what was written to its disk.
+//! The test images the lab suites deploy: a kernel and an initramfs of busybox whose `/init`
+//! prints a fresh marker on the serial console forever, so a suite knows the machine booted
+//! what was written to its disk; and the 64 MiB GPT disk (ESP, UEFI-bootable) built of them.
+//! A suite that needs another shape (a root filesystem, a live ISO) builds it of the same
+//! kernel and initramfs ([`marker_boot`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-/// Builds `DIR/boot/images/marker.img`, with `DIR/marker` (the text it prints: `PREFIX-PID`)
-/// and `DIR/marker.img.sha256` beside it. Needs busybox-static and a `/boot/vmlinuz-*`.
-pub fn build_marker_image(dir: &Path, prefix: &str) -> anyhow::Result<()> {
+/// What boots to the marker: the host's newest kernel and the marker's initramfs.
+pub struct MarkerBoot {
+    /// The text `/init` prints (`PREFIX-PID`), also in `DIR/marker`.
+    pub marker: String,
+    /// The host's newest `/boot/vmlinuz-*`.
+    pub kernel: PathBuf,
+    /// `DIR/marker.initramfs`: busybox and the `/init` that prints the marker.
+    pub initramfs: PathBuf,
+}
+
+/// Writes `DIR/marker` (`PREFIX-PID`) and `DIR/marker.initramfs`, and finds the kernel to boot
+/// it. Needs busybox-static and a `/boot/vmlinuz-*`.
+pub fn marker_boot(dir: &Path, prefix: &str) -> anyhow::Result<MarkerBoot> {
     let marker = format!("{prefix}-{}", std::process::id());
     let init = format!(
         "#!/bin/busybox sh\n\
@@ -50,16 +62,28 @@ pub fn build_marker_image(dir: &Path, prefix: &str) -> anyhow::Result<()> {
         })
         .max()
         .context("no /boot/vmlinuz-*: install linux-image-amd64")?;
-    let image = dir.join("boot/images/marker.img");
-    ferric_lab::image::BootImage {
+    std::fs::write(dir.join("marker"), &marker)?;
+    Ok(MarkerBoot {
+        marker,
         kernel,
         initramfs,
+    })
+}
+
+/// Builds `DIR/boot/images/marker.img` of [`marker_boot`]'s kernel and initramfs, with
+/// `DIR/marker` (the text it prints: `PREFIX-PID`) and `DIR/marker.img.sha256` beside it;
+/// what it boots, for a suite that builds more of it.
+pub fn build_marker_image(dir: &Path, prefix: &str) -> anyhow::Result<MarkerBoot> {
+    let boot = marker_boot(dir, prefix)?;
+    let image = dir.join("boot/images/marker.img");
+    ferric_lab::image::BootImage {
+        kernel: boot.kernel.clone(),
+        initramfs: boot.initramfs.clone(),
         append: "console=ttyS0 quiet".into(),
         size_mib: 64,
     }
     .build(&image, &dir.join("image-work"))?;
-    std::fs::write(dir.join("marker"), &marker)?;
     let digest = super::sha256_hex(&std::fs::read(&image)?);
     std::fs::write(dir.join("marker.img.sha256"), digest)?;
-    Ok(())
+    Ok(boot)
 }
