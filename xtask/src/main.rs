@@ -124,7 +124,14 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // `cargo run` (the `cargo xtask` alias) sets CARGO_MANIFEST_DIR for the process; prefer it
+    // to the one compiled in: two clones sharing one target dir (CI's clone and a developer's
+    // tree) build xtask under the same name, and cargo may run the other clone's binary,
+    // whose compiled-in root is that clone.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
