@@ -14,10 +14,10 @@ use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
-use common::Server;
+use common::{Server, eventually};
 use ferric_agent::config::{AgentConfig, PowerMode};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
@@ -27,18 +27,6 @@ const VERSION: (&str, &str) = ("X-OpenStack-Ironic-API-Version", "1.68");
 const MAC: &str = "52:54:00:aa:bb:01";
 const DISK_BYTES: u64 = 128 * 1024 * 1024;
 const MIB: usize = 1024 * 1024;
-
-/// Waits for `check` to return `Some`; the deadline only catches hangs.
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A machine as the agent sees it: fixture /proc and /sys, and a sparse file as its disk.
 fn fake_machine(root: &Path) -> (PathBuf, PathBuf, PathBuf) {

@@ -15,9 +15,9 @@ use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::Server;
+use common::{Server, eventually};
 use ferric_agent::config::{AgentConfig, PowerMode};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
@@ -30,17 +30,6 @@ const MIB: u64 = 1024 * 1024;
 const DISK_BYTES: u64 = 2048 * MIB;
 const ROOT_UUID: &str = "0b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c2d";
 const EFIVARS_GUID: &str = "8be4df61-93ca-11d2-aa0d-00e098032b8c";
-
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A UEFI machine as the agent sees it: fixture /proc and /sys (with efivars holding the
 /// firmware's BootOrder) and a sparse file as its disk.
