@@ -276,6 +276,12 @@ impl Conductor {
                 .await?
                 .is_some_and(|lease| !lease.is_expired_at(chrono::Utc::now()));
             if !held {
+                // The flow may have just ended (state saved, lease released) after the read
+                // above: read again, and answer from the new state.
+                let now = inner.store.node_get(&Ident::Uuid(node)).await?;
+                if now.version != current.version && attempt < ATTEMPTS {
+                    continue;
+                }
                 return Err(ConductorError::Conflict(format!(
                     "Node {node} is in state \"{state}\" but no conductor works on it right \
                      now; it will be failed by recovery shortly. Retry then."
