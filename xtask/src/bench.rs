@@ -21,17 +21,25 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use crate::bench_memory::{self, PeakSampler, Rss};
 use crate::clients::{RunningServer, free_port, target_dir};
 use crate::{run, workspace_root};
 
 pub(crate) const USAGE: &str = "\
-usage: cargo xtask bench-api [--postgres] [--nodes N] [--threads N] [--seconds S]
+usage: cargo xtask bench-api [--postgres] [--nodes N] [--threads N] [--seconds S] [--walks N]
+                             [--fleet N] [--env KEY=VALUE]...
 
   --postgres      run on PostgreSQL (127.0.0.1:5432, user postgres, trust) in a fresh database
                   `ferric_bench`, made from `test`, instead of a fresh SQLite file
   --nodes N       how many nodes to enroll first (default 10000)
   --threads N     client threads for the throughput run (default 10)
   --seconds S     length of the throughput run (default 10)
+  --walks N       full detail walks, the server's RSS printed after each (default 3; the
+                  first fills the render cache, the percentiles are of the others)
+  --fleet N       at the end, a fleet cycle of N more nodes with a port each (create, manage,
+                  provide, deploy, undeploy, delete), then the idle RSS (default 1000; 0: none)
+  --env KEY=VALUE an environment variable for the server (FERRIC_* settings, MIMALLOC_*);
+                  repeatable, e.g. --env FERRIC_API_RENDER_CACHE_SIZE=0
 ";
 
 /// The version every request asks for: the newest, so every field is shown.
@@ -43,6 +51,9 @@ struct Options {
     nodes: usize,
     threads: usize,
     seconds: u64,
+    walks: usize,
+    fleet: usize,
+    env: Vec<(String, String)>,
 }
 
 fn parse(args: &[String]) -> anyhow::Result<Options> {
@@ -51,23 +62,37 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         nodes: 10_000,
         threads: 10,
         seconds: 10,
+        walks: 3,
+        fleet: 1000,
+        env: Vec::new(),
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
-        let mut number = |name: &str| -> anyhow::Result<u64> {
-            let value = args
-                .next()
-                .with_context(|| format!("{name} needs a value\n\n{USAGE}"))?;
-            match value.parse::<u64>() {
-                Ok(number) if number > 0 => Ok(number),
+        let name = arg.as_str();
+        let mut value = || -> anyhow::Result<&String> {
+            args.next()
+                .with_context(|| format!("{name} needs a value\n\n{USAGE}"))
+        };
+        let whole = |value: &str, positive: bool| -> anyhow::Result<usize> {
+            match value.parse::<usize>() {
+                Ok(number) if number > 0 || !positive => Ok(number),
                 _ => bail!("{name} {value:?}: expected a positive whole number\n\n{USAGE}"),
             }
         };
-        match arg.as_str() {
+        match name {
             "--postgres" => options.postgres = true,
-            "--nodes" => options.nodes = usize::try_from(number("--nodes")?)?,
-            "--threads" => options.threads = usize::try_from(number("--threads")?)?,
-            "--seconds" => options.seconds = number("--seconds")?,
+            "--nodes" => options.nodes = whole(value()?, true)?,
+            "--threads" => options.threads = whole(value()?, true)?,
+            "--seconds" => options.seconds = u64::try_from(whole(value()?, true)?)?,
+            "--walks" => options.walks = whole(value()?, true)?,
+            "--fleet" => options.fleet = whole(value()?, false)?,
+            "--env" => {
+                let pair = value()?;
+                let Some((key, value)) = pair.split_once('=') else {
+                    bail!("--env {pair:?}: expected KEY=VALUE\n\n{USAGE}");
+                };
+                options.env.push((key.to_owned(), value.to_owned()));
+            }
             "-h" | "--help" => {
                 print!("{USAGE}");
                 std::process::exit(0);
@@ -105,9 +130,18 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
     } else {
         run_dir.join("ferric.db").display().to_string()
     };
-    let server = RunningServer::ferric_binary(&binary, &run_dir, free_port()?, &database_url)?;
+    let env: Vec<(&str, &str)> = options
+        .env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let server =
+        RunningServer::ferric_binary_with(&binary, &run_dir, free_port()?, &database_url, &env)?;
     let endpoint = server.endpoint.clone();
+    let pid = server.pid().context("the server's process id is unknown")?;
     println!("bench-api: ferric (release) on {backend} at {endpoint}");
+    let peak = PeakSampler::start(pid);
+    Rss::of(pid)?.print("at start");
 
     let started = Instant::now();
     let uuids = enroll(&endpoint, options.nodes, options.threads)?;
@@ -118,40 +152,50 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         uuids.len() as f64 / seconds,
         options.threads
     );
+    bench_memory::idle(pid, 3, "after enrolling")?;
 
-    let cpu = ServerCpu::new(server.pid())?;
+    let cpu = ServerCpu::new(Some(pid))?;
     let agent = agent();
-    // A warm-up pass over every read path, so caches and the pool are as in steady state.
-    walk_pages(&agent, &format!("{endpoint}/v1/nodes/detail?limit=1000"))?;
-    walk_pages(
-        &agent,
-        &format!("{endpoint}/v1/nodes?fields=uuid,provision_state"),
-    )?;
-
+    // Full detail walks: the first fills the render cache (its pages are reported apart),
+    // the others are the steady state the percentiles describe.
+    let detail_url = format!("{endpoint}/v1/nodes/detail?limit=1000");
     let mut detail = Vec::new();
-    let start = cpu.used()?;
-    for _ in 0..5 {
-        detail.extend(walk_pages(
-            &agent,
-            &format!("{endpoint}/v1/nodes/detail?limit=1000"),
-        )?);
+    let mut detail_cpu = 0.0;
+    for walk in 1..=options.walks {
+        let start = cpu.used()?;
+        let mut pages = walk_pages(&agent, &detail_url)?;
+        let used = cpu.used()? - start;
+        if walk == 1 {
+            report(
+                "GET /v1/nodes/detail, first walk (fills the cache)",
+                &mut pages,
+            );
+            cpu.report(used, pages.len());
+        } else {
+            detail_cpu += used;
+            detail.extend(pages);
+        }
+        Rss::of(pid)?.print(&format!("after detail walk {walk}"));
     }
-    report("GET /v1/nodes/detail (pages of 1,000)", &mut detail);
-    cpu.report_since(start, detail.len())?;
+    if !detail.is_empty() {
+        report("GET /v1/nodes/detail (pages of 1,000)", &mut detail);
+        cpu.report(detail_cpu, detail.len());
+    }
+    bench_memory::idle(pid, 3, "after the detail walks")?;
 
+    let fields_url = format!("{endpoint}/v1/nodes?fields=uuid,provision_state");
+    walk_pages(&agent, &fields_url)?;
     let mut fields = Vec::new();
     let start = cpu.used()?;
     for _ in 0..5 {
-        fields.extend(walk_pages(
-            &agent,
-            &format!("{endpoint}/v1/nodes?fields=uuid,provision_state"),
-        )?);
+        fields.extend(walk_pages(&agent, &fields_url)?);
     }
     report(
         "GET /v1/nodes?fields=uuid,provision_state (pages of 1,000)",
         &mut fields,
     );
     cpu.report_since(start, fields.len())?;
+    Rss::of(pid)?.print("after the fields= walks");
 
     let mut single = Vec::new();
     let start = cpu.used()?;
@@ -177,6 +221,22 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         "  throughput: {:.0} requests/s ({requests} requests in {:.1} s)",
         requests as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
+    );
+    bench_memory::idle(pid, 5, "after the reads")?;
+
+    if options.fleet > 0 {
+        let start = cpu.used()?;
+        bench_memory::fleet_cycle(&endpoint, options.fleet, options.threads)?;
+        println!("  server CPU: {:.2} s", cpu.used()? - start);
+        bench_memory::idle(pid, 5, "after the fleet cycle")?;
+        // The walk an operator's dashboard makes next: does the cycle's residue stay?
+        walk_pages(&agent, &detail_url)?;
+        Rss::of(pid)?.print("after one more detail walk");
+        bench_memory::idle(pid, 5, "at the end")?;
+    }
+    println!(
+        "  RSS peak over the run: {:.1} MB",
+        peak.peak() as f64 / 1e6
     );
     drop(server);
     Ok(())
@@ -226,12 +286,16 @@ impl ServerCpu {
     }
 
     fn report_since(&self, start: f64, requests: usize) -> anyhow::Result<()> {
-        let used = self.used()? - start;
+        self.report(self.used()? - start, requests);
+        Ok(())
+    }
+
+    /// Prints `used` CPU seconds per request.
+    fn report(&self, used: f64, requests: usize) {
         println!(
             "  server CPU: {:.3} ms per request ({used:.2} s for {requests})",
             used * 1000.0 / requests.max(1) as f64
         );
-        Ok(())
     }
 }
 

@@ -320,7 +320,7 @@ impl RunningServer {
         RunningServer::ferric_binary_with(binary, run_dir, port, database_url, &[])
     }
 
-    fn ferric_binary_with(
+    pub(crate) fn ferric_binary_with(
         binary: &Path,
         run_dir: &Path,
         port: u16,

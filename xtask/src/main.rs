@@ -3,6 +3,7 @@
 //! does after installing dependencies.
 
 mod bench;
+mod bench_memory;
 mod clients;
 mod compare;
 mod deb;

@@ -28,6 +28,9 @@ use crate::sql::{Arg, BindArgs, DbRow, db_time};
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 
+/// How long a SQLite connection may sit idle in the pool before it is closed.
+const SQLITE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Maps one row to a record; written once per resource against [`DbRow`].
 pub(crate) type RowMapper<T> = fn(&dyn DbRow) -> Result<T, sqlx::Error>;
 
@@ -183,7 +186,11 @@ impl Store {
             let connect = connect
                 .journal_mode(SqliteJournalMode::Wal)
                 .foreign_keys(true)
-                .busy_timeout(options.busy_timeout);
+                .busy_timeout(options.busy_timeout)
+                // SQLite's default page cache is 2 MB per connection; the listings' rows are
+                // read from the OS's file cache anyway, so 1 MiB (every B-tree interior page
+                // up to ~40,000 nodes) is enough, and 1 MiB less per pooled connection.
+                .pragma("cache_size", "-1024");
             // An in-memory database lives as long as its one connection: keep exactly one.
             let max_connections = if in_memory {
                 1
@@ -198,6 +205,11 @@ impl Store {
                     .min_connections(1)
                     .idle_timeout(None)
                     .max_lifetime(None);
+            } else {
+                // Each connection keeps a page cache and its prepared statements (megabytes
+                // after a walk over every node): connections left idle are closed, so an idle
+                // server gives that memory back (issue 26; docs/benchmarks.md).
+                pool_options = pool_options.idle_timeout(SQLITE_IDLE_TIMEOUT);
             }
             let pool = pool_options
                 .connect_with(connect)

@@ -53,6 +53,13 @@ struct Entry {
 }
 
 impl Entry {
+    /// Whether this document is the one of `key`'s node as it is now.
+    fn matches(&self, key: &RenderKey) -> bool {
+        self.version == key.version
+            && self.reservation == key.reservation
+            && self.conductor == key.conductor
+    }
+
     fn cost(&self) -> usize {
         SLOT_OVERHEAD + self.compressed.len()
     }
@@ -86,6 +93,19 @@ impl RenderedNodes {
         }
     }
 
+    /// Whether the document of `key` is held (it may be dropped before it is read).
+    pub(crate) fn holds(&self, key: &RenderKey) -> bool {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots
+            .entries
+            .get(&Slot {
+                id: key.id,
+                minor: key.minor,
+                base: key.base.clone(),
+            })
+            .is_some_and(|entry| entry.matches(key))
+    }
+
     /// Appends the document of `key` to `out` if it is held; false (and `out` untouched) if
     /// not.
     pub(crate) fn append_to(&self, key: &RenderKey, out: &mut Vec<u8>) -> bool {
@@ -98,10 +118,7 @@ impl RenderedNodes {
         let Some(entry) = slots.entries.get(&slot) else {
             return false;
         };
-        if entry.version != key.version
-            || entry.reservation != key.reservation
-            || entry.conductor != key.conductor
-        {
+        if !entry.matches(key) {
             return false;
         }
         let start = out.len();
@@ -205,11 +222,13 @@ mod tests {
         let cache = RenderedNodes::default();
         cache.put(key(7, 2), &document(7));
         let mut out = b"[".to_vec();
+        assert!(cache.holds(&key(7, 2)));
         assert!(cache.append_to(&key(7, 2), &mut out));
         assert_eq!(out[1..], document(7));
 
         let mut out = Vec::new();
         assert!(!cache.append_to(&key(7, 3), &mut out), "a newer revision");
+        assert!(!cache.holds(&key(7, 3)));
         assert!(!cache.append_to(&key(8, 2), &mut out), "another node");
         let mut reserved = key(7, 2);
         reserved.reservation = Some("c1".to_owned());
