@@ -21,6 +21,10 @@ const VERSION_HEADER: &str = "X-OpenStack-Ironic-API-Version";
 const MIN_TOKEN_LENGTH: usize = 32;
 /// Forced heartbeats (after a command) come at most this often.
 const MIN_FORCED_INTERVAL: Duration = Duration::from_secs(5);
+/// How long the agent waits at start for a route to the API (the ramdisk's DHCP client runs
+/// beside it) before it goes on to the lookup's own backoff anyway, and how often it looks.
+const ROUTE_WAIT_LIMIT: Duration = Duration::from_secs(30);
+const ROUTE_POLL: Duration = Duration::from_millis(50);
 
 /// Why the agent stopped talking to the API.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +68,9 @@ pub async fn run(
         .cloned()
         .ok_or(ClientError::NoApiUrl)?;
     let http = api_client(&agent.config)?;
+    // /init starts the agent while udhcpc is still asking: a request sent before the lease
+    // fails at once and costs the first backoff (1–2 s, 5 s for the inspection post).
+    wait_for_route(&agent.config.api_urls, ROUTE_WAIT_LIMIT).await;
     if let Some(url) = agent.config.inspection_callback_url.clone() {
         inspect(&agent, &http, &url).await;
     }
@@ -412,6 +419,59 @@ fn advertise_host(agent: &Agent, api_url: &str) -> String {
         .unwrap_or_else(|_| fallback())
 }
 
+/// The API's address and port when `api_url` names its host by IP address (a name would need
+/// the resolver, which is no use before the network is up).
+fn api_socket(api_url: &str) -> Option<std::net::SocketAddr> {
+    let url = reqwest::Url::parse(api_url).ok()?;
+    let port = url.port_or_known_default().unwrap_or(6385);
+    let host = url.host_str()?;
+    let ip: IpAddr = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()?;
+    Some((ip, port).into())
+}
+
+/// The local address the host would send from to reach `api`, `None` while it has no route
+/// there (no address yet). A UDP `connect` sends nothing.
+fn route_to(api: std::net::SocketAddr) -> Option<IpAddr> {
+    let bind: IpAddr = if api.is_ipv6() {
+        IpAddr::from([0u16; 8])
+    } else {
+        IpAddr::from([0u8; 4])
+    };
+    let socket = UdpSocket::bind((bind, 0)).ok()?;
+    socket.connect(api).ok()?;
+    socket.local_addr().ok().map(|address| address.ip())
+}
+
+/// Waits until one of `api_urls` is routable (polling every [`ROUTE_POLL`]) or `limit` has
+/// passed, and logs how long it took. Returns whether a route was found; API URLs that name
+/// their host by DNS name are not waited for.
+async fn wait_for_route(api_urls: &[String], limit: Duration) -> bool {
+    let apis: Vec<_> = api_urls.iter().filter_map(|url| api_socket(url)).collect();
+    if apis.is_empty() {
+        return false;
+    }
+    let started = Instant::now();
+    loop {
+        if let Some(local) = apis.iter().find_map(|api| route_to(*api)) {
+            tracing::info!(
+                %local,
+                waited_ms = started.elapsed().as_millis(),
+                "the API is routable"
+            );
+            return true;
+        }
+        if started.elapsed() >= limit {
+            tracing::warn!(?limit, "no route to the API yet; trying the lookup anyway");
+            return false;
+        }
+        tokio::time::sleep(ROUTE_POLL).await;
+    }
+}
+
 fn bracket_ipv6(host: &str) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]")
@@ -423,6 +483,27 @@ fn bracket_ipv6(host: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_route_wait_finds_a_routable_api_and_skips_names() {
+        // Loopback is always routable; a name is not resolved before the network is up.
+        let limit = Duration::from_secs(60);
+        assert!(wait_for_route(&["http://127.0.0.1:6385".to_owned()], limit).await);
+        assert!(!wait_for_route(&["https://ironic.example:6385".to_owned()], limit).await);
+        assert_eq!(
+            route_to("127.0.0.1:6385".parse().unwrap()),
+            Some(IpAddr::from([127, 0, 0, 1]))
+        );
+        assert_eq!(
+            api_socket("https://10.0.0.1/v1"),
+            Some("10.0.0.1:443".parse().unwrap())
+        );
+        assert_eq!(
+            api_socket("http://[fd00::1]:6385"),
+            Some("[fd00::1]:6385".parse().unwrap())
+        );
+        assert_eq!(api_socket("https://ironic.example:6385"), None);
+    }
 
     #[test]
     fn ipv6_hosts_get_brackets_in_urls() {

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::Component;
 use crate::DriverError;
-use crate::dhcp::{BIOS_LOADER, IPXE_DIR, UEFI_LOADER};
+use crate::dhcp::{BIOS_LOADER, UEFI_LOADER};
 use crate::interfaces::{BootDevice, BootInterface, BootMode, Validate};
 use crate::ramdisk_deploy::InstanceRamdisk;
 use crate::settings::BootSettings;
@@ -40,12 +40,13 @@ echo No network boot requested for ${mac}; booting from the next device.\n\
 exit 0\n";
 
 /// Writes `boot.ipxe` into the boot file server's root (at server start).
-/// Also copies the UEFI iPXE loader from Debian's `ipxe` beside it, for UEFI HTTP boot
-/// (`<http_url>/snponly.efi`); without the package the `http` interfaces refuse to validate.
+/// Also copies the UEFI iPXE loader from `ipxe_dir` (Debian's `ipxe` by default) beside it,
+/// for UEFI HTTP boot (`<http_url>/snponly.efi`); without it the `http` interfaces refuse to
+/// validate.
 pub fn write_boot_script(settings: &BootSettings) -> std::io::Result<()> {
     std::fs::create_dir_all(settings.http_root.join("ipxe"))?;
     std::fs::create_dir_all(settings.http_root.join("images"))?;
-    let loader = Path::new(IPXE_DIR).join(UEFI_LOADER);
+    let loader = settings.ipxe_dir.join(UEFI_LOADER);
     if loader.exists() {
         let copy = settings.http_root.join(UEFI_LOADER);
         let temporary = copy.with_extension("tmp");
@@ -54,7 +55,8 @@ pub fn write_boot_script(settings: &BootSettings) -> std::io::Result<()> {
     } else {
         tracing::warn!(
             loader = %loader.display(),
-            "no UEFI iPXE loader (install Debian's ipxe): UEFI HTTP boot is unavailable"
+            "no UEFI iPXE loader (install Debian's ipxe, or set ipxe_dir): UEFI HTTP boot is \
+             unavailable"
         );
     }
     write_atomically(&settings.http_root.join("boot.ipxe"), BOOT_SCRIPT)
@@ -254,7 +256,7 @@ impl IpxeBoot {
                     BootMode::Uefi => UEFI_LOADER,
                     BootMode::Bios => BIOS_LOADER,
                 };
-                let path = Path::new(IPXE_DIR).join(loader);
+                let path = self.settings.ipxe_dir.join(loader);
                 if path.exists() {
                     return Ok(());
                 }
@@ -262,8 +264,9 @@ impl IpxeBoot {
                     "node.boot_interface",
                     format!(
                         "Node {}: boot interface {name} hands {mode} machines {} over TFTP, and it is \
-                     missing; install Debian's ipxe package, or set boot_interface ipxe if the \
-                     machine's NIC runs iPXE itself.",
+                     missing; install Debian's ipxe package (or set ipxe_dir to a directory \
+                     holding iPXE's loaders), or set boot_interface ipxe if the machine's NIC \
+                     runs iPXE itself.",
                         node.uuid,
                         path.display()
                     ),
@@ -302,10 +305,11 @@ impl IpxeBoot {
                     "node.boot_interface",
                     format!(
                         "Node {}: boot interface {name} serves {} to UEFI HTTP boot, and it is \
-                     missing; install Debian's ipxe package ({IPXE_DIR}/{UEFI_LOADER}) and \
-                     restart ferric server, which copies it there.",
+                     missing; install Debian's ipxe package ({}) and restart ferric server, \
+                     which copies it there.",
                         node.uuid,
-                        loader.display()
+                        loader.display(),
+                        self.settings.ipxe_dir.join(UEFI_LOADER).display()
                     ),
                 ))
             }

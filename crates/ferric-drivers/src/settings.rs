@@ -25,6 +25,9 @@ pub struct BootSettings {
     /// dnsmasq's `--dhcp-hostsdir`: Ferric writes one file per MAC of a node in a ramdisk
     /// phase (tagged `ferric`) and removes it afterwards. `None`: DHCP is the operator's.
     pub dhcp_hostsdir: Option<PathBuf>,
+    /// Where the iPXE loaders firmware network boot fetches are read from (`snponly.efi`,
+    /// `undionly.kpxe`): Debian's `ipxe` package by default, or a site's own iPXE build.
+    pub ipxe_dir: PathBuf,
 }
 
 impl Default for BootSettings {
@@ -37,6 +40,7 @@ impl Default for BootSettings {
             deploy_ramdisk: "agent.ramdisk".to_owned(),
             kernel_append_params: "console=ttyS0 console=tty0".to_owned(),
             dhcp_hostsdir: None,
+            ipxe_dir: PathBuf::from(crate::dhcp::IPXE_DIR),
         }
     }
 }

@@ -211,6 +211,11 @@ pub(crate) struct Settings {
     /// A dnsmasq `--dhcp-hostsdir` Ferric writes per-MAC entries (tag `ferric`) into while a
     /// node is in a ramdisk phase; unset: DHCP is configured by the operator.
     pub(crate) dhcp_hostsdir: Option<PathBuf>,
+    /// The directory of the iPXE loaders handed to firmware network boot: `snponly.efi`
+    /// (UEFI PXE over TFTP, and UEFI HTTP boot, copied into `boot_http_root` at start) and
+    /// `undionly.kpxe` (BIOS PXE). Default: Debian's `ipxe` package; a site can point it at
+    /// its own iPXE build (e.g. one without the 2 s "Press Ctrl-B" wait, `BANNER_TIMEOUT` 0).
+    pub(crate) ipxe_dir: PathBuf,
     /// Start Ferric's own dnsmasq on this interface (DHCP for machines in a ramdisk phase
     /// only, chained to iPXE's `boot.ipxe`); unset: the operator runs DHCP.
     pub(crate) dhcp_interface: Option<String>,
@@ -458,6 +463,7 @@ impl Default for Settings {
             deploy_ramdisk: "agent.ramdisk".to_owned(),
             kernel_append_params: "console=ttyS0".to_owned(),
             dhcp_hostsdir: None,
+            ipxe_dir: PathBuf::from(ferric_drivers::dhcp::IPXE_DIR),
             dhcp_interface: None,
             dhcp_range: None,
             dhcp_enable_ra: false,
@@ -611,7 +617,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 103] = [
+    pub(crate) const KEYS: [&'static str; 104] = [
         "database_url",
         "api_listen",
         "log_format",
@@ -665,6 +671,7 @@ impl Settings {
         "deploy_ramdisk",
         "kernel_append_params",
         "dhcp_hostsdir",
+        "ipxe_dir",
         "dhcp_interface",
         "dhcp_range",
         "dhcp_enable_ra",

@@ -121,16 +121,7 @@ else
 fi
 read uptime _ < /proc/uptime
 echo "ferric ramdisk: loaded${{loaded% }} (${{uptime}} s; ferric.modules=all loads every driver)"
-# Software RAID built by an earlier ramdisk (the `raid.*` steps) comes back as it was.
-if command -v mdadm >/dev/null; then
-  mkdir -p /run/mdadm /etc/mdadm
-  mdadm --assemble --scan --run 2>&1 | sed 's/^/ferric ramdisk: /'
-fi
-# The ACPI power button (soft power off): button + evdev are loaded; acpid runs poweroff.
-mkdir -p /etc/acpi/PWRF
-printf '#!/bin/sh\npoweroff -f\n' > /etc/acpi/PWRF/00000080
-chmod 755 /etc/acpi/PWRF/00000080
-acpid -c /etc/acpi 2>/dev/null
+# DHCP first: the leases come while the arrays assemble (ferric-agent waits for a route).
 echo "ferric ramdisk: bringing up the network"
 ip link set lo up
 for path in /sys/class/net/*; do
@@ -142,6 +133,16 @@ for path in /sys/class/net/*; do
   ip link set "$name" up
   udhcpc -i "$name" -s /usr/share/udhcpc/default.script -t 20 -T 2 -b -S &
 done
+# Software RAID built by an earlier ramdisk (the `raid.*` steps) comes back as it was.
+if command -v mdadm >/dev/null; then
+  mkdir -p /run/mdadm /etc/mdadm
+  mdadm --assemble --scan --run 2>&1 | sed 's/^/ferric ramdisk: /'
+fi
+# The ACPI power button (soft power off): button + evdev are loaded; acpid runs poweroff.
+mkdir -p /etc/acpi/PWRF
+printf '#!/bin/sh\npoweroff -f\n' > /etc/acpi/PWRF/00000080
+chmod 755 /etc/acpi/PWRF/00000080
+acpid -c /etc/acpi 2>/dev/null
 grep -qE 'ipa-api-url=|ferric.api_url=' /proc/cmdline ||
   echo "ferric ramdisk: no ipa-api-url= or ferric.api_url= on the kernel command line"
 while true; do

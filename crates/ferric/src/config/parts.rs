@@ -345,12 +345,10 @@ impl Settings {
             pid_file: None,
             known_hosts_only: true,
             router_advertisements: self.dhcp_enable_ra,
-            // Firmware PXE clients get iPXE from Debian's `ipxe` over dnsmasq's TFTP; without
-            // the package only clients that are iPXE already can boot (the `pxe` and `http`
-            // boot interfaces say so at validate).
-            tftp_root: Path::new(ferric_drivers::dhcp::IPXE_DIR)
-                .is_dir()
-                .then(|| PathBuf::from(ferric_drivers::dhcp::IPXE_DIR)),
+            // Firmware PXE clients get iPXE from `ipxe_dir` (Debian's `ipxe`) over dnsmasq's
+            // TFTP; without it only clients that are iPXE already can boot (the `pxe` and
+            // `http` boot interfaces say so at validate).
+            tftp_root: self.ipxe_dir.is_dir().then(|| self.ipxe_dir.clone()),
             http_boot_url: Some(format!("{boot_url}/{}", ferric_drivers::dhcp::UEFI_LOADER)),
         }))
     }
@@ -369,6 +367,7 @@ impl Settings {
                 deploy_ramdisk: self.deploy_ramdisk.clone(),
                 kernel_append_params: self.kernel_append_params.clone(),
                 dhcp_hostsdir: self.effective_dhcp_hostsdir(),
+                ipxe_dir: self.ipxe_dir.clone(),
             },
             deploy: ferric_drivers::DeploySettings {
                 erase_devices_priority: self.erase_devices_priority,

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 103] = [
+const SAMPLES: [(&str, &str); 104] = [
     ("database_url", "sqlite://sample.db"),
     ("api_listen", "127.0.0.1:7385"),
     ("log_format", "json"),
@@ -242,6 +242,7 @@ const SAMPLES: [(&str, &str); 103] = [
     ("deploy_ramdisk", "ipa.initramfs"),
     ("kernel_append_params", "console=ttyS1 nofb"),
     ("dhcp_hostsdir", "dhcp-hosts"),
+    ("ipxe_dir", "/srv/ipxe"),
     ("dhcp_interface", "ferric0"),
     ("dhcp_range", "10.0.0.10,10.0.0.20,255.255.255.0"),
     ("dhcp_enable_ra", "true"),
