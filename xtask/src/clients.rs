@@ -39,6 +39,9 @@ usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,
 const MIMALLOC_ENV: &[(&str, &str)] = &[
     ("MIMALLOC_PURGE_DELAY", "0"),
     ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
+    // SQLite's C code allocates with glibc's malloc, which keeps a 5–6 MB arena per thread
+    // that ever allocated; one arena takes ~10 MB off RSS at 10,000 nodes (docs/benchmarks.md).
+    ("MALLOC_ARENA_MAX", "1"),
 ];
 
 /// Ferric configured as `scripts/ironic-standalone.sh` configures the reference Ironic, as
