@@ -8,8 +8,10 @@
 //! per backend. So there is one copy of every query, and a backend difference lives here or in
 //! the migrations, not scattered through the resource code.
 //!
-//! Every operation is a single statement in autocommit mode (one exception, a pair of statements
-//! in one transaction: [`Store::execute_then`], for abort requests): nothing holds a transaction
+//! Every operation is a single statement in autocommit mode (two exceptions, a pair of
+//! statements in one transaction: [`Store::execute_then`], for abort requests, and
+//! [`Store::fetch_optional_then`], a node's state change with its history entry; on SQLite
+//! every statement that may write first takes the process's write turn, `write_turn`): nothing holds a transaction
 //! open across anything but SQL, let alone across a BMC or network call. Races between writers are settled by
 //! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
 

@@ -31,6 +31,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
     .unwrap();
     [
         ("DATABASE_URL", "every-setting.db"),
+        ("SQLITE_FULL_SYNC", "true"),
         ("API_LISTEN", "127.0.0.1:0"),
         ("LOG_FORMAT", "json"),
         ("LOG_LEVEL", "info,ferric_db=warn"),
