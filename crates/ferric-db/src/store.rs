@@ -290,7 +290,7 @@ impl Store {
     /// On SQLite, the turn to write for a statement that may write (`None`: go ahead).
     async fn write_turn(&self, sql: &str) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         let writer = self.writer.as_ref()?;
-        let verb = sql.trim_start().split_whitespace().next().unwrap_or_default();
+        let verb = sql.split_whitespace().next().unwrap_or_default();
         let reads = ["SELECT", "PRAGMA", "VACUUM"]
             .iter()
             .any(|read| verb.eq_ignore_ascii_case(read));
