@@ -5,13 +5,16 @@
 //! prints one table with both and the ratio.
 //!
 //! Theory of operation: each server is started once and gets, in order, the fleets (N nodes
-//! with a port each, then manage → provide → deploy → undeploy → delete, each phase's verbs
-//! sent by C client threads that each follow their node through the API until it rests), the
-//! reads at 10,000 nodes (the `bench-api` paths) and an idle pause. A sampler thread reads the
-//! resident memory of the server's whole process tree (Ironic forks a worker) every 200 ms
-//! for the peak; the idle figure is read after the pause. Clients poll a node right after their
-//! request and then back off from 5 ms to 200 ms, so a fast server is not made to look slow
-//! by the poll period.
+//! with a port each, then manage → provide → deploy → undeploy → delete), the reads at 10,000
+//! nodes (the `bench-api` paths) and an idle pause. A fleet phase is issue 26's workload: the
+//! C client threads send the phase's verb for every node (each taking the next node, never
+//! waiting for one to finish; 409 and 503 are retried after 20 ms) while one poller reads the
+//! collection (`GET /v1/nodes?fields=uuid,provision_state,…&limit=1000`, every page) every
+//! 25 ms; the phase ends when a poll begun after the last request shows every node resting in
+//! the expected state with no target and no reservation, and a node in a failed state ends the
+//! run with its `last_error`. So the figure is the server's throughput, not one node's latency
+//! times N / C. A sampler thread reads the resident memory of the server's whole process tree
+//! (Ironic forks a worker) every 200 ms for the peak; the idle figure is read after the pause.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -290,10 +293,8 @@ fn fleet(
         ("undeploy", "deleted", "available"),
     ] {
         let started = Instant::now();
-        parallel(size, clients, |agent, n| {
-            provision(agent, endpoint, &uuids[n], target, expect)
-        })?;
-        phase(name, started.elapsed(), figures);
+        let rested = phase_until_rested(endpoint, &uuids, clients, target, expect)?;
+        phase(name, rested.duration_since(started), figures);
     }
 
     let started = Instant::now();
@@ -424,8 +425,17 @@ fn parallel<T: Send>(
     threads: usize,
     work: impl Fn(&ureq::Agent, usize) -> anyhow::Result<T> + Sync,
 ) -> anyhow::Result<Vec<T>> {
+    parallel_until(count, threads, &AtomicBool::new(false), work)
+}
+
+/// [`parallel`] that also stops taking new work once `failed` is set from outside.
+fn parallel_until<T: Send>(
+    count: usize,
+    threads: usize,
+    failed: &AtomicBool,
+    work: impl Fn(&ureq::Agent, usize) -> anyhow::Result<T> + Sync,
+) -> anyhow::Result<Vec<T>> {
     let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
     let mut results: Vec<(usize, T)> = thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.min(count).max(1))
             .map(|_| {
@@ -523,13 +533,114 @@ fn mac(round: usize, n: usize) -> String {
     format!("52:54:{:02x}:{a:02x}:{b:02x}:{c:02x}", round % 256)
 }
 
-/// Asks for `target` and follows the node until it rests in `expect` with its lease released.
-fn provision(
+/// How long the poller waits between two looks at the collection.
+const POLL_PAUSE: Duration = Duration::from_millis(25);
+
+/// One phase of the fleet: the clients send `target` for every node (each its share, no
+/// waiting between nodes) while one poller reads the collection until every node rests in
+/// `expect` with no reservation. Returns when the poll that saw it ended.
+fn phase_until_rested(
+    endpoint: &str,
+    uuids: &[String],
+    clients: usize,
+    target: &str,
+    expect: &str,
+) -> anyhow::Result<Instant> {
+    let sent = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    thread::scope(|scope| {
+        let poller = scope.spawn(|| {
+            let result = poll_until_rested(endpoint, uuids, expect, &sent, &stop);
+            // A poller that gave up stops the senders too.
+            stop.store(true, Ordering::Relaxed);
+            result
+        });
+        let requests = parallel_until(uuids.len(), clients, &stop, |agent, n| {
+            request_provision(agent, endpoint, &uuids[n], target)
+        });
+        sent.store(true, Ordering::Relaxed);
+        if requests.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let rested = poller
+            .join()
+            .map_err(|_| anyhow::anyhow!("the poller thread panicked"))?;
+        requests?;
+        rested
+    })
+}
+
+/// Reads `GET /v1/nodes?fields=…` page by page every [`POLL_PAUSE`] until each of `uuids`
+/// is in `expect` with no target and no reservation (and every request has been sent); a
+/// node in a failed state ends the run with its `last_error`.
+fn poll_until_rested(
+    endpoint: &str,
+    uuids: &[String],
+    expect: &str,
+    sent: &AtomicBool,
+    stop: &AtomicBool,
+) -> anyhow::Result<Instant> {
+    let agent = bench::agent();
+    let wanted: std::collections::HashSet<&str> = uuids.iter().map(String::as_str).collect();
+    let first = format!(
+        "{endpoint}/v1/nodes?fields=uuid,provision_state,target_provision_state,reservation,\
+         last_error&limit=1000"
+    );
+    let deadline = Instant::now() + NODE_DEADLINE;
+    loop {
+        // Read before looking at the page: a poll that began before the last request was
+        // sent cannot end the phase.
+        let all_sent = sent.load(Ordering::Relaxed);
+        let mut resting = 0;
+        let mut busy = None;
+        let mut url = Some(first.clone());
+        while let Some(current) = url {
+            let (_, body) = bench::timed_get(&agent, &current)?;
+            for node in body["nodes"].as_array().into_iter().flatten() {
+                let uuid = node["uuid"].as_str().unwrap_or_default();
+                if !wanted.contains(uuid) {
+                    continue;
+                }
+                let state = node["provision_state"].as_str().unwrap_or_default();
+                if state == expect
+                    && node["target_provision_state"].is_null()
+                    && node["reservation"].is_null()
+                {
+                    resting += 1;
+                } else if state.ends_with("failed") || state == "error" {
+                    bail!(
+                        "node {uuid} went to {state:?} instead of {expect:?}: {}",
+                        node["last_error"]
+                    );
+                } else if busy.is_none() {
+                    busy = Some(format!("{uuid} is {state:?}"));
+                }
+            }
+            url = body["next"].as_str().map(str::to_owned);
+        }
+        if all_sent && resting == wanted.len() {
+            return Ok(Instant::now());
+        }
+        if stop.load(Ordering::Relaxed) {
+            bail!("the requests failed before every node reached {expect:?}");
+        }
+        if Instant::now() > deadline {
+            let busy = busy.unwrap_or_else(|| "some are missing from the listing".to_owned());
+            bail!(
+                "{resting} of {} nodes reached {expect:?} in {NODE_DEADLINE:?}; {busy}",
+                wanted.len()
+            );
+        }
+        thread::sleep(POLL_PAUSE);
+    }
+}
+
+/// Asks for `target` on one node; the poller follows it.
+fn request_provision(
     agent: &ureq::Agent,
     endpoint: &str,
     uuid: &str,
     target: &str,
-    expect: &str,
 ) -> anyhow::Result<()> {
     let url = format!("{endpoint}/v1/nodes/{uuid}/states/provision");
     send(&format!("PUT {url} target={target}"), || {
@@ -538,30 +649,7 @@ fn provision(
             .header("X-OpenStack-Ironic-API-Version", "latest")
             .send_json(json!({ "target": target }))
     })?;
-    let url = format!(
-        "{endpoint}/v1/nodes/{uuid}?fields=provision_state,target_provision_state,last_error,reservation"
-    );
-    let deadline = Instant::now() + NODE_DEADLINE;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        let (_, node) = bench::timed_get(agent, &url)?;
-        let state = node["provision_state"].as_str().unwrap_or_default();
-        if state == expect && node["target_provision_state"].is_null() {
-            if node["reservation"].is_null() {
-                return Ok(());
-            }
-        } else if state.ends_with("failed") || state == "error" {
-            bail!(
-                "node {uuid} went to {state:?} instead of {expect:?}: {}",
-                node["last_error"]
-            );
-        }
-        if Instant::now() > deadline {
-            bail!("node {uuid} did not reach {expect:?} in {NODE_DEADLINE:?} (it is {state:?})");
-        }
-        thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(200));
-    }
+    Ok(())
 }
 
 fn delete_node(agent: &ureq::Agent, endpoint: &str, uuid: &str) -> anyhow::Result<()> {

@@ -23,6 +23,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use ferric_db::WriteGuard;
+
 use crate::abort::AbortSignal;
 use crate::{ConductorError, Inner};
 
@@ -139,17 +141,22 @@ impl Task {
 
     /// Writes the node back (see the module comment for how concurrent API edits survive).
     pub(crate) async fn save(&mut self) -> Result<(), ConductorError> {
-        self.save_guarded(false).await.map(drop)
+        self.save_guarded(false, None).await.map(drop)
     }
 
     /// Writes the node back unless its flow is marked for abort: `false` then, and nothing
     /// was written. The check and the write are one statement, so an abort accepted before
     /// it is never overtaken, and one accepted after it finds the node moved on.
     pub(crate) async fn save_unless_aborted(&mut self) -> Result<bool, ConductorError> {
-        self.save_guarded(true).await
+        self.save_guarded(true, None).await
     }
 
-    async fn save_guarded(&mut self, unless_aborted: bool) -> Result<bool, ConductorError> {
+    /// Saves; with `entry`, the history entry is written in the same transaction.
+    async fn save_guarded(
+        &mut self,
+        unless_aborted: bool,
+        entry: Option<&NodeHistoryEntry>,
+    ) -> Result<bool, ConductorError> {
         if self.lost.load(Ordering::SeqCst) {
             return Err(ConductorError::Conflict(format!(
                 "The conductor lost its lease on node {} while working on it; another \
@@ -159,7 +166,16 @@ impl Task {
         }
         for _ in 0..5 {
             let store = &self.inner.store;
-            let saved = if unless_aborted {
+            let guard = if unless_aborted {
+                WriteGuard::RevisionUnlessAborted
+            } else {
+                WriteGuard::Revision
+            };
+            let saved = if let Some(entry) = entry {
+                store
+                    .node_update_recorded(&self.node, self.node.version, guard, entry)
+                    .await
+            } else if unless_aborted {
                 store
                     .node_update_unless_aborted(&self.node, self.node.version)
                     .await
@@ -243,17 +259,6 @@ impl Task {
         {
             self.node.inspection_finished_at = Some(now);
         }
-        if !self.save_guarded(unless_aborted).await? {
-            // Undo the edge in memory: the abort is carried out from where the node was.
-            let node = &mut self.node;
-            (node.provision_state, node.target_provision_state) = (from, before.0);
-            (node.provision_updated_at, node.inspection_started_at) = (before.1, before.2);
-            node.inspection_finished_at = before.3;
-            return Ok(false);
-        }
-        self.inner
-            .metrics
-            .transition(from, event, edge.to, time_in_from);
         let how = match cause {
             Cause::Requested => " (requested through the API)",
             Cause::Conductor => "",
@@ -267,7 +272,19 @@ impl Task {
         } else {
             "INFO"
         };
-        self.history(severity, "provisioning", text).await;
+        // The state and its history entry commit together.
+        let entry = self.history_entry(severity, "provisioning", text);
+        if !self.save_guarded(unless_aborted, Some(&entry)).await? {
+            // Undo the edge in memory: the abort is carried out from where the node was.
+            let node = &mut self.node;
+            (node.provision_state, node.target_provision_state) = (from, before.0);
+            (node.provision_updated_at, node.inspection_started_at) = (before.1, before.2);
+            node.inspection_finished_at = before.3;
+            return Ok(false);
+        }
+        self.inner
+            .metrics
+            .transition(from, event, edge.to, time_in_from);
         Ok(true)
     }
 
@@ -281,7 +298,14 @@ impl Task {
 
     /// Adds a history entry; a failure to write it is logged, never fatal to the task.
     pub(crate) async fn history(&self, severity: &str, event_type: &str, event: String) {
-        let entry = NodeHistoryEntry {
+        let entry = self.history_entry(severity, event_type, event);
+        if let Err(error) = self.inner.store.node_history_add(&entry).await {
+            tracing::warn!(node = %self.uuid(), error = %error, "could not record node history");
+        }
+    }
+
+    fn history_entry(&self, severity: &str, event_type: &str, event: String) -> NodeHistoryEntry {
+        NodeHistoryEntry {
             uuid: Uuid::new_v4(),
             node: self.uuid(),
             created_at: Utc::now(),
@@ -290,9 +314,6 @@ impl Task {
             event,
             conductor: Some(self.inner.config.hostname.clone()),
             user: None,
-        };
-        if let Err(error) = self.inner.store.node_history_add(&entry).await {
-            tracing::warn!(node = %self.uuid(), error = %error, "could not record node history");
         }
     }
 

@@ -1,12 +1,25 @@
 //! Node history: the events the API shows at `/v1/nodes/{node}/history`, pruned to a bounded
-//! number per node.
+//! number per node. A state change and its entry are written in one transaction
+//! ([`Store::node_update_recorded`]): one commit per transition, and no state change without
+//! its record.
 
-use ferric_model::resources::NodeHistoryEntry;
+use ferric_model::resources::{Node, NodeHistoryEntry};
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
-use crate::sql::{Arg, DbRow};
+use crate::nodes::{node_from_row, node_values, write_error};
+use crate::sql::{Arg, DbRow, update_returning_if};
 use crate::store::Store;
+
+/// When [`Store::node_update_recorded`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteGuard {
+    /// Over the revision the caller read (as [`Store::node_update`]).
+    Revision,
+    /// Over that revision and only while no abort is requested (as
+    /// [`Store::node_update_unless_aborted`]).
+    RevisionUnlessAborted,
+}
 
 const HISTORY_COLUMNS: &str =
     "uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name";
@@ -70,6 +83,65 @@ impl Store {
                 kind: Kind::NodeHistory,
                 ident: entry.uuid.to_string(),
             })
+    }
+
+    /// [`Store::node_update`] (or, with [`WriteGuard::RevisionUnlessAborted`],
+    /// [`Store::node_update_unless_aborted`]) and [`Store::node_history_add`] of `entry` in one
+    /// transaction: both or neither. `Ok(None)`: an abort is requested and nothing was written.
+    pub async fn node_update_recorded(
+        &self,
+        node: &Node,
+        expected_version: i64,
+        guard: WriteGuard,
+        entry: &NodeHistoryEntry,
+    ) -> Result<Option<Node>, Error> {
+        let values = node_values(node);
+        let condition = match guard {
+            WriteGuard::Revision => "",
+            WriteGuard::RevisionUnlessAborted => {
+                " AND NOT EXISTS (SELECT 1 FROM node_abort_requests \
+                 WHERE node_abort_requests.node_uuid = nodes.uuid)"
+            }
+        };
+        let query = update_returning_if(
+            "nodes",
+            node.uuid,
+            self.now(),
+            expected_version,
+            &values,
+            condition,
+        );
+        let history = format!(
+            "INSERT INTO node_history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        );
+        let args = [
+            Arg::Uuid(entry.uuid),
+            Arg::Uuid(entry.node),
+            Arg::Time(entry.created_at),
+            Arg::Text(&entry.severity),
+            Arg::Text(&entry.event_type),
+            Arg::Text(&entry.event),
+            (&entry.conductor).into(),
+            (&entry.user).into(),
+        ];
+        let updated = self
+            .fetch_optional_then(
+                (query.sql(), query.args(), node_from_row),
+                (&history, &args),
+            )
+            .await
+            .map_err(|error| write_error(error, node, "node_update_recorded"))?;
+        match updated {
+            Some(node) => Ok(Some(node)),
+            None if guard == WriteGuard::RevisionUnlessAborted
+                && self.node_abort_request_exists(node.uuid).await? =>
+            {
+                Ok(None)
+            }
+            None => Err(self
+                .stale_or_missing("nodes", Kind::Node, node.uuid, expected_version)
+                .await),
+        }
     }
 
     /// `node`'s history, oldest first.

@@ -8,18 +8,23 @@
 //! per backend. So there is one copy of every query, and a backend difference lives here or in
 //! the migrations, not scattered through the resource code.
 //!
-//! Every operation is a single statement in autocommit mode (one exception, a pair of statements
-//! in one transaction: [`Store::execute_then`], for abort requests): nothing holds a transaction
+//! Every operation is a single statement in autocommit mode (two exceptions, a pair of
+//! statements in one transaction: [`Store::execute_then`], for abort requests, and
+//! [`Store::fetch_optional_then`], a node's state change with its history entry; on SQLite
+//! every statement that may write first takes the process's write turn, `write_turn`): nothing holds a transaction
 //! open across anything but SQL, let alone across a BMC or network call. Races between writers are settled by
 //! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::error::{Error, backend, redact};
 use crate::schema::SchemaPolicy;
@@ -47,6 +52,21 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// What opening does with a schema that is behind this binary's (`schema.rs`).
     pub schema: SchemaPolicy,
+    /// SQLite only: when a commit reaches the disk (ARCHITECTURE.md, "Durability on SQLite").
+    pub sqlite_sync: SqliteSync,
+}
+
+/// SQLite's `synchronous` setting under its write-ahead log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqliteSync {
+    /// `NORMAL`: a commit is written to the log before it returns but the log is synced to
+    /// the disk only at checkpoints. Nothing committed is lost when the process dies (the
+    /// write is in the kernel's hands); an operating-system crash or power loss may roll
+    /// back the last commits, never corrupt the database.
+    #[default]
+    Normal,
+    /// `FULL`: every commit also waits for the log to be synced (one `fsync` per commit).
+    Full,
 }
 
 impl Default for StoreOptions {
@@ -56,6 +76,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(10),
             busy_timeout: Duration::from_secs(10),
             schema: SchemaPolicy::Upgrade,
+            sqlite_sync: SqliteSync::default(),
         }
     }
 }
@@ -64,6 +85,10 @@ impl Default for StoreOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: Pool,
+    /// SQLite only: taken by every statement that may write, so this process's writers queue
+    /// here and hand over at once instead of meeting SQLite's busy lock, whose handler sleeps
+    /// (1, 2, 5, 10 … ms) and leaves the database idle meanwhile (`docs/benchmarks.md`).
+    writer: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +151,7 @@ impl Store {
             })?;
         Ok(Self {
             pool: Pool::Sqlite(pool),
+            writer: None,
         })
     }
 
@@ -162,6 +188,7 @@ impl Store {
                 .map_err(open_error)?;
             Self {
                 pool: Pool::Postgres(pool),
+                writer: None,
             }
         } else {
             let (connect, in_memory) = if url.starts_with("sqlite:") {
@@ -185,6 +212,10 @@ impl Store {
             };
             let connect = connect
                 .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(match options.sqlite_sync {
+                    SqliteSync::Normal => SqliteSynchronous::Normal,
+                    SqliteSync::Full => SqliteSynchronous::Full,
+                })
                 .foreign_keys(true)
                 .busy_timeout(options.busy_timeout)
                 // SQLite's default page cache is 2 MB per connection; the listings' rows are
@@ -217,6 +248,7 @@ impl Store {
                 .map_err(open_error)?;
             Self {
                 pool: Pool::Sqlite(pool),
+                writer: Some(Arc::new(tokio::sync::Mutex::new(()))),
             }
         };
         Ok(store)
@@ -267,6 +299,19 @@ impl Store {
         db_time(Utc::now())
     }
 
+    /// On SQLite, the turn to write for a statement that may write (`None`: go ahead).
+    async fn write_turn(&self, sql: &str) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let writer = self.writer.as_ref()?;
+        let verb = sql.split_whitespace().next().unwrap_or_default();
+        let reads = ["SELECT", "PRAGMA", "VACUUM"]
+            .iter()
+            .any(|read| verb.eq_ignore_ascii_case(read));
+        if reads {
+            return None;
+        }
+        Some(writer.lock().await)
+    }
+
     /// Runs `sql` and maps the first row, if any.
     pub(crate) async fn fetch_optional<T>(
         &self,
@@ -274,6 +319,7 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Option<T>, sqlx::Error> {
+        let _turn = self.write_turn(sql).await;
         on_pool!(self, pool => {
             let row = sqlx::query(sql).bind_args(args).fetch_optional(pool).await?;
             row.map(|row| map(&row)).transpose()
@@ -287,6 +333,7 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Vec<T>, sqlx::Error> {
+        let _turn = self.write_turn(sql).await;
         on_pool!(self, pool => {
             let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
             rows.iter().map(|row| map(row)).collect()
@@ -303,6 +350,7 @@ impl Store {
     where
         F: Fn(&dyn DbRow) -> Result<T, sqlx::Error>,
     {
+        let _turn = self.write_turn(sql).await;
         on_pool!(self, pool => {
             let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
             rows.iter().map(|row| map(row)).collect()
@@ -311,8 +359,35 @@ impl Store {
 
     /// Runs `sql` and returns how many rows it changed.
     pub(crate) async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
+        let _turn = self.write_turn(sql).await;
         on_pool!(self, pool => {
             Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
+        })
+    }
+
+    /// Runs `first` and, only if it returned a row, `then`, in one transaction (SQL only
+    /// inside, nothing else awaited): a write and the record of it commit together, one
+    /// commit instead of two. Returns `first`'s row, `None` if it had none (and so nothing ran).
+    pub(crate) async fn fetch_optional_then<T>(
+        &self,
+        first: (&str, &[Arg<'_>], RowMapper<T>),
+        then: (&str, &[Arg<'_>]),
+    ) -> Result<Option<T>, sqlx::Error> {
+        let _turn = self.write_turn(first.0).await;
+        on_pool!(self, pool => {
+            let mut transaction = pool.begin().await?;
+            let row = sqlx::query(first.0)
+                .bind_args(first.1)
+                .fetch_optional(&mut *transaction)
+                .await?;
+            let Some(row) = row else {
+                transaction.rollback().await?;
+                return Ok(None);
+            };
+            let record = first.2(&row)?;
+            sqlx::query(then.0).bind_args(then.1).execute(&mut *transaction).await?;
+            transaction.commit().await?;
+            Ok(Some(record))
         })
     }
 
@@ -323,6 +398,7 @@ impl Store {
         first: (&str, &[Arg<'_>]),
         then: (&str, &[Arg<'_>]),
     ) -> Result<bool, sqlx::Error> {
+        let _turn = self.write_turn(first.0).await;
         on_pool!(self, pool => {
             let mut transaction = pool.begin().await?;
             let changed = sqlx::query(first.0)

@@ -71,6 +71,11 @@ pub(crate) struct Settings {
     /// Where Ferric keeps its state: a SQLite file path or `sqlite://` URL (created if missing),
     /// or a `postgres://` URL for deployments with several processes.
     pub(crate) database_url: String,
+    /// SQLite only: sync the write-ahead log to the disk at every commit (`synchronous =
+    /// FULL`). Off (`NORMAL`), nothing acknowledged is lost when the process dies, but the
+    /// last commits before a power loss or kernel crash may roll back (ARCHITECTURE.md,
+    /// "Durability on SQLite"); on, every commit waits for an `fsync`.
+    pub(crate) sqlite_full_sync: bool,
     /// Address the Bare Metal API listens on.
     pub(crate) api_listen: SocketAddr,
     /// Log line format: `text` or `json`.
@@ -410,6 +415,7 @@ impl Default for Settings {
         let interfaces = ferric_drivers::InterfaceSettings::default();
         Settings {
             database_url: "sqlite://ferric.db".to_owned(),
+            sqlite_full_sync: false,
             api_listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
             log_format: LogFormat::Text,
             log_level: "info".to_owned(),
@@ -617,8 +623,9 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 104] = [
+    pub(crate) const KEYS: [&'static str; 105] = [
         "database_url",
+        "sqlite_full_sync",
         "api_listen",
         "log_format",
         "log_level",

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use ferric_api::ApiState;
 use ferric_conductor::{Conductor, Handoff, Membership};
-use ferric_db::{SchemaPolicy, Store, StoreOptions};
+use ferric_db::{SchemaPolicy, SqliteSync, Store, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::config::{Role, Settings};
@@ -32,6 +32,9 @@ pub(crate) fn run(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()
 async fn open_store(settings: &Settings, schema: SchemaPolicy) -> anyhow::Result<Store> {
     let mut options = StoreOptions::default();
     options.schema = schema;
+    if settings.sqlite_full_sync {
+        options.sqlite_sync = SqliteSync::Full;
+    }
     // The store's error already names the (redacted) database and the cause.
     Ok(Store::open_with(&settings.database_url, &options).await?)
 }

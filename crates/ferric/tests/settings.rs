@@ -31,6 +31,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
     .unwrap();
     [
         ("DATABASE_URL", "every-setting.db"),
+        ("SQLITE_FULL_SYNC", "true"),
         ("API_LISTEN", "127.0.0.1:0"),
         ("LOG_FORMAT", "json"),
         ("LOG_LEVEL", "info,ferric_db=warn"),
@@ -76,6 +77,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("BOOT_HTTP_LISTEN", "127.0.0.1:0"),
         ("BOOT_HTTP_URL", "http://127.0.0.1:8080"),
         ("BOOT_HTTP_ROOT", "boot-root"),
+        ("IPXE_DIR", "ipxe-loaders"),
         ("DEPLOY_KERNEL", "ipa.kernel"),
         ("DEPLOY_RAMDISK", "ipa.initramfs"),
         ("KERNEL_APPEND_PARAMS", "console=ttyS1 nofb"),
