@@ -171,7 +171,11 @@ fn row(name: impl Into<String>, value: f64, unit: &'static str, target: &'static
 }
 
 fn table(rows: &[Row]) -> String {
-    let width = rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0);
     let ironic = rows.iter().any(|r| r.ironic.is_some());
     let mut out = format!("{:width$}  {:>12}", "measurement", "ferric");
     if ironic {
@@ -255,7 +259,16 @@ pub(crate) fn bench_scale(args: &[String]) -> anyhow::Result<()> {
 /// Runs `statement` on the local PostgreSQL's `postgres` database.
 fn psql(statement: &str) -> anyhow::Result<()> {
     let status = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-q", "-c"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-q",
+            "-c",
+        ])
         .arg(statement)
         .env("PGOPTIONS", "-c client_min_messages=warning")
         .status()
@@ -299,7 +312,14 @@ fn rss_bytes(pid: u32) -> u64 {
             status
                 .lines()
                 .find_map(|line| line.strip_prefix("VmRSS:"))
-                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .and_then(|value| {
+                    value
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
         })
         .map_or(0, |kib| kib * 1024)
 }
@@ -500,7 +520,12 @@ impl Scale {
 
     /// Starts `ferric server --role <role>` number `n` (`power_sync_interval` 0: off) without
     /// waiting for it.
-    fn launch(&mut self, role: &str, n: usize, power_sync_interval: u64) -> anyhow::Result<Process> {
+    fn launch(
+        &mut self,
+        role: &str,
+        n: usize,
+        power_sync_interval: u64,
+    ) -> anyhow::Result<Process> {
         let name = format!("{role}-{n}");
         self.starts += 1;
         let log = self.run_dir.join(format!("{name}.{}.log", self.starts));
@@ -587,19 +612,35 @@ impl Scale {
         let started = Instant::now();
         enroll(&endpoints, 0, first, options, self.simulator.port)?;
         let mut enroll_time = started.elapsed();
-        println!("enrolled {first} nodes in {:.1} s", enroll_time.as_secs_f64());
+        println!(
+            "enrolled {first} nodes in {:.1} s",
+            enroll_time.as_secs_f64()
+        );
         detail_pages(&endpoints, first, &mut rows)?;
         if options.nodes > first {
             let started = Instant::now();
-            enroll(&endpoints, first, options.nodes, options, self.simulator.port)?;
+            enroll(
+                &endpoints,
+                first,
+                options.nodes,
+                options,
+                self.simulator.port,
+            )?;
             enroll_time += started.elapsed();
-            println!("enrolled {} nodes in {:.1} s", options.nodes, enroll_time.as_secs_f64());
+            println!(
+                "enrolled {} nodes in {:.1} s",
+                options.nodes,
+                enroll_time.as_secs_f64()
+            );
             detail_pages(&endpoints, options.nodes, &mut rows)?;
         }
         rows.insert(
             0,
             row(
-                format!("enroll {} nodes, {} clients", options.nodes, options.clients),
+                format!(
+                    "enroll {} nodes, {} clients",
+                    options.nodes, options.clients
+                ),
                 options.nodes as f64 / enroll_time.as_secs_f64().max(f64::EPSILON),
                 "nodes/s",
                 "",
@@ -717,9 +758,10 @@ impl Scale {
             for (pass, end) in ends.iter_mut().enumerate() {
                 if end.is_none()
                     && let Some(first) = first_read
-                    && self.conductors.iter().all(|c| {
-                        c.log_lines("power sync pass finished").len() > pass
-                    })
+                    && self
+                        .conductors
+                        .iter()
+                        .all(|c| c.log_lines("power sync pass finished").len() > pass)
                 {
                     *end = Some(first.elapsed());
                     if pass == 0 {
@@ -730,7 +772,11 @@ impl Scale {
             thread::sleep(Duration::from_millis(50));
         }
         for conductor in &self.conductors {
-            for line in conductor.log_lines("power sync pass finished").iter().take(2) {
+            for line in conductor
+                .log_lines("power sync pass finished")
+                .iter()
+                .take(2)
+            {
                 println!("  {}: {line}", conductor.name);
             }
         }
@@ -930,7 +976,11 @@ fn detail_pages(endpoints: &[String], nodes: usize, rows: &mut Vec<Row>) -> anyh
         p99.as_secs_f64() * 1000.0,
         latencies.len()
     );
-    let target = if nodes >= 100_000 { "≤ 20 ms p50" } else { "" };
+    let target = if nodes >= 100_000 {
+        "≤ 20 ms p50"
+    } else {
+        ""
+    };
     rows.push(row(
         format!("detail page of 1,000 at {nodes} nodes: p50"),
         p50.as_secs_f64() * 1000.0,
@@ -962,7 +1012,11 @@ fn fake_nodes(agent: &ureq::Agent, endpoint: &str, fields: &str) -> anyhow::Resu
 
 /// Deploys every fake-hardware node, then undeploys them: each phase sends every request,
 /// then polls the collection until all rest.
-fn deploy_cycle(endpoints: &[String], options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+fn deploy_cycle(
+    endpoints: &[String],
+    options: &Options,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
     let agent = bench::agent();
     let fields = "uuid,provision_state,target_provision_state,last_error";
     let uuids: Vec<String> = fake_nodes(&agent, &endpoints[0], "uuid")?
@@ -977,7 +1031,10 @@ fn deploy_cycle(endpoints: &[String], options: &Options, rows: &mut Vec<Row>) ->
         );
     }
     let mut total = Duration::ZERO;
-    for (name, target, rest) in [("deploy", "active", "active"), ("undeploy", "deleted", "available")] {
+    for (name, target, rest) in [
+        ("deploy", "active", "active"),
+        ("undeploy", "deleted", "available"),
+    ] {
         let started = Instant::now();
         parallel(uuids.len(), options.clients, |agent, n| {
             let url = format!(
@@ -1006,13 +1063,18 @@ fn deploy_cycle(endpoints: &[String], options: &Options, rows: &mut Vec<Row>) ->
             }
             let resting = nodes
                 .iter()
-                .filter(|node| node["provision_state"] == rest && node["target_provision_state"].is_null())
+                .filter(|node| {
+                    node["provision_state"] == rest && node["target_provision_state"].is_null()
+                })
                 .count();
             if resting == uuids.len() {
                 break;
             }
             if Instant::now() > deadline {
-                bail!("{name}: only {resting} of {} nodes rest in {rest} after 30 minutes", uuids.len());
+                bail!(
+                    "{name}: only {resting} of {} nodes rest in {rest} after 30 minutes",
+                    uuids.len()
+                );
             }
             thread::sleep(Duration::from_millis(500));
         }
@@ -1204,22 +1266,37 @@ mod tests {
         assert_eq!(node_body(19, &options, 9)["driver"], "fake-hardware");
         let first = node_body(20, &options, 9);
         assert_eq!(first["driver"], "redfish");
-        assert_eq!(first["driver_info"]["redfish_address"], "http://127.1.0.1:9");
+        assert_eq!(
+            first["driver_info"]["redfish_address"],
+            "http://127.1.0.1:9"
+        );
         // 50 systems behind one BMC address, numbered as the simulator binds them.
         let later = node_body(20 + 50, &options, 9);
-        assert_eq!(later["driver_info"]["redfish_address"], "http://127.1.0.2:9");
+        assert_eq!(
+            later["driver_info"]["redfish_address"],
+            "http://127.1.0.2:9"
+        );
         assert_eq!(bmc_address(255), "127.1.1.0");
     }
 
     #[test]
     fn the_table_has_a_column_for_ironic_only_when_measured() {
-        let mut rows = vec![row("enroll", 1234.0, "nodes/s", ""), row("pass", 42.25, "s", "≤ 60 s")];
+        let mut rows = vec![
+            row("enroll", 1234.0, "nodes/s", ""),
+            row("pass", 42.25, "s", "≤ 60 s"),
+        ];
         assert!(!table(&rows).contains("ironic"));
         assert!(table(&rows).contains("42.2 s") && table(&rows).contains("1234 nodes/s"));
         rows[0].ironic = Some("30 nodes/s".to_owned());
         let shown = table(&rows);
-        assert!(shown.lines().next().unwrap().contains("ironic 39"), "{shown}");
-        assert!(shown.contains("30 nodes/s") && shown.contains("≤ 60 s"), "{shown}");
+        assert!(
+            shown.lines().next().unwrap().contains("ironic 39"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("30 nodes/s") && shown.contains("≤ 60 s"),
+            "{shown}"
+        );
         assert_eq!(took_ms(r#"{"fields":{"took_ms":1500}}"#), Some(1500.0));
     }
 }

@@ -255,7 +255,8 @@ impl Inner {
     /// can pick its nodes before reading whole rows.
     pub(crate) fn owns_head(&self, group: &str, driver: &str, uuid: uuid::Uuid) -> bool {
         let rings = self.membership.rings();
-        !rings.is_loaded() || rings.owner_of(group, driver, uuid) == Some(self.config.hostname.as_str())
+        !rings.is_loaded()
+            || rings.owner_of(group, driver, uuid) == Some(self.config.hostname.as_str())
     }
 
     /// Re-reads the alive conductors; when the ring changed, wakes the reconcilers that take

@@ -141,8 +141,7 @@ pub(crate) async fn run_once(
                 Ok(interfaces) => interfaces.power,
                 Err(error) => {
                     // A node whose driver cannot even be loaded counts as a failed read.
-                    acted +=
-                        usize::from(apply_logged(inner, &node, Err(error.to_string())).await?);
+                    acted += usize::from(apply_logged(inner, &node, Err(error.to_string())).await?);
                     continue;
                 }
             };
