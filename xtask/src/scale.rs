@@ -911,7 +911,6 @@ fn node_body(n: usize, options: &Options, port: u16) -> Value {
         return json!({
             "name": format!("scale-{n:06}"),
             "driver": "fake-hardware",
-            "resource_class": "baremetal",
             "properties": {"cpus": 64, "memory_mb": 262_144, "local_gb": 1800},
         });
     }
@@ -919,7 +918,6 @@ fn node_body(n: usize, options: &Options, port: u16) -> Value {
     json!({
         "name": format!("scale-{n:06}"),
         "driver": "redfish",
-        "resource_class": "baremetal",
         "driver_info": {
             "redfish_address": format!("http://{bmc}:{port}"),
             "redfish_system_id": format!("/redfish/v1/Systems/{n}"),
