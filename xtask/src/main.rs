@@ -8,6 +8,7 @@ mod compare;
 mod deb;
 mod fuzz;
 mod scale;
+mod scale_load;
 #[cfg(test)]
 mod tidy;
 mod ui;
