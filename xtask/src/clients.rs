@@ -36,7 +36,7 @@ usage: cargo xtask clients [--against ferric|ironic] [--record] [--scenario cli,
 
 /// The allocator settings `packaging/systemd/ferric.service` runs `ferric` with: freed memory
 /// goes back to the system at once, arenas are committed as used.
-const MIMALLOC_ENV: &[(&str, &str)] = &[
+pub(crate) const MIMALLOC_ENV: &[(&str, &str)] = &[
     ("MIMALLOC_PURGE_DELAY", "0"),
     ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
     // SQLite's C code allocates with glibc's malloc, which keeps a 5–6 MB arena per thread

@@ -8,6 +8,8 @@ mod clients;
 mod compare;
 mod deb;
 mod fuzz;
+mod scale;
+mod scale_load;
 #[cfg(test)]
 mod tidy;
 mod ui;
@@ -68,6 +70,10 @@ commands:
           Ferric beside OpenStack Ironic (with --ironic): fleets of 100 and 1,000 nodes
           through manage/provide/deploy/undeploy, reads at 10,000 nodes, peak and idle RSS;
           one table with the ratio (`cargo xtask bench-compare --help`)
+  bench-scale
+          100,000 nodes on PostgreSQL, 3 conductors + 2 APIs: enroll rate, detail page at
+          10k/100k, a 10,000-node deploy cycle, a power-sync pass against simulated BMCs,
+          takeover of a SIGKILLed conductor, RSS per process (`cargo xtask bench-scale --help`)
   ui-test the web UI's browser test: ferric with http_basic users, 10,000 nodes, Debian's
           headless chromium driven by Playwright (tests/ui/test_ui.py): log in, overview,
           table filters and search timed, deploy and abort from the UI, a reader's read-only
@@ -115,6 +121,7 @@ fn main() -> anyhow::Result<()> {
         "bench-agent-write" => bench_agent_write(&extra),
         "bench-api" => bench::bench_api(&extra),
         "bench-compare" => compare::bench_compare(&extra),
+        "bench-scale" => scale::bench_scale(&extra),
         "fuzz" => fuzz::fuzz(&extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");

@@ -248,8 +248,15 @@ impl Inner {
     /// it. Before the first membership read (a conductor that was never started, as unit
     /// tests build them) every node is: there is nobody else.
     pub(crate) fn owns(&self, node: &ferric_model::resources::Node) -> bool {
+        self.owns_head(&node.conductor_group, &node.driver, node.uuid)
+    }
+
+    /// [`Inner::owns`] from the three fields the ring needs (a `NodeHead`'s), so a reconciler
+    /// can pick its nodes before reading whole rows.
+    pub(crate) fn owns_head(&self, group: &str, driver: &str, uuid: uuid::Uuid) -> bool {
         let rings = self.membership.rings();
-        !rings.is_loaded() || rings.owner(node) == Some(self.config.hostname.as_str())
+        !rings.is_loaded()
+            || rings.owner_of(group, driver, uuid) == Some(self.config.hostname.as_str())
     }
 
     /// Re-reads the alive conductors; when the ring changed, wakes the reconcilers that take

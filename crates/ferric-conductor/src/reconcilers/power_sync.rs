@@ -14,6 +14,11 @@
 //! `fault: power failure`; when its BMC answers again the sync takes it out by itself.
 //! Skipped: nodes in `enroll` (seed 003), nodes waiting for a ramdisk callback or in
 //! `adopt failed`, nodes with a power action under way, and nodes a task holds.
+//!
+//! At 100,000 nodes (issue 26, `cargo xtask bench-scale`) a pass never holds the fleet: it
+//! picks its own nodes from keyset pages of narrow heads (what the hash ring needs), reads
+//! their whole rows in batches of [`ROW_BATCH`] only as the reads drain, and logs one
+//! `power sync pass finished` line with the node counts and its duration.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,56 +73,103 @@ async fn read(
     (node, result)
 }
 
+/// Node heads read per statement when a pass picks the nodes this conductor owns.
+const HEAD_PAGE: u32 = 5_000;
+/// Whole rows read per statement, and how far the reads may run ahead of the rows read: a
+/// pass holds about this many decoded nodes plus those in flight, not the whole fleet.
+const ROW_BATCH: usize = 500;
+
+/// The ids of the nodes this conductor owns, from keyset pages of heads (id, UUID, driver,
+/// conductor group: what the hash ring needs), so another conductor's nodes are never
+/// decoded.
+async fn owned_ids(inner: &Arc<Inner>) -> Result<Vec<i64>, ConductorError> {
+    let mut owned = Vec::new();
+    let mut page = Page::first(HEAD_PAGE);
+    loop {
+        let heads = inner
+            .store
+            .node_list_heads(&NodeFilter::default(), &page)
+            .await?;
+        owned.extend(
+            heads
+                .iter()
+                .filter(|head| inner.owns_head(&head.conductor_group, &head.driver, head.uuid))
+                .map(|head| head.id),
+        );
+        match heads.last() {
+            Some(last) if heads.len() == HEAD_PAGE as usize => page = page.after(last.uuid),
+            _ => return Ok(owned),
+        }
+    }
+}
+
 /// One pass. `spread`: start the reads evenly over this long instead of all at once.
 pub(crate) async fn run_once(
     inner: &Arc<Inner>,
     spread: Option<Duration>,
 ) -> Result<usize, ConductorError> {
-    let nodes: Vec<Node> = inner
-        .store
-        .node_list(&NodeFilter::default(), &Page::all())
-        .await?
-        .into_iter()
-        .filter(|node| inner.owns(node) && eligible(inner, node))
-        .collect();
+    let pass_started = std::time::Instant::now();
+    let owned = owned_ids(inner).await?;
     let total = Arc::new(Semaphore::new(inner.config.power_sync_workers.max(1)));
+    let ahead = inner.config.power_sync_workers.max(1) + ROW_BATCH;
     let mut per_bmc: HashMap<String, Arc<Semaphore>> = HashMap::new();
     let started = tokio::time::Instant::now();
-    let count = nodes.len().max(1) as u32;
+    let count = owned.len().max(1) as u32;
     let mut reads = JoinSet::new();
     let mut acted = 0;
-    for (index, node) in nodes.into_iter().enumerate() {
-        let power = match inner.drivers.load(&node) {
-            Ok(interfaces) => interfaces.power,
-            Err(error) => {
-                // A node whose driver cannot even be loaded counts as a failed read.
-                acted += usize::from(apply_logged(inner, &node, Err(error.to_string())).await?);
-                continue;
+    let mut read_count = 0usize;
+    let mut index = 0u32;
+    for ids in owned.chunks(ROW_BATCH) {
+        // Keep the decoded nodes bounded: finish reads before fetching more rows.
+        while reads.len() > ahead {
+            if let Some(Ok((node, result))) = reads.join_next().await {
+                acted += usize::from(apply_logged(inner, &node, result).await?);
             }
-        };
-        let bmc_limit = power.bmc_address(&node).map(|address| {
-            per_bmc
-                .entry(address)
-                .or_insert_with(|| {
-                    Arc::new(Semaphore::new(inner.config.power_sync_max_per_bmc.max(1)))
-                })
-                .clone()
-        });
-        let start_at = spread.map(|spread| started + spread * index as u32 / count);
-        let inner = inner.clone();
-        let total = total.clone();
-        reads.spawn(async move {
-            if let Some(start_at) = start_at {
-                tokio::time::sleep_until(start_at).await;
-            }
-            // The BMC's turn first, then a worker: waiting for a busy BMC holds no worker.
-            let _bmc = match &bmc_limit {
-                Some(limit) => limit.clone().acquire_owned().await.ok(),
-                None => None,
+        }
+        let mut nodes: Vec<Node> = inner
+            .store
+            .node_list_by_id(ids)
+            .await?
+            .into_values()
+            .filter(|node| inner.owns(node) && eligible(inner, node))
+            .collect();
+        nodes.sort_unstable_by_key(|node| node.id);
+        for node in nodes {
+            let at = index;
+            index += 1;
+            let power = match inner.drivers.load(&node) {
+                Ok(interfaces) => interfaces.power,
+                Err(error) => {
+                    // A node whose driver cannot even be loaded counts as a failed read.
+                    acted += usize::from(apply_logged(inner, &node, Err(error.to_string())).await?);
+                    continue;
+                }
             };
-            let _worker = total.acquire_owned().await;
-            read(inner, node, power).await
-        });
+            read_count += 1;
+            let bmc_limit = power.bmc_address(&node).map(|address| {
+                per_bmc
+                    .entry(address)
+                    .or_insert_with(|| {
+                        Arc::new(Semaphore::new(inner.config.power_sync_max_per_bmc.max(1)))
+                    })
+                    .clone()
+            });
+            let start_at = spread.map(|spread| started + spread * at / count);
+            let inner = inner.clone();
+            let total = total.clone();
+            reads.spawn(async move {
+                if let Some(start_at) = start_at {
+                    tokio::time::sleep_until(start_at).await;
+                }
+                // The BMC's turn first, then a worker: waiting for a busy BMC holds no worker.
+                let _bmc = match &bmc_limit {
+                    Some(limit) => limit.clone().acquire_owned().await.ok(),
+                    None => None,
+                };
+                let _worker = total.acquire_owned().await;
+                read(inner, node, power).await
+            });
+        }
     }
     while let Some(joined) = reads.join_next().await {
         let Ok((node, result)) = joined else {
@@ -125,6 +177,13 @@ pub(crate) async fn run_once(
         };
         acted += usize::from(apply_logged(inner, &node, result).await?);
     }
+    tracing::info!(
+        owned = owned.len(),
+        read = read_count,
+        changed = acted,
+        took_ms = u64::try_from(pass_started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "power sync pass finished"
+    );
     Ok(acted)
 }
 
