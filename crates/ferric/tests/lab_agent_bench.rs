@@ -206,7 +206,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     client.wait_for_heartbeat(&uuid, None)?;
     lab.phase("manage + inspect (the agent stays up)", started);
 
-    let console = Console { lab: &lab };
+    let console = Console::connect(&lab)?;
     console.wait_for_shell()?;
     let size = settings.size_mib;
     let bytes = size << 20;
@@ -310,20 +310,28 @@ fn log_field<'l>(line: &'l str, name: &str) -> Option<&'l str> {
 /// The machine's serial console: typing through `console.sock`, reading `console.log`.
 struct Console<'l> {
     lab: &'l Lab,
+    /// One connection for the whole run: QEMU takes from the socket only what the UART's
+    /// FIFO has room for and drops the rest when the client goes away.
+    socket: std::os::unix::net::UnixStream,
 }
 
-impl Console<'_> {
+impl<'l> Console<'l> {
     fn log_len(&self) -> usize {
         lab::file_len(&self.lab.console(MACHINE))
     }
 
-    /// Types `line` and Enter into the serial port.
+    fn connect(lab: &'l Lab) -> anyhow::Result<Self> {
+        let path = lab.console(MACHINE).with_file_name("console.sock");
+        let socket = std::os::unix::net::UnixStream::connect(&path)
+            .with_context(|| format!("cannot connect to {}", path.display()))?;
+        Ok(Self { lab, socket })
+    }
+
+    /// Types Ctrl-U (the shell drops what is pending on the line), `line` and Enter.
     fn type_line(&self, line: &str) -> anyhow::Result<()> {
-        let socket = self.lab.console(MACHINE).with_file_name("console.sock");
-        let mut stream = std::os::unix::net::UnixStream::connect(&socket)
-            .with_context(|| format!("cannot connect to {}", socket.display()))?;
-        stream.write_all(format!("{line}\n").as_bytes())?;
-        stream.flush()?;
+        let mut socket = &self.socket;
+        socket.write_all(format!("\x15{line}\n").as_bytes())?;
+        socket.flush()?;
         Ok(())
     }
 
@@ -359,9 +367,12 @@ impl Console<'_> {
             let from = self.log_len();
             self.type_line("echo shell-$((6*7))-ready")?;
             if self
-                .wait(from, "the shell's answer", Duration::from_secs(5), |seen| {
-                    seen.contains("shell-42-ready")
-                })
+                .wait(
+                    from,
+                    "the shell's answer",
+                    Duration::from_secs(10),
+                    |seen| seen.contains("shell-42-ready"),
+                )
                 .is_ok()
             {
                 return Ok(());
@@ -372,41 +383,49 @@ impl Console<'_> {
         }
     }
 
-    /// Runs a `dd` pipeline in the shell; dd's bytes and seconds (busybox: `N bytes (…)
-    /// copied, S seconds, R`).
+    /// Runs a `dd` pipeline in the shell; the bytes it wrote (its `N+0 records out` of 1 MiB:
+    /// Debian's busybox prints no summary line) and the seconds it took, by the machine's
+    /// `/proc/uptime` before and after.
     fn dd(&self, command: &str) -> anyhow::Result<(u64, f64)> {
         let from = self.log_len();
-        self.type_line(&format!("{command} 2>&1; echo dd-status-$?-done"))?;
-        // The echoed keystrokes read `dd-status-$?-done`; the answer has the status.
+        self.type_line(&format!(
+            "a=$(cut -d' ' -f1 /proc/uptime); {command} 2>&1; s=$?; \
+             b=$(cut -d' ' -f1 /proc/uptime); echo dd-status-$s-done-$a-$b-end"
+        ))?;
+        // The echoed keystrokes read `dd-status-$s-…`; the answer has the figures.
         let seen = self.wait(from, "dd's end", Duration::from_secs(1200), |seen| {
-            dd_status(seen).is_some()
+            dd_answer(seen).is_some()
         })?;
-        let status_ok = dd_status(&seen) == Some(0);
-        let line = seen
+        let (status, seconds) = dd_answer(&seen).context("dd's answer")?;
+        ensure!(status == 0, "{command} failed: {seen}");
+        let bytes = seen
             .lines()
-            .find(|line| line.contains(" bytes (") && line.contains(" copied, "))
-            .with_context(|| format!("no dd summary in {seen:?}"))?;
-        ensure!(status_ok, "{command} failed: {seen}");
-        parse_dd(line).with_context(|| format!("cannot read dd's summary {line:?}"))
+            .find_map(records_out)
+            .with_context(|| format!("no full `records out` line from dd in {seen:?}"))?;
+        Ok((bytes, seconds))
     }
 }
 
-/// The exit status in the `dd-status-N-done` answer, once it came.
-fn dd_status(seen: &str) -> Option<u32> {
+/// The shell's `dd-status-S-done-A-B-end` answer: the exit status and B − A seconds.
+fn dd_answer(seen: &str) -> Option<(u32, f64)> {
     seen.match_indices("dd-status-").find_map(|(at, key)| {
         let rest = &seen[at + key.len()..];
-        let status = rest.split("-done").next()?;
-        status.parse().ok()
+        let answer = rest.split("-end").next()?;
+        let mut parts = answer.split('-');
+        let status = parts.next()?.parse().ok()?;
+        (parts.next()? == "done").then_some(())?;
+        let start: f64 = parts.next()?.parse().ok()?;
+        let end: f64 = parts.next()?.parse().ok()?;
+        Some((status, end - start))
     })
 }
 
-/// busybox dd's summary: `1073741824 bytes (1.0GB) copied, 5.123 seconds, 199.8MB/s`.
-fn parse_dd(line: &str) -> Option<(u64, f64)> {
-    let before = line.split(" bytes (").next()?;
-    let bytes = before.split_whitespace().last()?.parse().ok()?;
-    let after = line.split(" copied, ").nth(1)?;
-    let seconds = after.split_whitespace().next()?.parse().ok()?;
-    Some((bytes, seconds))
+/// dd's `N+0 records out` with 1 MiB records: N MiB in bytes (a partial record: `None`).
+fn records_out(line: &str) -> Option<u64> {
+    let counts = line.trim().strip_suffix(" records out")?;
+    let (full, partial) = counts.split_once('+')?;
+    (partial == "0").then_some(())?;
+    full.parse::<u64>().ok().map(|mib| mib << 20)
 }
 
 fn print_table(dir: &Path, settings: &Settings, figures: &[Figure]) -> anyhow::Result<()> {
@@ -456,12 +475,13 @@ fn print_table(dir: &Path, settings: &Settings, figures: &[Figure]) -> anyhow::R
 
 /// The parsers, checked before the lab starts (this binary has no test harness).
 fn check_parsers() -> anyhow::Result<()> {
+    ensure!(records_out("1024+0 records out\r") == Some(1 << 30));
+    ensure!(records_out("1023+1 records out").is_none());
+    ensure!(dd_answer("echo dd-status-$s-done-$a-$b-end\r\n").is_none());
     ensure!(
-        parse_dd("1073741824 bytes (1.0GB) copied, 5.123 seconds, 199.8MB/s")
-            == Some((1_073_741_824, 5.123))
+        dd_answer("echo dd-status-$s-d\r\r\none-$a-$b-end\r\ndd-status-1-done-10.50-12.75-end\r\n")
+            == Some((1, 2.25))
     );
-    ensure!(dd_status("echo dd-status-$?-done\r\n").is_none());
-    ensure!(dd_status("echo dd-status-$?-done\r\ndd-status-1-done\r\n") == Some(1));
     let line = "2026-11-25T12:00:00Z  INFO ferric_agent::image: image written and verified \
                 image=x device=/dev/vda format=raw bytes=1073741824 seconds=10.500 \
                 mib_per_s=97.5 peak_rss_kib=7340";
