@@ -182,6 +182,9 @@ fn lint() -> anyhow::Result<()> {
             "-p",
             "ferric",
             "--all-targets",
+            // A `test = false` target, which --all-targets leaves out.
+            "--test",
+            "lab_agent_bench",
             "--features",
             "ferric-lab/lab-e2e,ferric/lab-e2e",
             "--locked",

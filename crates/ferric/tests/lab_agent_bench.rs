@@ -324,6 +324,11 @@ impl<'l> Console<'l> {
         let path = lab.console(MACHINE).with_file_name("console.sock");
         let socket = std::os::unix::net::UnixStream::connect(&path)
             .with_context(|| format!("cannot connect to {}", path.display()))?;
+        // QEMU also sends the guest's output to the connected client; unread, it fills the
+        // socket and stalls the serial port (and every writer to the console). Drain it: the
+        // output is read from console.log.
+        let mut drain = socket.try_clone()?;
+        std::thread::spawn(move || std::io::copy(&mut drain, &mut std::io::sink()));
         Ok(Self { lab, socket })
     }
 
