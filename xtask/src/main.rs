@@ -2,6 +2,7 @@
 //! steps. `cargo xtask test` is the project's test command; `cargo xtask ci` is what `.ci/run`
 //! does after installing dependencies.
 
+mod agentlab;
 mod bench;
 mod bench_memory;
 mod clients;
@@ -59,6 +60,9 @@ commands:
           build ferric-agent in release mode and time it writing a 2 GiB raw and qcow2 image
           to a file-backed disk next to dd, with its peak RSS (extra arguments go to
           ferric-agent-bench, e.g. `-- --size-mib 512 --dir /var/tmp`)
+  bench-agent-lab
+          the agent's raw and qcow2 writes against dd on the same virtual disk of a lab
+          machine, with its peak RSS (root; `cargo xtask bench-agent-lab --help`)
   clients run the OpenStack clients (baremetal CLI, openstacksdk) against ferric, or against
           Ironic standalone, and compare each step with the goldens recorded from Ironic
           (`cargo xtask clients --help`; part of `ci`: any difference fails it)
@@ -119,6 +123,7 @@ fn main() -> anyhow::Result<()> {
         "ui-test" => ui::ui_test(&extra),
         "bench-power-sync" => bench_power_sync(&extra),
         "bench-agent-write" => bench_agent_write(&extra),
+        "bench-agent-lab" => agentlab::bench_agent_lab(&extra),
         "bench-api" => bench::bench_api(&extra),
         "bench-compare" => compare::bench_compare(&extra),
         "bench-scale" => scale::bench_scale(&extra),
@@ -185,6 +190,9 @@ fn lint() -> anyhow::Result<()> {
             "-p",
             "ferric",
             "--all-targets",
+            // A `test = false` target, which --all-targets leaves out.
+            "--test",
+            "lab_agent_bench",
             "--features",
             "ferric-lab/lab-e2e,ferric/lab-e2e",
             "--locked",

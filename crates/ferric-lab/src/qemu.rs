@@ -307,8 +307,11 @@ impl QemuMachine {
         command
             .arg("-name")
             .arg(format!("guest={},process=qemu-{}", info.name, info.name))
-            // No /dev/kvm on lab hosts; TCG is slow but everything the lab needs works.
-            .args(["-accel", "tcg", "-machine"])
+            // No /dev/kvm on most lab hosts; TCG is slow but everything the lab needs works.
+            .args(accelerator(
+                std::env::var("FERRIC_LAB_ACCEL").ok().as_deref(),
+            ))
+            .arg("-machine")
             // Secure boot's OVMF needs SMM, which QEMU emulates on q35 only; its flash is then
             // writable by SMM code only.
             .args(match config.firmware {
@@ -895,6 +898,17 @@ impl QemuMachine {
     }
 }
 
+/// QEMU's accelerator: TCG (software emulation, every host), or KVM with the host's CPU when
+/// `FERRIC_LAB_ACCEL=kvm` was set for `ferric lab up` (its BMCs start the machines) — for
+/// measurements that must not be dominated by emulating the CPU (`cargo xtask
+/// bench-agent-lab`).
+pub fn accelerator(setting: Option<&str>) -> &'static [&'static str] {
+    match setting {
+        Some("kvm") => &["-accel", "kvm", "-cpu", "host"],
+        _ => &["-accel", "tcg"],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -962,5 +976,12 @@ mod tests {
             [UefiDevice::Cd, UefiDevice::Disk, UefiDevice::Network].map(|d| order.bootindex(d)),
             [1, 2, 3]
         );
+    }
+
+    #[test]
+    fn kvm_only_when_asked() {
+        assert_eq!(accelerator(None), ["-accel", "tcg"]);
+        assert_eq!(accelerator(Some("tcg")), ["-accel", "tcg"]);
+        assert_eq!(accelerator(Some("kvm")), ["-accel", "kvm", "-cpu", "host"]);
     }
 }

@@ -242,6 +242,9 @@ pub fn prepare_image(
         None => (0, disk.size, disk.name.clone()),
     };
 
+    // The write's own figures (docs/benchmarks.md): from the first request for the image to
+    // the final flush, and the agent's peak resident memory over that time.
+    let timer = WriteTimer::start();
     let mut download = Download::start(&http, &info.urls, expected.algorithm)?;
     let total = download.content_length;
     if let Some(length) = total.filter(|length| *length > room) {
@@ -393,9 +396,61 @@ pub fn prepare_image(
         }
     }
     file.sync_all().map_err(|error| disk_error(&disk, error))?;
-    tracing::info!(image = %info.id, device = %target, bytes = written, "image written and verified");
+    let (seconds, peak_rss_kib) = timer.finish();
+    let mib_per_s = written as f64 / 1048576.0 / seconds.max(1e-9);
+    tracing::info!(
+        image = %info.id,
+        device = %target,
+        format = %detected,
+        bytes = written,
+        seconds = %format_args!("{seconds:.3}"),
+        mib_per_s = %format_args!("{mib_per_s:.1}"),
+        peak_rss_kib,
+        "image written and verified"
+    );
+    reply["write_seconds"] = json!(seconds);
+    reply["write_mib_per_s"] = json!(mib_per_s);
+    reply["peak_rss_kib"] = json!(peak_rss_kib);
     reply["result"] = Value::String(format!("prepare_image: {message}"));
     Ok(reply)
+}
+
+/// Times an image write and measures the agent's peak resident memory during it: the
+/// kernel's high-water mark (`VmHWM`) is reset to the current RSS at the start
+/// (`/proc/self/clear_refs` ← 5) and read at the end. Where that is not possible (not Linux,
+/// no procfs) the peak since the agent started is what is reported, or 0.
+struct WriteTimer {
+    started: std::time::Instant,
+}
+
+impl WriteTimer {
+    fn start() -> Self {
+        if let Err(error) = std::fs::write("/proc/self/clear_refs", "5") {
+            tracing::debug!("cannot reset the peak RSS (/proc/self/clear_refs): {error}");
+        }
+        Self {
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Seconds since the start, and the peak RSS in KiB.
+    fn finish(self) -> (f64, u64) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        let peak = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| status_kib(&status, "VmHWM:"))
+            .unwrap_or(0);
+        (seconds, peak)
+    }
+}
+
+/// A `/proc/PID/status` figure in KiB (`VmHWM:   1234 kB`).
+fn status_kib(status: &str, field: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
 }
 
 /// After a partition image's root filesystem is written: the ESP formatted, the swap
@@ -425,4 +480,27 @@ pub fn finish_partitions(
     let root_uuid = layout::filesystem_uuid(file, made.root.start, made.root.size)
         .unwrap_or_else(|| made.root.partuuid.clone());
     Ok(layout::uuids_json(made, &root_uuid, esp_uuid.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_kib_reads_a_field() {
+        let status =
+            "Name:\tferric-agent\nVmPeak:\t  20000 kB\nVmHWM:\t    7340 kB\nVmRSS:\t    7000 kB\n";
+        assert_eq!(status_kib(status, "VmHWM:"), Some(7340));
+        assert_eq!(status_kib(status, "VmRSS:"), Some(7000));
+        assert_eq!(status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn the_write_timer_reports_this_process_peak() {
+        let timer = WriteTimer::start();
+        let (seconds, peak) = timer.finish();
+        assert!(seconds >= 0.0);
+        // A test process has a resident set of at least a few hundred KiB.
+        assert!(peak > 100, "VmHWM {peak} KiB");
+    }
 }
