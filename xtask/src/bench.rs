@@ -226,7 +226,7 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
 
     if options.fleet > 0 {
         let start = cpu.used()?;
-        bench_memory::fleet_cycle(&endpoint, options.fleet, options.threads)?;
+        crate::compare::fleet_of(&endpoint, pid, options.fleet, options.threads)?;
         println!("  server CPU: {:.2} s", cpu.used()? - start);
         bench_memory::idle(pid, 5, "after the fleet cycle")?;
         // The walk an operator's dashboard makes next: does the cycle's residue stay?

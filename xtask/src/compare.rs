@@ -262,6 +262,13 @@ fn measure(server: &RunningServer, options: &Options, label: &str) -> anyhow::Re
     Ok(figures)
 }
 
+/// One fleet of `size` nodes (the workload below) against the server whose pid is `pid`, its
+/// phases printed: `bench-api`'s fleet cycle, so both benchmarks run the same workload.
+pub(crate) fn fleet_of(url: &str, pid: u32, size: usize, clients: usize) -> anyhow::Result<()> {
+    let tree = ProcessTree { root: pid };
+    fleet(url, 0, size, clients, &tree, &mut Vec::new())
+}
+
 /// The fleet workload: `size` nodes with a port each through every phase, `clients` at once.
 fn fleet(
     endpoint: &str,
