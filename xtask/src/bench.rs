@@ -299,30 +299,36 @@ impl ServerCpu {
     }
 }
 
+/// Runs `statement` on `database` of the local PostgreSQL (user postgres, trust).
+pub(crate) fn psql(database: &str, statement: &str) -> anyhow::Result<()> {
+    let status = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            database,
+            "-q",
+            "-c",
+        ])
+        .arg(statement)
+        .env("PGOPTIONS", "-c client_min_messages=warning")
+        .status()
+        .context("cannot run psql (run scripts/install-deps.sh first)")?;
+    if !status.success() {
+        bail!("psql -c {statement:?} failed ({status})");
+    }
+    Ok(())
+}
+
 /// Creates `ferric_bench` afresh on the local PostgreSQL and returns its URL.
 fn fresh_postgres_database() -> anyhow::Result<String> {
     for statement in [
         "DROP DATABASE IF EXISTS ferric_bench",
         "CREATE DATABASE ferric_bench",
     ] {
-        let status = Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "test",
-                "-q",
-                "-c",
-            ])
-            .arg(statement)
-            .env("PGOPTIONS", "-c client_min_messages=warning")
-            .status()
-            .context("cannot run psql (run scripts/install-deps.sh first)")?;
-        if !status.success() {
-            bail!("psql -c {statement:?} failed ({status})");
-        }
+        psql("test", statement)?;
     }
     Ok("postgres://postgres@127.0.0.1:5432/ferric_bench".to_owned())
 }

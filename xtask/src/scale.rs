@@ -234,7 +234,7 @@ pub(crate) fn bench_scale(args: &[String]) -> anyhow::Result<()> {
         let rows = scale.measure(&options);
         let rows = scale.finish(rows);
         drop(scale);
-        psql(&format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
+        bench::psql("postgres", &format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
         rows?
     };
     if options.ironic {
@@ -261,29 +261,6 @@ pub(crate) fn bench_scale(args: &[String]) -> anyhow::Result<()> {
     let record = run_dir.join("results.json");
     std::fs::write(&record, serde_json::to_string_pretty(&results)?)?;
     println!("\nfigures also in {}", record.display());
-    Ok(())
-}
-
-/// Runs `statement` on the local PostgreSQL's `postgres` database.
-fn psql(statement: &str) -> anyhow::Result<()> {
-    let status = Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-q",
-            "-c",
-        ])
-        .arg(statement)
-        .env("PGOPTIONS", "-c client_min_messages=warning")
-        .status()
-        .context("cannot run psql (run scripts/install-deps.sh first)")?;
-    if !status.success() {
-        bail!("psql -c {statement:?} failed ({status})");
-    }
     Ok(())
 }
 
@@ -467,8 +444,8 @@ impl Scale {
         options: &Options,
         load: LoadSampler,
     ) -> anyhow::Result<Self> {
-        psql(&format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
-        psql(&format!("CREATE DATABASE {DATABASE}"))?;
+        bench::psql("postgres", &format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
+        bench::psql("postgres", &format!("CREATE DATABASE {DATABASE}"))?;
         let bmcs = (options.nodes - options.cycle_nodes).div_ceil(options.nodes_per_bmc);
         let simulator = Simulator::start(
             &release.join("examples").join("power_sync_bench"),
