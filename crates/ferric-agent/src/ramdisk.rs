@@ -118,8 +118,17 @@ pub enum RamdiskError {
     },
     #[error("module {module} is neither in {dep} nor built into the kernel")]
     MissingModule { module: String, dep: PathBuf },
-    #[error("module file {0} is compressed; this builder packs uncompressed modules only")]
+    #[error(
+        "module file {0} is compressed with something other than XZ; this builder packs `.ko` \
+         and `.ko.xz` modules only"
+    )]
     CompressedModule(String),
+    #[error("cannot unpack the XZ-compressed module {path} with `xz -dc` (install xz-utils)")]
+    UnpackModule {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error(
         "firmware {name} is not in {dir}: install Debian's {package} (from the non-free-firmware \
          component, which scripts/install-deps.sh --firmware enables)"
@@ -200,6 +209,30 @@ pub struct BuildReport {
     pub agent_bytes: u64,
     pub agent_stripped: bool,
     pub libraries: Vec<PathBuf>,
+}
+
+/// A module file's ELF bytes: `.ko` as it is, `.ko.xz` unpacked with `xz -dc`.
+pub(crate) fn read_module(path: &Path) -> Result<Vec<u8>, RamdiskError> {
+    if path.extension().is_none_or(|extension| extension != "xz") {
+        return read(path);
+    }
+    let unpack_error = |source| RamdiskError::UnpackModule {
+        path: path.to_owned(),
+        source,
+    };
+    let output = std::process::Command::new("xz")
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .map_err(unpack_error)?;
+    if !output.status.success() {
+        return Err(unpack_error(io::Error::other(format!(
+            "xz exited with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))));
+    }
+    Ok(output.stdout)
 }
 
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>, RamdiskError> {
@@ -550,7 +583,7 @@ pub fn build(args: &BuildArgs) -> Result<BuildReport, RamdiskError> {
     let modules = tree
         .resolve(&wanted)?
         .into_iter()
-        .map(|(name, file)| Ok((name, read(&modules_dir.join(file))?)))
+        .map(|(name, file)| Ok((name, read_module(&modules_dir.join(file))?)))
         .collect::<Result<Vec<_>, RamdiskError>>()?;
     let (firmware, missing_firmware) = gather_firmware(args, &modules)?;
     let busybox = read(&args.busybox)?;

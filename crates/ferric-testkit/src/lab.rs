@@ -142,7 +142,8 @@ impl Lab {
     }
 
     /// Builds Ferric's agent ramdisk into `boot/` (the agent `FERRIC_E2E_AGENT` names, or the
-    /// one beside the binary); `ramdisk build`'s report.
+    /// one beside the binary; the kernel unpacked in `FERRIC_E2E_KERNEL_DIR` — its `boot/` and
+    /// `lib/modules/` —, or the host's); `ramdisk build`'s report.
     pub fn build_ramdisk(&self) -> anyhow::Result<String> {
         run(&mut self.ramdisk_command(), "ferric ramdisk build")
     }
@@ -155,6 +156,14 @@ impl Lab {
             .arg(self.dir.join("boot"));
         if let Some(agent) = std::env::var_os("FERRIC_E2E_AGENT") {
             build.arg("--agent").arg(agent);
+        }
+        if let Some(kernel) = std::env::var_os("FERRIC_E2E_KERNEL_DIR") {
+            let kernel = PathBuf::from(kernel);
+            build
+                .arg("--boot-dir")
+                .arg(kernel.join("boot"))
+                .arg("--modules-dir")
+                .arg(kernel.join("lib/modules"));
         }
         build
     }

@@ -148,7 +148,10 @@ impl ModuleTree {
             .into_iter()
             .map(|name| {
                 let file = self.files.get(&name).cloned().unwrap_or_default();
-                if !file.to_string_lossy().ends_with(".ko") {
+                let path = file.to_string_lossy();
+                // Debian's newer kernels (6.12 on) ship their modules XZ-compressed; they are
+                // unpacked when packed, so busybox `insmod` loads them as they are.
+                if !(path.ends_with(".ko") || path.ends_with(".ko.xz")) {
                     return Err(RamdiskError::CompressedModule(file.display().to_string()));
                 }
                 Ok((name, file))

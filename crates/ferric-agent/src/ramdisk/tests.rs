@@ -327,3 +327,34 @@ fn init_loads_what_the_devices_ask_for_and_the_rest_always() {
         describe(&report)
     );
 }
+
+#[test]
+fn xz_compressed_modules_are_packed_unpacked_and_other_compression_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = fake_host(dir.path());
+    let modules = dir.path().join("modules/6.1.0-10-amd64");
+    // jbd2 as Debian's 6.12 kernels ship every module: `kernel/jbd2.ko.xz` in modules.dep.
+    let status = std::process::Command::new("xz")
+        .arg(modules.join("kernel/jbd2.ko"))
+        .status()
+        .expect("xz");
+    assert!(status.success());
+    let dep = fs::read_to_string(modules.join("modules.dep"))
+        .expect("dep")
+        .replace("kernel/jbd2.ko", "kernel/jbd2.ko.xz");
+    fs::write(modules.join("modules.dep"), &dep).expect("dep");
+    let report = build(&args).expect("build");
+    assert!(report.modules.iter().any(|module| module == "jbd2"));
+    let files = unpack(&report.initramfs);
+    assert_eq!(files["lib/modules/ferric/jbd2.ko"].1, b"jbd2");
+
+    fs::write(
+        modules.join("modules.dep"),
+        dep.replace("kernel/jbd2.ko.xz", "kernel/jbd2.ko.zst"),
+    )
+    .expect("dep");
+    match build(&args) {
+        Err(RamdiskError::CompressedModule(file)) => assert_eq!(file, "kernel/jbd2.ko.zst"),
+        other => panic!("expected CompressedModule, got {other:?}"),
+    }
+}
