@@ -175,7 +175,7 @@ pub(crate) struct Settings {
     pub(crate) api_max_body_size: usize,
     /// How many bytes of rendered node documents the API keeps for detail listings
     /// (compressed, one per node and microversion; 0: none). A detail page of nodes it holds
-    /// costs no row reads; at ~1 KiB per node the default covers ~20,000 nodes.
+    /// costs no row reads; at ~0.5 KiB per node the default covers ~50,000 nodes.
     pub(crate) api_render_cache_size: usize,
     /// For `http_basic`: a TOML file giving each user roles and a project
     /// (`docs/security.md`); unset: every user is an admin.

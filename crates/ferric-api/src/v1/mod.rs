@@ -23,6 +23,7 @@ pub mod drivers;
 pub(crate) mod fields;
 pub mod history;
 pub mod node_data;
+pub(crate) mod node_document;
 pub(crate) mod node_fields;
 pub mod node_management;
 pub mod nodes;

@@ -150,16 +150,16 @@ pub(crate) fn is_interface_field(name: &str) -> bool {
 pub(crate) fn node_field_value(node: &Node, name: &str, version: Microversion) -> Option<Value> {
     let text = |value: &Option<String>| opt_text_value(value.as_deref());
     let obj = |value: &Map<String, Value>| Value::Object(value.clone());
+    if let Some(object) = node_object_field(node, name) {
+        return Some(obj(object));
+    }
     Some(match name {
         "uuid" => json!(node.uuid),
         "name" => text(&node.name),
         "description" => text(&node.description),
         "driver" => json!(node.driver),
         "driver_info" => obj(&node.driver_info),
-        "driver_internal_info" => obj(&node.driver_internal_info),
-        "properties" => obj(&node.properties),
         "instance_info" => obj(&node.instance_info),
-        "extra" => obj(&node.extra),
         "instance_uuid" => uuid_value(node.instance_uuid),
         "instance_name" => text(&node.instance_name),
         "chassis_uuid" => uuid_value(node.chassis_uuid),
@@ -190,12 +190,6 @@ pub(crate) fn node_field_value(node: &Node, name: &str, version: Microversion) -
         "automated_clean" => json!(node.automated_clean),
         "inspection_started_at" => opt_timestamp(node.inspection_started_at),
         "inspection_finished_at" => opt_timestamp(node.inspection_finished_at),
-        "clean_step" => obj(&node.clean_step),
-        "deploy_step" => obj(&node.deploy_step),
-        "service_step" => obj(&node.service_step),
-        "raid_config" => obj(&node.raid_config),
-        "target_raid_config" => obj(&node.target_raid_config),
-        "network_data" => obj(&node.network_data),
         "boot_mode" => text(&node.boot_mode),
         "secure_boot" => json!(node.secure_boot),
         "bios_interface" => text(&node.bios_interface),
@@ -219,6 +213,23 @@ pub(crate) fn node_field_value(node: &Node, name: &str, version: Microversion) -
         "traits" => json!(node.traits),
         "created_at" => timestamp(node.created_at),
         "updated_at" => opt_timestamp(node.updated_at),
+        _ => return None,
+    })
+}
+
+/// The node's JSON object fields shown as they are stored (no secrets to mask), by name:
+/// what a document writer can serialize in place rather than copy.
+pub(crate) fn node_object_field<'a>(node: &'a Node, name: &str) -> Option<&'a Map<String, Value>> {
+    Some(match name {
+        "driver_internal_info" => &node.driver_internal_info,
+        "properties" => &node.properties,
+        "extra" => &node.extra,
+        "clean_step" => &node.clean_step,
+        "deploy_step" => &node.deploy_step,
+        "service_step" => &node.service_step,
+        "raid_config" => &node.raid_config,
+        "target_raid_config" => &node.target_raid_config,
+        "network_data" => &node.network_data,
         _ => return None,
     })
 }
@@ -255,7 +266,7 @@ fn is_set(value: &Value) -> bool {
 /// One field of the node as a client at `version` sees it, with secrets masked.
 /// `reservation` (the holder of an unexpired lease) needs the store and `conductor` the
 /// running conductor: the handler fills them in over the null shown here.
-fn node_field_json(node: &Node, name: &str, version: Microversion, base: &str) -> Value {
+pub(crate) fn node_field_json(node: &Node, name: &str, version: Microversion, base: &str) -> Value {
     match name {
         "driver_info" => mask_secrets(&node.driver_info),
         "instance_info" => instance_info_json(&node.instance_info),

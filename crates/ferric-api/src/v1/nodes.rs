@@ -20,6 +20,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::fields::{Selection, show_selection};
+use super::node_document::write_node_document;
 use super::node_fields::{
     NODE_FIELDS, check_node_consistency, is_interface_field, node_field_value,
 };
@@ -399,15 +400,26 @@ async fn write_detail(
                     }
                 },
             };
-            let shown = node_json(state, &node, held, version, &Selection::All, base);
-            let rendered = to_json(&shown)?;
-            body.extend_from_slice(&rendered);
+            // The row may be newer than its head: the owner is the one of the row read.
+            let conductor = rings.owner(&node).map(str::to_owned);
+            // Written straight into the body, then kept from there (no second copy).
+            let start = body.len();
+            write_node_document(
+                body,
+                &node,
+                version,
+                base,
+                key.reservation.as_deref(),
+                conductor.as_deref(),
+            )
+            .map_err(|error| ApiError::internal(&error))?;
             state.rendered.put(
                 RenderKey {
                     version: node.version,
+                    conductor,
                     ..key
                 },
-                &rendered,
+                &body[start..],
             );
         }
         count += 1;
