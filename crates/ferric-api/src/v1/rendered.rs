@@ -14,9 +14,16 @@
 //! base URL, so a node's older revisions never pile up. When a new document does not fit, a
 //! pseudo-random quarter of the slots is dropped: under full walks of a site larger than the
 //! budget that keeps a steady share of hits, where dropping the oldest would miss every time.
+//!
+//! Why it empties when unused: a cache nobody has read for `api_render_cache_idle` seconds is
+//! dropped whole ([`RenderedNodes::drop_if_idle`], called by the server's idle sweep), so an
+//! idle server does not keep ~1 KiB per node resident for a walk that may never come; the next
+//! walk renders its pages afresh and fills it again (issue 26; docs/benchmarks.md).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The default budget (`api_render_cache_size`): every detail document of a ~20,000-node
 /// site at one microversion.
@@ -76,6 +83,10 @@ struct Slots {
 pub(crate) struct RenderedNodes {
     budget: usize,
     slots: Mutex<Slots>,
+    /// When the cache was created: `last_used` counts from it.
+    created: Instant,
+    /// Milliseconds after `created` of the last look-up or insertion.
+    last_used: AtomicU64,
 }
 
 impl Default for RenderedNodes {
@@ -90,11 +101,37 @@ impl RenderedNodes {
         Self {
             budget,
             slots: Mutex::default(),
+            created: Instant::now(),
+            last_used: AtomicU64::new(0),
         }
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Drops every document if none was looked up or kept for `idle` (and the cache holds
+    /// any), returning the map's memory too; the number of bytes dropped (by the budget's
+    /// count).
+    pub(crate) fn drop_if_idle(&self, idle: Duration) -> usize {
+        let last = Duration::from_millis(self.last_used.load(Ordering::Relaxed));
+        if self.created.elapsed().saturating_sub(last) < idle {
+            return 0;
+        }
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if slots.entries.is_empty() {
+            return 0;
+        }
+        let dropped = slots.bytes;
+        slots.entries = HashMap::new();
+        slots.bytes = 0;
+        dropped
     }
 
     /// Whether the document of `key` is held (it may be dropped before it is read).
     pub(crate) fn holds(&self, key: &RenderKey) -> bool {
+        self.touch();
         let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         slots
             .entries
@@ -135,6 +172,7 @@ impl RenderedNodes {
 
     /// Keeps `document` as the one of `key`'s node at its microversion and base URL.
     pub(crate) fn put(&self, key: RenderKey, document: &[u8]) {
+        self.touch();
         let entry = Entry {
             version: key.version,
             reservation: key.reservation,
@@ -269,5 +307,24 @@ mod tests {
         let none = RenderedNodes::with_budget(0);
         none.put(key(1, 1), &document(1));
         assert!(!none.append_to(&key(1, 1), &mut Vec::new()));
+    }
+
+    #[test]
+    fn an_unused_cache_is_dropped_whole_and_fills_again() {
+        let cache = RenderedNodes::default();
+        cache.put(key(7, 2), &document(7));
+        let held = cache.bytes();
+        assert_eq!(
+            cache.drop_if_idle(Duration::from_secs(3600)),
+            0,
+            "used just now"
+        );
+        assert!(cache.holds(&key(7, 2)));
+        assert_eq!(cache.drop_if_idle(Duration::ZERO), held);
+        assert_eq!(cache.bytes(), 0);
+        assert!(!cache.holds(&key(7, 2)));
+        assert_eq!(cache.drop_if_idle(Duration::ZERO), 0, "already empty");
+        cache.put(key(7, 2), &document(7));
+        assert!(cache.append_to(&key(7, 2), &mut Vec::new()));
     }
 }
