@@ -27,7 +27,7 @@ use crate::{run, workspace_root};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask bench-api [--postgres] [--nodes N] [--threads N] [--seconds S] [--walks N]
-                             [--fleet N] [--env KEY=VALUE]...
+                             [--fleet N] [--idle S] [--env KEY=VALUE]...
 
   --postgres      run on PostgreSQL (127.0.0.1:5432, user postgres, trust) in a fresh database
                   `ferric_bench`, made from `test`, instead of a fresh SQLite file
@@ -38,6 +38,9 @@ usage: cargo xtask bench-api [--postgres] [--nodes N] [--threads N] [--seconds S
                   first fills the render cache, the percentiles are of the others)
   --fleet N       at the end, a fleet cycle of N more nodes with a port each (create, manage,
                   provide, deploy, undeploy, delete), then the idle RSS (default 1000; 0: none)
+  --idle S        last, the RSS after S seconds without a request: longer than the server's
+                  idle sweeps (SQLite connections after 10 s, api_render_cache_idle after 60 s)
+                  (default 75; 0: none)
   --env KEY=VALUE an environment variable for the server (FERRIC_* settings, MIMALLOC_*);
                   repeatable, e.g. --env FERRIC_API_RENDER_CACHE_SIZE=0
 ";
@@ -53,6 +56,7 @@ struct Options {
     seconds: u64,
     walks: usize,
     fleet: usize,
+    idle: u64,
     env: Vec<(String, String)>,
 }
 
@@ -64,6 +68,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         seconds: 10,
         walks: 3,
         fleet: 1000,
+        idle: 75,
         env: Vec::new(),
     };
     let mut args = args.iter();
@@ -86,6 +91,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             "--seconds" => options.seconds = u64::try_from(whole(value()?, true)?)?,
             "--walks" => options.walks = whole(value()?, true)?,
             "--fleet" => options.fleet = whole(value()?, false)?,
+            "--idle" => options.idle = u64::try_from(whole(value()?, false)?)?,
             "--env" => {
                 let pair = value()?;
                 let Some((key, value)) = pair.split_once('=') else {
@@ -233,6 +239,9 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         walk_pages(&agent, &detail_url)?;
         Rss::of(pid)?.print("after one more detail walk");
         bench_memory::idle(pid, 5, "at the end")?;
+    }
+    if options.idle > 0 {
+        bench_memory::idle(pid, options.idle, "after the last request")?;
     }
     println!(
         "  RSS peak over the run: {:.1} MB",
@@ -546,6 +555,9 @@ mod tests {
         assert!(options.postgres);
         assert_eq!(options.nodes, 50);
         assert!(parse(&["--nodes".to_owned(), "0".to_owned()]).is_err());
+        assert_eq!(options.idle, 75);
+        let options = parse(&["--idle".to_owned(), "0".to_owned()]).unwrap();
+        assert_eq!(options.idle, 0);
         assert!(parse(&["--fast".to_owned()]).is_err());
     }
 }

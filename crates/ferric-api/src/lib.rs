@@ -72,6 +72,12 @@ impl ApiState {
         self.rendered = Arc::new(v1::rendered::RenderedNodes::with_budget(bytes));
         self
     }
+
+    /// Drops the rendered documents if no detail listing used them for `idle` (they are
+    /// rendered again on demand); the bytes dropped. The server calls it every few seconds.
+    pub fn drop_idle_caches(&self, idle: std::time::Duration) -> usize {
+        self.rendered.drop_if_idle(idle)
+    }
 }
 
 /// How the HTTP surface is guarded: who may call it, what each caller may do, and how large a

@@ -177,6 +177,9 @@ pub(crate) struct Settings {
     /// (compressed, one per node and microversion; 0: none). A detail page of nodes it holds
     /// costs no row reads; at ~0.5 KiB per node the default covers ~50,000 nodes.
     pub(crate) api_render_cache_size: usize,
+    /// Seconds without a detail listing after which the rendered documents are dropped, so an
+    /// idle server gives their memory back (the next walk renders them again; 0: never).
+    pub(crate) api_render_cache_idle: u64,
     /// For `http_basic`: a TOML file giving each user roles and a project
     /// (`docs/security.md`); unset: every user is an admin.
     pub(crate) auth_users_file: Option<PathBuf>,
@@ -456,6 +459,7 @@ impl Default for Settings {
             http_basic_auth_user_file: None,
             api_max_body_size: ferric_api::limits::DEFAULT_MAX_BODY_SIZE,
             api_render_cache_size: ferric_api::DEFAULT_RENDER_CACHE_SIZE,
+            api_render_cache_idle: 60,
             auth_users_file: None,
             auth_policy_file: None,
             api_tls_cert: None,
@@ -595,6 +599,13 @@ pub(crate) struct SettingsOverrides {
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     api_render_cache_size: Option<usize>,
+
+    /// Seconds without a detail listing before the rendered documents are dropped (default 60;
+    /// 0: never).
+    /// [env: FERRIC_API_RENDER_CACHE_IDLE]
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_render_cache_idle: Option<u64>,
     // --- end of API access settings ---
     /// URL agents reach this API at, for the ramdisk's kernel command line.
     /// [env: FERRIC_API_URL]
@@ -623,7 +634,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 105] = [
+    pub(crate) const KEYS: [&'static str; 106] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -664,6 +675,7 @@ impl Settings {
         "http_basic_auth_user_file",
         "api_max_body_size",
         "api_render_cache_size",
+        "api_render_cache_idle",
         "auth_users_file",
         "auth_policy_file",
         "api_tls_cert",

@@ -177,9 +177,15 @@ async fn serve_api(
 
     let state = ApiState::new(store.clone(), handoff)
         .with_render_cache_size(settings.api_render_cache_size);
+    let sweep = (settings.api_render_cache_idle > 0).then(|| {
+        tokio::spawn(sweep_idle_caches(
+            state.clone(),
+            Duration::from_secs(settings.api_render_cache_idle),
+        ))
+    });
     // The web UI's static files beside the API; its pages call `/v1` like any client.
     let api = ferric_ui::router().merge(ferric_api::router_with(state, api_config));
-    match api_tls {
+    let served = match api_tls {
         Some(tls) => crate::tls::serve(listener, tls, api, shutdown).await,
         // Peer addresses reach the handlers: the lookup rate limit and the agent-token
         // warnings name them.
@@ -190,6 +196,25 @@ async fn serve_api(
         .with_graceful_shutdown(shutdown)
         .await
         .context("the API server failed"),
+    };
+    if let Some(sweep) = sweep {
+        sweep.abort();
+    }
+    served
+}
+
+/// Every `idle / 4` (at most 15 s), drops the API's caches that nothing used for `idle`, so
+/// an idle server gives their memory back (issue 26: `api_render_cache_idle`).
+async fn sweep_idle_caches(state: ApiState, idle: Duration) {
+    let period = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15));
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let dropped = state.drop_idle_caches(idle);
+        if dropped > 0 {
+            tracing::debug!(bytes = dropped, "dropped the unused render cache");
+        }
     }
 }
 

@@ -68,6 +68,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("HTTP_BASIC_AUTH_USER_FILE", "htpasswd"),
         ("API_MAX_BODY_SIZE", "2097152"),
         ("API_RENDER_CACHE_SIZE", "1048576"),
+        ("API_RENDER_CACHE_IDLE", "30"),
         ("AUTH_USERS_FILE", "users.toml"),
         ("AUTH_POLICY_FILE", "policy.toml"),
         ("API_TLS_CERT", "api.crt"),

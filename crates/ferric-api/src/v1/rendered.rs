@@ -22,9 +22,16 @@
 //! share of nodes therefore stays held walk after walk (dropping the oldest, or a random
 //! quarter, would keep replacing what the next walk needs), and a document that would not be
 //! kept is never compressed. The threshold rises again when the cache is less than half full.
+//!
+//! Why it empties when unused: a cache nobody has read for `api_render_cache_idle` seconds is
+//! dropped whole ([`RenderedNodes::drop_if_idle`], called by the server's idle sweep), so an
+//! idle server does not keep ~0.5 KiB per node resident for a walk that may never come; the next
+//! walk renders its pages afresh and fills it again (issue 26; docs/benchmarks.md).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The default budget (`api_render_cache_size`): every detail document of a ~50,000-node
 /// site at one microversion.
@@ -108,6 +115,10 @@ impl Default for Slots {
 pub(crate) struct RenderedNodes {
     budget: usize,
     slots: Mutex<Slots>,
+    /// When the cache was created: `last_used` counts from it.
+    created: Instant,
+    /// Milliseconds after `created` of the last look-up or insertion.
+    last_used: AtomicU64,
 }
 
 impl Default for RenderedNodes {
@@ -131,6 +142,8 @@ impl RenderedNodes {
         Self {
             budget,
             slots: Mutex::default(),
+            created: Instant::now(),
+            last_used: AtomicU64::new(0),
         }
     }
 
@@ -138,8 +151,37 @@ impl RenderedNodes {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn touch(&self) {
+        let now = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Drops every document if none was looked up or kept for `idle` (and the cache holds
+    /// any), returning the map's memory too; the number of bytes dropped (by the budget's
+    /// count).
+    pub(crate) fn drop_if_idle(&self, idle: Duration) -> usize {
+        let last = Duration::from_millis(self.last_used.load(Ordering::Relaxed));
+        if self.created.elapsed().saturating_sub(last) < idle {
+            return 0;
+        }
+        let mut slots = self.lock();
+        if slots.entries.is_empty() {
+            return 0;
+        }
+        let dropped = slots.bytes;
+        // Everything goes, the dictionaries too; a document compressed meanwhile against one
+        // of them is not kept (the generation moves on).
+        let generation = slots.generation.wrapping_add(1);
+        *slots = Slots {
+            generation,
+            ..Slots::default()
+        };
+        dropped
+    }
+
     /// Whether the document of `key` is held (it may be dropped before it is read).
     pub(crate) fn holds(&self, key: &RenderKey) -> bool {
+        self.touch();
         let slots = self.lock();
         slots
             .entry(key)
@@ -149,6 +191,7 @@ impl RenderedNodes {
     /// Appends the document of `key` to `out` if it is held; false (and `out` untouched) if
     /// not.
     pub(crate) fn append_to(&self, key: &RenderKey, out: &mut Vec<u8>) -> bool {
+        self.touch();
         let slots = self.lock();
         let Some((entry, dictionary)) = slots.entry(key) else {
             return false;
@@ -175,6 +218,7 @@ impl RenderedNodes {
     /// Keeps `document` as the one of `key`'s node at its microversion and base URL, if the
     /// node is among those admitted (else nothing is done, not even compression).
     pub(crate) fn put(&self, key: RenderKey, document: &[u8]) {
+        self.touch();
         if self.budget == 0 {
             return;
         }
@@ -402,5 +446,24 @@ mod tests {
         let mut out = Vec::new();
         assert!(cache.append_to(&key(2, 1), &mut out));
         assert_eq!(out, document(2));
+    }
+
+    #[test]
+    fn an_unused_cache_is_dropped_whole_and_fills_again() {
+        let cache = RenderedNodes::default();
+        cache.put(key(7, 2), &document(7));
+        let held = cache.bytes();
+        assert_eq!(
+            cache.drop_if_idle(Duration::from_secs(3600)),
+            0,
+            "used just now"
+        );
+        assert!(cache.holds(&key(7, 2)));
+        assert_eq!(cache.drop_if_idle(Duration::ZERO), held);
+        assert_eq!(cache.bytes(), 0);
+        assert!(!cache.holds(&key(7, 2)));
+        assert_eq!(cache.drop_if_idle(Duration::ZERO), 0, "already empty");
+        cache.put(key(7, 2), &document(7));
+        assert!(cache.append_to(&key(7, 2), &mut Vec::new()));
     }
 }

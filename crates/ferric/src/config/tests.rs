@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 105] = [
+const SAMPLES: [(&str, &str); 106] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -230,6 +230,7 @@ const SAMPLES: [(&str, &str); 105] = [
     ("http_basic_auth_user_file", "htpasswd"),
     ("api_max_body_size", "2097152"),
     ("api_render_cache_size", "1048576"),
+    ("api_render_cache_idle", "30"),
     ("auth_users_file", "users.toml"),
     ("auth_policy_file", "policy.toml"),
     ("api_tls_cert", "cert.pem"),
