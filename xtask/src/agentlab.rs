@@ -9,12 +9,14 @@ use anyhow::{Context, bail};
 use crate::{run, target_dir};
 
 pub(crate) const USAGE: &str = "\
-usage: cargo xtask bench-agent-lab [--size-mib N] [--memory MIB] [--accel kvm|tcg]
-                                   [--agent release|debug]
+usage: cargo xtask bench-agent-lab [--size-mib N] [--memory MIB] [--cpus N]
+                                   [--accel kvm|tcg] [--agent release|debug]
 
   --size-mib N     image size and dd's write, in MiB (default 1024; 16..=3072: the lab's
                    disks are 4 GiB)
   --memory MIB     the lab machine's memory (default 1024)
+  --cpus N         the lab machine's vCPUs (default 1; 1..=16): under TCG a second vCPU
+                   lets the agent hash on one while it downloads and writes on the other
   --accel A        QEMU's accelerator: tcg (software emulation, the default: the emulated
                    CPU, not the disk, limits every writer) or kvm (`-cpu host`; needs a
                    usable /dev/kvm)
@@ -25,6 +27,7 @@ usage: cargo xtask bench-agent-lab [--size-mib N] [--memory MIB] [--accel kvm|tc
 struct Options {
     size_mib: u64,
     memory_mib: u64,
+    cpus: u32,
     accel: String,
     release: bool,
 }
@@ -41,6 +44,7 @@ fn parse(args: &[String], kvm: bool) -> anyhow::Result<Options> {
     let mut options = Options {
         size_mib: 1024,
         memory_mib: 1024,
+        cpus: 1,
         // Not KVM by default: on nested hosts QEMU's `-cpu host` can fail or hang (docs/lab.md).
         accel: "tcg".to_owned(),
         release: true,
@@ -65,6 +69,13 @@ fn parse(args: &[String], kvm: bool) -> anyhow::Result<Options> {
                 options.memory_mib = match text.parse::<u64>() {
                     Ok(size) if (256..=8192).contains(&size) => size,
                     _ => bail!("--memory {text:?}: expected 256..=8192 MiB\n\n{USAGE}"),
+                };
+            }
+            "--cpus" => {
+                let text = value("--cpus")?;
+                options.cpus = match text.parse::<u32>() {
+                    Ok(count) if (1..=16).contains(&count) => count,
+                    _ => bail!("--cpus {text:?}: expected 1..=16\n\n{USAGE}"),
                 };
             }
             "--accel" => {
@@ -112,6 +123,7 @@ pub(crate) fn bench_agent_lab(args: &[String]) -> anyhow::Result<()> {
     let agent = agent.to_string_lossy().into_owned();
     let size = options.size_mib.to_string();
     let memory = options.memory_mib.to_string();
+    let cpus = options.cpus.to_string();
     run(
         "cargo",
         &[
@@ -129,6 +141,7 @@ pub(crate) fn bench_agent_lab(args: &[String]) -> anyhow::Result<()> {
             ("FERRIC_BENCH_SIZE_MIB", &size),
             ("FERRIC_BENCH_MEMORY", &memory),
             ("FERRIC_LAB_ACCEL", &options.accel),
+            ("FERRIC_LAB_CPUS", &cpus),
         ],
     )
 }
@@ -149,6 +162,7 @@ mod tests {
             Options {
                 size_mib: 1024,
                 memory_mib: 1024,
+                cpus: 1,
                 accel: "tcg".into(),
                 release: true,
             }
@@ -163,6 +177,8 @@ mod tests {
                 "2048",
                 "--memory",
                 "768",
+                "--cpus",
+                "2",
                 "--accel",
                 "tcg",
                 "--agent",
@@ -176,6 +192,7 @@ mod tests {
             Options {
                 size_mib: 2048,
                 memory_mib: 768,
+                cpus: 2,
                 accel: "tcg".into(),
                 release: false,
             }
@@ -185,6 +202,8 @@ mod tests {
             &["--size-mib", "4096"],
             &["--size-mib"],
             &["--memory", "lots"],
+            &["--cpus", "0"],
+            &["--cpus", "17"],
             &["--accel", "hvf"],
             &["--agent", "fast"],
             &["--nodes", "2"],

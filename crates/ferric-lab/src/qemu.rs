@@ -327,7 +327,7 @@ impl QemuMachine {
             .arg("-m")
             .arg(info.memory_mib.to_string())
             .arg("-smp")
-            .arg(info.cpus.to_string())
+            .arg(vcpus(info.cpus, std::env::var("FERRIC_LAB_CPUS").ok().as_deref()).to_string())
             .arg("-uuid")
             .arg(&info.uuid)
             .arg("-smbios")
@@ -909,9 +909,29 @@ pub fn accelerator(setting: Option<&str>) -> &'static [&'static str] {
     }
 }
 
+/// The machine's vCPUs: its own count, or `FERRIC_LAB_CPUS` (1..=16) when set for `ferric
+/// lab up` — for `cargo xtask bench-agent-lab --cpus`, where a second vCPU lets the agent hash
+/// while it writes; a value out of range is ignored.
+pub fn vcpus(own: u32, setting: Option<&str>) -> u32 {
+    setting
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        .filter(|count| (1..=16).contains(count))
+        .unwrap_or(own)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_vcpu_count_can_be_overridden() {
+        assert_eq!(vcpus(1, None), 1);
+        assert_eq!(vcpus(1, Some("2")), 2);
+        assert_eq!(vcpus(1, Some(" 4 ")), 4);
+        assert_eq!(vcpus(1, Some("0")), 1);
+        assert_eq!(vcpus(1, Some("lots")), 1);
+        assert_eq!(vcpus(2, Some("64")), 2);
+    }
 
     fn settings(target: BootTarget, enabled: BootOverride) -> BootSettings {
         BootSettings {

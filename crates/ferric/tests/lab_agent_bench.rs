@@ -225,6 +225,10 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
             "wget image | dd conv=fsync",
             format!("wget -q -O - {image_url} | dd of={DISK} bs=1M iflag=fullblock conv=fsync"),
         ),
+        (
+            "wget image | dd oflag=direct",
+            format!("wget -q -O - {image_url} | dd of={DISK} bs=1M iflag=fullblock oflag=direct"),
+        ),
     ] {
         let started = Instant::now();
         let (written, seconds) = console.dd(&command)?;
@@ -241,6 +245,22 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         });
     }
 
+    // The hash the agent computes, by busybox in the same guest: the download piped into
+    // `sha256sum` (no disk), its digest checked.
+    let started = Instant::now();
+    let (sum, seconds) = console.timed(&format!("wget -q -O - {image_url} | sha256sum"))?;
+    ensure!(
+        sum.contains(&digest(dir, "bench.raw")?),
+        "wget | sha256sum printed no digest of bench.raw: {sum:?}"
+    );
+    lab.phase("wget image | sha256sum", started);
+    figures.push(Figure {
+        what: "wget image | sha256sum (no disk)".to_owned(),
+        bytes,
+        seconds,
+        peak_rss_kib: None,
+    });
+
     // The raw image through the agent that is up (fast track: no reboot).
     let started = Instant::now();
     client.provision(&uuid, json!({"target": "provide"}))?;
@@ -250,6 +270,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     client.wait_for(&uuid, "active")?;
     lab.phase("deploy raw (fast track)", started);
     figures.push(agent_figure(&lab, from, "agent, raw image")?);
+    let split = agent_split(&lab, from);
 
     // The qcow2 image: undeploy (no cleaning), then a deploy that boots the ramdisk again.
     let started = Instant::now();
@@ -270,7 +291,34 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     lab.phase("undeploy + deploy qcow2", started);
     figures.push(agent_figure(&lab, from, "agent, qcow2 image")?);
 
-    print_table(dir, &settings, &figures)
+    print_table(dir, &settings, &figures)?;
+    println!("agent, raw image, where the time went (seconds): {split}");
+    Ok(())
+}
+
+/// The agent's `image write split` line after byte `from` of the console: its fields, or
+/// what is missing.
+fn agent_split(lab: &Lab, from: usize) -> String {
+    let text = lab.console_since(MACHINE, from);
+    let Some(line) = text.lines().find(|line| line.contains("image write split")) else {
+        return "no 'image write split' line on the console".to_owned();
+    };
+    [
+        "read_wall",
+        "read_cpu",
+        "hash_wall",
+        "hash_cpu",
+        "wait_wall",
+        "disk_wall",
+        "disk_cpu",
+        "sync_wall",
+        "process_cpu",
+        "direct_bytes",
+    ]
+    .iter()
+    .map(|name| format!("{name}={}", log_field(line, name).unwrap_or("?")))
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// The agent's `image written and verified` line after byte `from` of the console.
@@ -388,21 +436,31 @@ impl<'l> Console<'l> {
         }
     }
 
-    /// Runs a `dd` pipeline in the shell; the bytes it wrote (its `N+0 records out` of 1 MiB:
-    /// Debian's busybox prints no summary line) and the seconds it took, by the machine's
-    /// `/proc/uptime` before and after.
-    fn dd(&self, command: &str) -> anyhow::Result<(u64, f64)> {
+    /// Runs `command` in the shell: its output and the seconds it took, by the machine's
+    /// `/proc/uptime` before and after (the answer line is `dd-status-S-done-A-B-end`).
+    fn timed(&self, command: &str) -> anyhow::Result<(String, f64)> {
         let from = self.log_len();
         self.type_line(&format!(
             "a=$(cut -d' ' -f1 /proc/uptime); {command} 2>&1; s=$?; \
              b=$(cut -d' ' -f1 /proc/uptime); echo dd-status-$s-done-$a-$b-end"
         ))?;
         // The echoed keystrokes read `dd-status-$s-…`; the answer has the figures.
-        let seen = self.wait(from, "dd's end", Duration::from_secs(1200), |seen| {
-            dd_answer(seen).is_some()
-        })?;
-        let (status, seconds) = dd_answer(&seen).context("dd's answer")?;
+        let seen = self.wait(
+            from,
+            "the command's end",
+            Duration::from_secs(1200),
+            |seen| dd_answer(seen).is_some(),
+        )?;
+        let (status, seconds) = dd_answer(&seen).context("the command's answer")?;
         ensure!(status == 0, "{command} failed: {seen}");
+        Ok((seen, seconds))
+    }
+
+    /// Runs a `dd` pipeline in the shell; the bytes it wrote (its `N+0 records out` of 1 MiB:
+    /// Debian's busybox prints no summary line) and the seconds it took, by the machine's
+    /// `/proc/uptime` before and after.
+    fn dd(&self, command: &str) -> anyhow::Result<(u64, f64)> {
+        let (seen, seconds) = self.timed(command)?;
         let bytes = seen
             .lines()
             .find_map(records_out)
@@ -442,32 +500,40 @@ fn print_table(dir: &Path, settings: &Settings, figures: &[Figure]) -> anyhow::R
         .filter(|figure| figure.what.starts_with("dd /dev/zero"))
         .map(Figure::mib_per_s)
         .fold(0.0_f64, f64::max);
+    // The same bytes over the same path: the faster of the two `wget | dd` runs.
+    let wget_dd = figures
+        .iter()
+        .filter(|figure| figure.what.starts_with("wget image | dd"))
+        .map(Figure::mib_per_s)
+        .fold(0.0_f64, f64::max);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let accel = std::env::var("FERRIC_LAB_ACCEL").unwrap_or_else(|_| "tcg".into());
+    let cpus = std::env::var("FERRIC_LAB_CPUS").unwrap_or_else(|_| "1".into());
     println!();
     println!(
-        "agent write vs dd on {DISK} of one lab machine ({} MiB RAM, accel {accel}); images: \
-         raw {:.0} MiB, qcow2 {:.0} MiB",
+        "agent write vs dd on {DISK} of one lab machine ({} MiB RAM, {cpus} vCPU, accel \
+         {accel}); images: raw {:.0} MiB, qcow2 {:.0} MiB",
         settings.memory_mib,
         raw as f64 / 1_048_576.0,
         qcow2 as f64 / 1_048_576.0
     );
     println!(
-        "| {:<36} | {:>9} | {:>8} | {:>8} | {:>7} | {:>13} |",
-        "writer", "MiB", "s", "MiB/s", "% of dd", "peak RSS MiB"
+        "| {:<36} | {:>9} | {:>8} | {:>8} | {:>7} | {:>9} | {:>13} |",
+        "writer", "MiB", "s", "MiB/s", "% of dd", "% wget|dd", "peak RSS MiB"
     );
     println!(
-        "|{:-<38}|{:->11}|{:->10}|{:->10}|{:->9}|{:->15}|",
-        "", "", "", "", "", ""
+        "|{:-<38}|{:->11}|{:->10}|{:->10}|{:->9}|{:->11}|{:->15}|",
+        "", "", "", "", "", "", ""
     );
     for figure in figures {
         println!(
-            "| {:<36} | {:>9.0} | {:>8.2} | {:>8.1} | {:>6.1}% | {:>13} |",
+            "| {:<36} | {:>9.0} | {:>8.2} | {:>8.1} | {:>6.1}% | {:>8.1}% | {:>13} |",
             figure.what,
             figure.bytes as f64 / 1_048_576.0,
             figure.seconds,
             figure.mib_per_s(),
             100.0 * figure.mib_per_s() / dd.max(1e-9),
+            100.0 * figure.mib_per_s() / wget_dd.max(1e-9),
             figure.peak_rss_kib.map_or_else(
                 || "-".to_owned(),
                 |kib| format!("{:.1}", kib as f64 / 1024.0)

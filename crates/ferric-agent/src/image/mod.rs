@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -152,9 +153,89 @@ fn detect_format(first: &[u8]) -> &'static str {
     }
 }
 
+/// Writes to the disk with `O_DIRECT` where it can — an aligned buffer at an aligned offset
+/// of an aligned length: the raw path's full chunks, the qcow2 converter's data clusters from
+/// a staging buffer — and through the page cache otherwise (an image's unaligned tail, a file
+/// or a kernel that refuses direct I/O). A direct write costs no copy into the page cache nor its writeback, which is most of
+/// a buffered write's CPU when the CPU is emulated (`dd oflag=direct` vs `conv=fsync` in the
+/// lab, docs/benchmarks.md). The final `sync_all` of the buffered file flushes both.
+struct DiskWriter<'f> {
+    buffered: &'f File,
+    direct: Option<File>,
+    /// Wall and CPU time in the write calls.
+    wall: Duration,
+    cpu: Duration,
+    direct_bytes: u64,
+}
+
+impl<'f> DiskWriter<'f> {
+    fn new(buffered: &'f File, path: &std::path::Path) -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let direct = i32::try_from(rustix::fs::OFlags::DIRECT.bits())
+            .ok()
+            .and_then(|flag| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(flag)
+                    .open(path)
+                    .inspect_err(|error| {
+                        tracing::info!("no O_DIRECT on {}: {error}", path.display());
+                    })
+                    .ok()
+            });
+        Self {
+            buffered,
+            direct,
+            wall: Duration::ZERO,
+            cpu: Duration::ZERO,
+            direct_bytes: 0,
+        }
+    }
+
+    /// Whether `O_DIRECT` writes are (still) on.
+    fn can_write_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    fn write_at(&mut self, data: &[u8], offset: u64) -> io::Result<()> {
+        let align = source::ALIGN;
+        let (wall, cpu) = (Instant::now(), source::thread_cpu());
+        let aligned = (data.as_ptr() as usize).is_multiple_of(align)
+            && data.len().is_multiple_of(align)
+            && offset.is_multiple_of(align as u64);
+        let mut done = false;
+        if let Some(direct) = self.direct.as_ref().filter(|_| aligned) {
+            match direct.write_all_at(data, offset) {
+                Ok(()) => {
+                    done = true;
+                    self.direct_bytes += data.len() as u64;
+                }
+                // A device or file system without direct I/O: the page cache from now on.
+                Err(error)
+                    if error.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+                {
+                    tracing::info!("O_DIRECT write refused ({error}); writing buffered");
+                    self.direct = None;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        if !done {
+            self.buffered.write_all_at(data, offset)?;
+        }
+        self.wall += wall.elapsed();
+        self.cpu += source::thread_cpu().saturating_sub(cpu);
+        Ok(())
+    }
+}
+
 /// A disk opened for the qcow2 converter.
 struct DiskTarget<'f> {
     file: &'f File,
+    /// Data clusters go out with `O_DIRECT` from `staging` (a copy: the converter's buffers
+    /// are not page-aligned), which still costs less than the page cache's copy and writeback.
+    writer: DiskWriter<'f>,
+    staging: source::Chunk,
     /// Where the image starts on the disk (the root partition of a partition image).
     base: u64,
     /// Whether hole punching works here; falls back to writing zeros once it does not.
@@ -163,7 +244,22 @@ struct DiskTarget<'f> {
 
 impl qcow2::Target for DiskTarget<'_> {
     fn write_at(&mut self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.file.write_all_at(data, self.base + offset)
+        let offset = self.base + offset;
+        let align = source::ALIGN as u64;
+        if !self.writer.can_write_direct()
+            || !offset.is_multiple_of(align)
+            || !(data.len() as u64).is_multiple_of(align)
+        {
+            return self.writer.write_at(data, offset);
+        }
+        let mut at = offset;
+        for piece in data.chunks(source::CHUNK) {
+            let room = &mut self.staging.room()[..piece.len()];
+            room.copy_from_slice(piece);
+            self.writer.write_at(room, at)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
     }
 
     fn zero(&mut self, offset: u64, len: u64) -> io::Result<()> {
@@ -245,6 +341,7 @@ pub fn prepare_image(
     // The write's own figures (docs/benchmarks.md): from the first request for the image to
     // the final flush, and the agent's peak resident memory over that time.
     let timer = WriteTimer::start();
+    let mut split = WriteSplit::default();
     let mut download = Download::start(&http, &info.urls, expected.algorithm)?;
     let total = download.content_length;
     if let Some(length) = total.filter(|length| *length > room) {
@@ -281,6 +378,7 @@ pub fn prepare_image(
             let mut offset = 0u64;
             let mut chunk = first;
             let mut reported = 0u64;
+            let mut writer = DiskWriter::new(&file, &disk.path);
             loop {
                 if chunk.is_empty() {
                     break;
@@ -292,7 +390,8 @@ pub fn prepare_image(
                         format!("the image is larger than {target} ({room} bytes)"),
                     ));
                 }
-                file.write_all_at(&chunk, base + offset)
+                writer
+                    .write_at(&chunk, base + offset)
                     .map_err(|error| disk_error(&disk, error))?;
                 offset += chunk.len() as u64;
                 download.recycle(chunk);
@@ -300,8 +399,13 @@ pub fn prepare_image(
                     reported = offset;
                     report(offset, download.downloaded.load(Ordering::Relaxed));
                 }
+                let waiting = Instant::now();
                 chunk = download.next_chunk().unwrap_or_default();
+                split.wait += waiting.elapsed();
             }
+            split.disk_wall = writer.wall;
+            split.disk_cpu = writer.cpu;
+            split.direct_bytes = writer.direct_bytes;
             offset
         }
         "qcow2" => {
@@ -311,6 +415,8 @@ pub fn prepare_image(
             let mut fetch = |offset: u64, len: u64| source::fetch_range(&http, &url, offset, len);
             let mut writer = DiskTarget {
                 file: &file,
+                writer: DiskWriter::new(&file, &disk.path),
+                staging: source::Chunk::aligned(),
                 base,
                 punch: true,
             };
@@ -333,6 +439,9 @@ pub fn prepare_image(
                     "qcow2: fetched out-of-order tables/clusters by range"
                 );
             }
+            split.disk_wall = writer.writer.wall;
+            split.disk_cpu = writer.writer.cpu;
+            split.direct_bytes = writer.writer.direct_bytes;
             stats.data_bytes
         }
         other => {
@@ -348,7 +457,7 @@ pub fn prepare_image(
     };
     let url = download.url.clone();
     let downloaded = download.downloaded.load(Ordering::Relaxed);
-    let actual = download.finish()?;
+    let (actual, producer) = download.finish()?;
     if actual != expected.hex {
         // Never leave a half-trusted image bootable.
         if let Err(error) = crate::erase::wipe_metadata(&file, disk.size) {
@@ -395,7 +504,10 @@ pub fn prepare_image(
             }
         }
     }
+    let syncing = Instant::now();
     file.sync_all().map_err(|error| disk_error(&disk, error))?;
+    split.sync = syncing.elapsed();
+    let process_cpu = source::process_cpu().saturating_sub(timer.process_cpu);
     let (seconds, peak_rss_kib) = timer.finish();
     let mib_per_s = written as f64 / 1048576.0 / seconds.max(1e-9);
     tracing::info!(
@@ -408,11 +520,41 @@ pub fn prepare_image(
         peak_rss_kib,
         "image written and verified"
     );
+    // Where the time went (docs/benchmarks.md): the download thread's reads (the HTTP
+    // client's copies, and waiting for the network) and hashing, the writer's waits for a
+    // chunk, its writes and the final flush; wall and CPU seconds, and the whole process's
+    // CPU (the HTTP client's runtime thread included).
+    let secs = |d: Duration| format!("{:.2}", d.as_secs_f64());
+    tracing::info!(
+        image = %info.id,
+        read_wall = %secs(producer.read_wall),
+        read_cpu = %secs(producer.read_cpu),
+        hash_wall = %secs(producer.hash_wall),
+        hash_cpu = %secs(producer.hash_cpu),
+        wait_wall = %secs(split.wait),
+        disk_wall = %secs(split.disk_wall),
+        disk_cpu = %secs(split.disk_cpu),
+        sync_wall = %secs(split.sync),
+        process_cpu = %secs(process_cpu),
+        direct_bytes = split.direct_bytes,
+        "image write split"
+    );
     reply["write_seconds"] = json!(seconds);
     reply["write_mib_per_s"] = json!(mib_per_s);
     reply["peak_rss_kib"] = json!(peak_rss_kib);
     reply["result"] = Value::String(format!("prepare_image: {message}"));
     Ok(reply)
+}
+
+/// The writer's side of [`prepare_image`]'s time (for qcow2, the wait for a chunk is inside
+/// the converter and not split out).
+#[derive(Debug, Default)]
+struct WriteSplit {
+    wait: Duration,
+    disk_wall: Duration,
+    disk_cpu: Duration,
+    sync: Duration,
+    direct_bytes: u64,
 }
 
 /// Times an image write and measures the agent's peak resident memory during it: the
@@ -421,6 +563,7 @@ pub fn prepare_image(
 /// no procfs) the peak since the agent started is what is reported, or 0.
 struct WriteTimer {
     started: std::time::Instant,
+    process_cpu: Duration,
 }
 
 impl WriteTimer {
@@ -430,6 +573,7 @@ impl WriteTimer {
         }
         Self {
             started: std::time::Instant::now(),
+            process_cpu: source::process_cpu(),
         }
     }
 

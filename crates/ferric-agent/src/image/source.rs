@@ -1,13 +1,18 @@
-//! Downloading an image: a producer thread reads the HTTP body in 1 MiB chunks and hashes
-//! them while the caller writes the previous chunks to disk, so hashing and writing overlap.
-//! A bounded channel (and recycled buffers) caps memory at a few MiB whatever the image size.
+//! Downloading an image: a reader thread reads the HTTP body in 1 MiB chunks, a hasher thread
+//! hashes them and the caller writes the chunks hashed before to disk, so reading, hashing and
+//! writing overlap (on as many CPUs as the machine has: hashing is the dearest step when the
+//! CPU is emulated). Bounded channels (and recycled buffers) cap memory at about ten MiB
+//! whatever the image size.
+//! Each chunk sits at a page-aligned address of its buffer, so the caller can write it with
+//! `O_DIRECT` (no copy into the page cache: the cheapest write when the CPU is the limit, as
+//! under an emulated CPU).
 
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::Digest;
 
@@ -15,8 +20,84 @@ use crate::commands::CommandError;
 
 /// Chunk size of the download and of raw writes.
 pub const CHUNK: usize = 1024 * 1024;
-/// Chunks in flight between the download and the disk.
+/// Chunks in flight between the hasher and the disk.
 const IN_FLIGHT: usize = 4;
+/// Chunks in flight between the reader and the hasher.
+const TO_HASH: usize = 2;
+/// The alignment of a chunk's first byte in memory: `O_DIRECT` wants the logical block size
+/// (512 or 4096); a page covers both.
+pub const ALIGN: usize = 4096;
+
+/// A piece of the image: `len` bytes at a page-aligned `start` of its buffer.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    buffer: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Chunk {
+    /// An empty chunk with room for [`CHUNK`] bytes at a page-aligned address (the buffer is
+    /// one page larger than that; the workspace forbids `unsafe`, so no aligned allocator).
+    pub fn aligned() -> Chunk {
+        let buffer = vec![0u8; CHUNK + ALIGN];
+        let start = (ALIGN - buffer.as_ptr() as usize % ALIGN) % ALIGN;
+        Chunk {
+            buffer,
+            start,
+            len: 0,
+        }
+    }
+
+    /// The chunk's whole room, [`CHUNK`] bytes from a page-aligned address, to fill.
+    pub fn room(&mut self) -> &mut [u8] {
+        &mut self.buffer[self.start..self.start + CHUNK]
+    }
+
+    /// The chunk's bytes from `at` on (a chunk put back after a partial read).
+    fn split_from(mut self, at: usize) -> Chunk {
+        self.start += at;
+        self.len -= at;
+        self
+    }
+}
+
+impl std::ops::Deref for Chunk {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.buffer[self.start..self.start + self.len]
+    }
+}
+
+/// Where the download's time went (docs/benchmarks.md): the reader thread's wall and CPU time
+/// reading the HTTP body (waiting for the network, the copies out of the HTTP client), the
+/// hasher thread's in hashing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProducerTimes {
+    pub read_wall: Duration,
+    pub read_cpu: Duration,
+    pub hash_wall: Duration,
+    pub hash_cpu: Duration,
+}
+
+/// This thread's CPU time so far (zero where the clock is missing).
+pub fn thread_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// This process's CPU time so far, all threads (the HTTP client's runtime included).
+pub fn process_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
 
 /// A checksum algorithm Ironic may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,12 +253,13 @@ pub struct Download {
     pub url: String,
     /// `Content-Length`, when the server sent one.
     pub content_length: Option<u64>,
-    /// Bytes received so far (shared with the producer thread).
+    /// Bytes received so far (shared with the reader thread).
     pub downloaded: Arc<AtomicU64>,
-    chunks: Receiver<Vec<u8>>,
-    recycle: SyncSender<Vec<u8>>,
-    producer: Option<JoinHandle<io::Result<String>>>,
-    current: Vec<u8>,
+    chunks: Receiver<Chunk>,
+    recycle: SyncSender<Chunk>,
+    producer: Option<JoinHandle<io::Result<ProducerTimes>>>,
+    hasher: Option<JoinHandle<(String, ProducerTimes)>>,
+    current: Chunk,
     at: usize,
 }
 
@@ -186,7 +268,7 @@ fn download_error(details: impl Into<String>) -> CommandError {
 }
 
 impl Download {
-    /// Opens the first URL that answers 200 and starts the producer thread.
+    /// Opens the first URL that answers 200 and starts the reader and hasher threads.
     pub fn start(
         http: &reqwest::blocking::Client,
         urls: &[String],
@@ -206,13 +288,19 @@ impl Download {
                 }
             };
             let content_length = response.content_length();
-            let (chunk_sender, chunks) = sync_channel::<Vec<u8>>(IN_FLIGHT);
-            let (recycle, spare) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
+            let (read_sender, read_chunks) = sync_channel::<Chunk>(TO_HASH);
+            let (chunk_sender, chunks) = sync_channel::<Chunk>(IN_FLIGHT);
+            let (recycle, spare) = sync_channel::<Chunk>(TO_HASH + IN_FLIGHT + 3);
             let downloaded = Arc::new(AtomicU64::new(0));
             let counter = downloaded.clone();
             let producer = std::thread::Builder::new()
                 .name("image-download".to_owned())
-                .spawn(move || produce(response, algorithm, chunk_sender, spare, counter))
+                .spawn(move || produce(response, read_sender, spare, counter))
+                .map_err(|error| download_error(format!("cannot start the download: {error}")))?;
+            // Should this fail, the reader stops at its first chunk (nobody receives it).
+            let hasher = std::thread::Builder::new()
+                .name("image-hash".to_owned())
+                .spawn(move || hash_chunks(algorithm, read_chunks, chunk_sender))
                 .map_err(|error| download_error(format!("cannot start the download: {error}")))?;
             return Ok(Download {
                 url: url.clone(),
@@ -221,7 +309,8 @@ impl Download {
                 chunks,
                 recycle,
                 producer: Some(producer),
-                current: Vec::new(),
+                hasher: Some(hasher),
+                current: Chunk::default(),
                 at: 0,
             });
         }
@@ -232,36 +321,45 @@ impl Download {
     }
 
     /// The next chunk, or `None` at the end (or when the producer failed: see `finish`).
-    pub fn next_chunk(&mut self) -> Option<Vec<u8>> {
+    pub fn next_chunk(&mut self) -> Option<Chunk> {
         if self.at < self.current.len() {
-            let rest = self.current.split_off(self.at);
+            let rest = std::mem::take(&mut self.current).split_from(self.at);
             self.at = 0;
-            self.current.clear();
             return Some(rest);
         }
         self.chunks.recv().ok()
     }
 
     /// Puts a chunk taken with `next_chunk` back in front of the stream.
-    pub fn push_back(&mut self, chunk: Vec<u8>) {
+    pub fn push_back(&mut self, chunk: Chunk) {
         self.current = chunk;
         self.at = 0;
     }
 
     /// Hands a buffer back to the producer to fill again.
-    pub fn recycle(&self, mut buffer: Vec<u8>) {
-        buffer.clear();
-        let _ = self.recycle.try_send(buffer);
+    pub fn recycle(&self, chunk: Chunk) {
+        if chunk.buffer.len() == CHUNK + ALIGN {
+            let _ = self.recycle.try_send(chunk);
+        }
     }
 
-    /// Waits for the producer: the hex digest of everything downloaded, or the read error.
-    pub fn finish(mut self) -> Result<String, CommandError> {
-        // Drain what the consumer left, so the producer is never blocked on a full channel.
+    /// Waits for the reader and the hasher: the hex digest of everything downloaded and
+    /// where their time went, or the read error.
+    pub fn finish(mut self) -> Result<(String, ProducerTimes), CommandError> {
+        // Drain what the consumer left, so neither thread is blocked on a full channel.
         while self.chunks.recv().is_ok() {}
-        let producer = self.producer.take();
-        match producer.map(JoinHandle::join) {
-            Some(Ok(Ok(digest))) => Ok(digest),
-            Some(Ok(Err(error))) => Err(download_error(format!(
+        let hashed = self.hasher.take().map(JoinHandle::join);
+        let read = self.producer.take().map(JoinHandle::join);
+        match (read, hashed) {
+            (Some(Ok(Ok(read))), Some(Ok((digest, hashed)))) => Ok((
+                digest,
+                ProducerTimes {
+                    read_wall: read.read_wall,
+                    read_cpu: read.read_cpu,
+                    ..hashed
+                },
+            )),
+            (Some(Ok(Err(error))), _) => Err(download_error(format!(
                 "reading {} failed: {error}",
                 self.url
             ))),
@@ -277,9 +375,7 @@ impl Read for Download {
                 return Ok(0);
             };
             let old = std::mem::replace(&mut self.current, chunk);
-            if old.capacity() > 0 {
-                self.recycle(old);
-            }
+            self.recycle(old);
             self.at = 0;
         }
         let n = buf.len().min(self.current.len() - self.at);
@@ -289,35 +385,35 @@ impl Read for Download {
     }
 }
 
+/// The reader thread: the HTTP body into aligned chunks, to the hasher.
 fn produce(
     mut response: reqwest::blocking::Response,
-    algorithm: Algorithm,
-    chunks: SyncSender<Vec<u8>>,
-    spare: Receiver<Vec<u8>>,
+    chunks: SyncSender<Chunk>,
+    spare: Receiver<Chunk>,
     downloaded: Arc<AtomicU64>,
-) -> io::Result<String> {
-    let mut hasher = algorithm.hasher();
+) -> io::Result<ProducerTimes> {
+    let mut times = ProducerTimes::default();
     loop {
-        let mut buffer = spare
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
-        buffer.resize(CHUNK, 0);
+        let mut chunk = spare.try_recv().unwrap_or_else(|_| Chunk::aligned());
+        let (wall, cpu) = (Instant::now(), thread_cpu());
+        let room = chunk.room();
         let mut filled = 0;
         while filled < CHUNK {
-            match response.read(&mut buffer[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => return Err(error),
+            match room.get_mut(filled..).map(|rest| response.read(rest)) {
+                Some(Ok(0)) | None => break,
+                Some(Ok(n)) => filled += n,
+                Some(Err(error)) if error.kind() == io::ErrorKind::Interrupted => {}
+                Some(Err(error)) => return Err(error),
             }
         }
-        buffer.truncate(filled);
+        chunk.len = filled;
+        times.read_wall += wall.elapsed();
+        times.read_cpu += thread_cpu().saturating_sub(cpu);
         if filled == 0 {
             break;
         }
-        hasher.update(&buffer);
         downloaded.fetch_add(filled as u64, Ordering::Relaxed);
-        if chunks.send(buffer).is_err() {
+        if chunks.send(chunk).is_err() {
             // The consumer gave up (an error on its side); it reports that error.
             break;
         }
@@ -325,8 +421,33 @@ fn produce(
             break;
         }
     }
+    Ok(times)
+}
+
+/// The hasher thread: every chunk the reader sends, in order, then on to the writer; the hex
+/// digest when the reader is done.
+fn hash_chunks(
+    algorithm: Algorithm,
+    read: Receiver<Chunk>,
+    hashed: SyncSender<Chunk>,
+) -> (String, ProducerTimes) {
+    let mut hasher = algorithm.hasher();
+    let mut times = ProducerTimes::default();
+    for chunk in read.iter() {
+        let (wall, cpu) = (Instant::now(), thread_cpu());
+        hasher.update(&chunk);
+        times.hash_wall += wall.elapsed();
+        times.hash_cpu += thread_cpu().saturating_sub(cpu);
+        if hashed.send(chunk).is_err() {
+            // The consumer gave up; dropping `read` stops the reader.
+            break;
+        }
+    }
     let digest = hasher.finalize();
-    Ok(digest.iter().map(|byte| format!("{byte:02x}")).collect())
+    (
+        digest.iter().map(|byte| format!("{byte:02x}")).collect(),
+        times,
+    )
 }
 
 /// Reads `[offset, offset + len)` of `url` with an HTTP range request.
@@ -358,6 +479,19 @@ pub fn fetch_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_are_page_aligned_and_split_in_place() {
+        let mut chunk = Chunk::aligned();
+        assert_eq!(chunk.room().as_ptr() as usize % ALIGN, 0);
+        assert_eq!(chunk.room().len(), CHUNK);
+        chunk.room()[..5].copy_from_slice(b"hello");
+        chunk.len = 5;
+        assert_eq!(&*chunk, b"hello");
+        let rest = chunk.split_from(2);
+        assert_eq!(&*rest, b"llo");
+        assert!(Chunk::default().is_empty());
+    }
 
     #[test]
     fn algorithms_follow_ironics_rules() {
