@@ -125,11 +125,16 @@ if [ "${1:-}" = "--lab" ]; then
   if [ "${#lab_missing[@]}" -gt 0 ]; then
     apt_install "${lab_missing[@]}"
   fi
-  # The kernel of the lab's agent ramdisk (`cargo xtask e2e` sets FERRIC_E2E_KERNEL_DIR to it):
-  # bookworm's 6.12 (linux-image-6.12-amd64, signed, from bookworm-security), unpacked here, not
-  # installed, so the host's own kernel and boot loader stay as they are. Its ZSTD-compressed
-  # image starts ~2 s sooner under TCG than bookworm's XZ-compressed 6.1 (docs/lab.md); it has
-  # every server NIC and HBA driver the ramdisk packs. depmod writes the modules.dep and
+fi
+
+if [ "${1:-}" = "--lab-kernel" ]; then
+  # --- another kernel for the lab's agent ramdisk (only with --lab-kernel) -------------------
+  # `cargo xtask e2e` boots the ramdisk on it when FERRIC_LAB_KERNEL_DIR is set (else on the
+  # host's kernel): bookworm's 6.12 (linux-image-6.12-amd64, signed, from bookworm-security),
+  # unpacked here, not installed, so the host's own kernel and boot loader stay as they are. Its ZSTD-compressed
+  # image decompresses ~2 s sooner under TCG than bookworm's XZ-compressed 6.1, but whole lab
+  # boots measured no faster (its initramfs is larger; docs/lab.md), so it is not the default.
+  # It has every server NIC and HBA driver the ramdisk packs. depmod writes the modules.dep and
   # modules.alias the package leaves to its postinst.
   lab_kernel_dir="${FERRIC_LAB_KERNEL_DIR:-$HOME/.cache/ferric/lab-kernel}"
   if [ ! -e "$lab_kernel_dir/.complete" ]; then
