@@ -10,21 +10,34 @@
 //!
 //! Every operation is a single statement in autocommit mode (two exceptions, a pair of
 //! statements in one transaction: [`Store::execute_then`], for abort requests, and
-//! [`Store::fetch_optional_then`], a node's state change with its history entry; on SQLite
-//! every statement that may write first takes the process's write turn, `write_turn`): nothing holds a transaction
-//! open across anything but SQL, let alone across a BMC or network call. Races between writers are settled by
-//! the statements themselves (revision-guarded `UPDATE`s, compare-and-set lease upserts).
+//! [`Store::fetch_optional_then`], a node's state change with its history entry): nothing
+//! holds a transaction open across anything but SQL, let alone across a BMC or network call.
+//! Races between writers are settled by the statements themselves (revision-guarded
+//! `UPDATE`s, compare-and-set lease upserts).
+//!
+//! SQLite's writes: SQLite has one writer at a time, so this process's writers queue for one
+//! dedicated connection ([`Writer`], taken by `write_turn` for every statement that may
+//! write) instead of meeting SQLite's busy lock, whose handler sleeps (1, 2, 5, 10 … ms) and
+//! leaves the database idle meanwhile. Each sqlx SQLite statement is a message to its
+//! connection's thread and a wake-up back; a pooled connection adds two more (sqlx pings it
+//! when it is taken and when it is returned), so the held connection makes a write one round
+//! trip instead of three (`docs/benchmarks.md`, the fleet cycle). A write cancelled halfway
+//! leaves nothing open: sqlx rolls back a dropped transaction (and a `BEGIN` nobody saw
+//! acknowledged) on the connection before its next command. The connection is closed after
+//! [`SQLITE_IDLE_TIMEOUT`] unused, like the pool's, and opened again by the next write.
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
+use sqlx::{Acquire, ConnectOptions, Connection};
 
 use crate::error::{Error, backend, redact};
 use crate::schema::SchemaPolicy;
@@ -85,10 +98,76 @@ impl Default for StoreOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: Pool,
-    /// SQLite only: taken by every statement that may write, so this process's writers queue
-    /// here and hand over at once instead of meeting SQLite's busy lock, whose handler sleeps
-    /// (1, 2, 5, 10 … ms) and leaves the database idle meanwhile (`docs/benchmarks.md`).
-    writer: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// SQLite files only: the connection every statement that may write runs on (module
+    /// comment). `None` on PostgreSQL, and on SQLite in memory (one connection in all) or
+    /// read-only.
+    writer: Option<Arc<Writer>>,
+}
+
+/// SQLite's write connection, held by one writer at a time (the mutex is the write turn).
+#[derive(Debug)]
+struct Writer {
+    slot: tokio::sync::Mutex<WriterSlot>,
+}
+
+#[derive(Debug)]
+struct WriterSlot {
+    /// How to open the connection (the pool's own settings: WAL, foreign keys, …).
+    options: SqliteConnectOptions,
+    /// Open while writes come; closed after [`SQLITE_IDLE_TIMEOUT`] unused or after an error
+    /// that leaves it unusable, and opened again by the next write.
+    connection: Option<SqliteConnection>,
+    last_used: Instant,
+    /// Set by [`Store::close`]: writes fail as they do on a closed pool.
+    closed: bool,
+}
+
+impl WriterSlot {
+    /// The connection, opened if it is not.
+    async fn connection(&mut self) -> Result<&mut SqliteConnection, sqlx::Error> {
+        if self.closed {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        let connection = match self.connection.take() {
+            Some(connection) => connection,
+            None => self.options.connect().await?,
+        };
+        Ok(self.connection.insert(connection))
+    }
+
+    /// After a statement: notes the use, and drops a connection that an I/O error or a
+    /// crashed worker thread left unusable.
+    fn settle<T>(&mut self, result: &Result<T, sqlx::Error>) {
+        self.last_used = Instant::now();
+        if let Err(sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed | sqlx::Error::Protocol(_)) =
+            result
+        {
+            self.connection = None;
+        }
+    }
+}
+
+/// Closes the write connection once it has been unused for [`SQLITE_IDLE_TIMEOUT`] (its page
+/// cache and prepared statements are megabytes after a busy spell); ends with the store.
+async fn close_idle_writer(writer: std::sync::Weak<Writer>) {
+    loop {
+        tokio::time::sleep(SQLITE_IDLE_TIMEOUT).await;
+        let Some(writer) = writer.upgrade() else {
+            return;
+        };
+        let idle = {
+            let Ok(mut slot) = writer.slot.try_lock() else {
+                continue;
+            };
+            if slot.last_used.elapsed() < SQLITE_IDLE_TIMEOUT {
+                continue;
+            }
+            slot.connection.take()
+        };
+        if let Some(connection) = idle {
+            let _ = connection.close().await;
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +183,29 @@ macro_rules! on_pool {
         match &$store.pool {
             Pool::Sqlite($pool) => $body,
             Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `$body` (an `async` block's contents returning `Result<_, sqlx::Error>`) for statement
+/// `$sql` with `$executor` bound to where it runs: SQLite's write connection for a statement
+/// that may write ([`Store::write_turn`]), else the pool. Expanded once per place; `$executor`
+/// supports `execute`/`fetch_*` and `sqlx::Acquire::begin`.
+macro_rules! on_executor {
+    ($store:expr, $sql:expr, $executor:ident => $body:expr) => {
+        match $store.write_turn($sql).await {
+            Some(mut turn) => {
+                let result: Result<_, sqlx::Error> = match turn.connection().await {
+                    Ok($executor) => async move { $body }.await,
+                    Err(error) => Err(error),
+                };
+                turn.settle(&result);
+                result
+            }
+            None => match &$store.pool {
+                Pool::Sqlite($executor) => $body,
+                Pool::Postgres($executor) => $body,
+            },
         }
     };
 }
@@ -242,13 +344,29 @@ impl Store {
                 // server gives that memory back (issue 26; docs/benchmarks.md).
                 pool_options = pool_options.idle_timeout(SQLITE_IDLE_TIMEOUT);
             }
+            // A local connection does not break between uses: no ping when one is taken
+            // (one round trip to its thread less per read).
+            pool_options = pool_options.test_before_acquire(false);
+            let writer = (!in_memory).then(|| {
+                Arc::new(Writer {
+                    slot: tokio::sync::Mutex::new(WriterSlot {
+                        options: connect.clone(),
+                        connection: None,
+                        last_used: Instant::now(),
+                        closed: false,
+                    }),
+                })
+            });
             let pool = pool_options
                 .connect_with(connect)
                 .await
                 .map_err(open_error)?;
+            if let Some(writer) = &writer {
+                tokio::spawn(close_idle_writer(Arc::downgrade(writer)));
+            }
             Self {
                 pool: Pool::Sqlite(pool),
-                writer: Some(Arc::new(tokio::sync::Mutex::new(()))),
+                writer,
             }
         };
         Ok(store)
@@ -288,6 +406,16 @@ impl Store {
 
     /// Closes every connection; waits for those in use to be returned.
     pub async fn close(&self) {
+        if let Some(writer) = &self.writer {
+            let connection = {
+                let mut slot = writer.slot.lock().await;
+                slot.closed = true;
+                slot.connection.take()
+            };
+            if let Some(connection) = connection {
+                let _ = connection.close().await;
+            }
+        }
         on_pool!(self, pool => pool.close().await);
     }
 
@@ -299,8 +427,9 @@ impl Store {
         db_time(Utc::now())
     }
 
-    /// On SQLite, the turn to write for a statement that may write (`None`: go ahead).
-    async fn write_turn(&self, sql: &str) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    /// On SQLite, the turn to write for a statement that may write: the write connection,
+    /// once the writers before have finished with it (`None`: use the pool).
+    async fn write_turn(&self, sql: &str) -> Option<tokio::sync::MutexGuard<'_, WriterSlot>> {
         let writer = self.writer.as_ref()?;
         let verb = sql.split_whitespace().next().unwrap_or_default();
         let reads = ["SELECT", "PRAGMA", "VACUUM"]
@@ -309,7 +438,7 @@ impl Store {
         if reads {
             return None;
         }
-        Some(writer.lock().await)
+        Some(writer.slot.lock().await)
     }
 
     /// Runs `sql` and maps the first row, if any.
@@ -319,9 +448,8 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Option<T>, sqlx::Error> {
-        let _turn = self.write_turn(sql).await;
-        on_pool!(self, pool => {
-            let row = sqlx::query(sql).bind_args(args).fetch_optional(pool).await?;
+        on_executor!(self, sql, executor => {
+            let row = sqlx::query(sql).bind_args(args).fetch_optional(executor).await?;
             row.map(|row| map(&row)).transpose()
         })
     }
@@ -333,11 +461,7 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Vec<T>, sqlx::Error> {
-        let _turn = self.write_turn(sql).await;
-        on_pool!(self, pool => {
-            let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
-            rows.iter().map(|row| map(row)).collect()
-        })
+        self.fetch_all_with(sql, args, map).await
     }
 
     /// [`Store::fetch_all`] with a mapper that carries state (which columns were selected).
@@ -350,18 +474,16 @@ impl Store {
     where
         F: Fn(&dyn DbRow) -> Result<T, sqlx::Error>,
     {
-        let _turn = self.write_turn(sql).await;
-        on_pool!(self, pool => {
-            let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
+        on_executor!(self, sql, executor => {
+            let rows = sqlx::query(sql).bind_args(args).fetch_all(executor).await?;
             rows.iter().map(|row| map(row)).collect()
         })
     }
 
     /// Runs `sql` and returns how many rows it changed.
     pub(crate) async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
-        let _turn = self.write_turn(sql).await;
-        on_pool!(self, pool => {
-            Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
+        on_executor!(self, sql, executor => {
+            Ok(sqlx::query(sql).bind_args(args).execute(executor).await?.rows_affected())
         })
     }
 
@@ -373,9 +495,8 @@ impl Store {
         first: (&str, &[Arg<'_>], RowMapper<T>),
         then: (&str, &[Arg<'_>]),
     ) -> Result<Option<T>, sqlx::Error> {
-        let _turn = self.write_turn(first.0).await;
-        on_pool!(self, pool => {
-            let mut transaction = pool.begin().await?;
+        on_executor!(self, first.0, executor => {
+            let mut transaction = Acquire::begin(executor).await?;
             let row = sqlx::query(first.0)
                 .bind_args(first.1)
                 .fetch_optional(&mut *transaction)
@@ -398,9 +519,8 @@ impl Store {
         first: (&str, &[Arg<'_>]),
         then: (&str, &[Arg<'_>]),
     ) -> Result<bool, sqlx::Error> {
-        let _turn = self.write_turn(first.0).await;
-        on_pool!(self, pool => {
-            let mut transaction = pool.begin().await?;
+        on_executor!(self, first.0, executor => {
+            let mut transaction = Acquire::begin(executor).await?;
             let changed = sqlx::query(first.0)
                 .bind_args(first.1)
                 .execute(&mut *transaction)
@@ -434,5 +554,80 @@ impl Listener {
                 notification.payload().to_owned(),
             )
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    use super::*;
+    use crate::testing::SqliteFile;
+
+    /// Polls `future` `polls` times, yielding to the runtime between polls so the connection's
+    /// thread gets on with it, then drops it: a caller that went away halfway.
+    async fn abandon_after<F: Future>(future: F, polls: usize) {
+        let mut future = pin!(future);
+        let mut context = Context::from_waker(Waker::noop());
+        for _ in 0..polls {
+            if future.as_mut().poll(&mut context).is_ready() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// A write dropped anywhere inside its transaction on the shared write connection leaves
+    /// no transaction open behind it: later writes commit on their own and other connections
+    /// see them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abandoned_transaction_leaves_the_write_connection_clean() {
+        let file = SqliteFile::new();
+        let store = Store::open(&file.url()).await.expect("open");
+        store
+            .execute("CREATE TABLE pairs (a INTEGER, b INTEGER)", &[])
+            .await
+            .expect("create");
+        for polls in 0..40 {
+            let first = "INSERT INTO pairs (a, b) VALUES ($1, 0) RETURNING a";
+            let then = "UPDATE pairs SET b = 1 WHERE a = $1";
+            let args = [Arg::Int(polls)];
+            let write =
+                store.fetch_optional_then((first, &args, |row| row.int("a")), (then, &args));
+            abandon_after(write, polls as usize).await;
+            store
+                .execute(
+                    "INSERT INTO pairs (a, b) VALUES ($1, 2)",
+                    &[Arg::Int(1000 + polls)],
+                )
+                .await
+                .expect("a write after an abandoned one");
+            // Read through the pool, not the write connection: an open transaction on the
+            // latter would hide the insert from here.
+            let Pool::Sqlite(pool) = &store.pool else {
+                unreachable!()
+            };
+            let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pairs WHERE a = $1")
+                .bind(1000 + polls)
+                .fetch_one(pool)
+                .await
+                .expect("count");
+            assert_eq!(seen, 1, "after abandoning at poll {polls}");
+            // Each pair is whole or absent: the transaction committed both or neither.
+            let halves: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM pairs WHERE a = $1 AND b = 0")
+                    .bind(polls)
+                    .fetch_one(pool)
+                    .await
+                    .expect("count");
+            assert_eq!(halves, 0, "half a pair after abandoning at poll {polls}");
+        }
+        store.close().await;
+        assert!(matches!(
+            store.execute("DELETE FROM pairs", &[]).await,
+            Err(sqlx::Error::PoolClosed)
+        ));
     }
 }
