@@ -318,16 +318,28 @@ impl Task {
     }
 
     /// Gives the lease back. Errors are logged: an unreleased lease expires on its own.
-    pub(crate) async fn release(mut self) {
+    pub(crate) async fn release(self) {
+        self.release_with(false).await;
+    }
+
+    /// [`Task::release`] at the end of a worker's flow: an abort request left on the node came
+    /// too late to matter and is forgotten with the work it meant (same call to the database).
+    pub(crate) async fn release_ending(self) {
+        self.release_with(true).await;
+    }
+
+    async fn release_with(mut self, forget_abort: bool) {
         self.stop_renewal();
         self.released = true;
         let node = self.uuid();
-        if let Err(error) = self
-            .inner
-            .store
-            .node_lease_release(node, &self.inner.config.hostname)
-            .await
-        {
+        let store = &self.inner.store;
+        let hostname = &self.inner.config.hostname;
+        let released = if forget_abort {
+            store.node_lease_release_ending(node, hostname).await
+        } else {
+            store.node_lease_release(node, hostname).await
+        };
+        if let Err(error) = released {
             tracing::warn!(node = %node, error = %error, "could not release node lease; it will expire");
         }
         self.inner.unmark_busy(node);

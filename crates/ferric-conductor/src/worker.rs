@@ -43,8 +43,6 @@ async fn run(mut task: Task, job: Job) {
         Job::AfterCleanAbort => after_abort(&mut task, Flow::Clean).await,
         Job::AfterRescueAbort => after_abort(&mut task, Flow::Rescue).await,
     };
-    // An abort that came too late to matter is forgotten with the work it meant.
-    task.clear_abort_request().await;
     if let Err(error) = result {
         tracing::error!(node = %node, error = %error, "conductor task failed");
         if task.node.provision_state.is_stuck_treated_as_failure() {
@@ -55,7 +53,8 @@ async fn run(mut task: Task, job: Job) {
             }
         }
     }
-    task.release().await;
+    // An abort that came too late to matter is forgotten with the work it meant.
+    task.release_ending().await;
 }
 
 /// Moves the node on while it is in a state where the conductor works synchronously.

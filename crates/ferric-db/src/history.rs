@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
 use crate::nodes::{node_from_row, node_values, write_error};
 use crate::sql::{Arg, DbRow, update_returning_if};
-use crate::store::Store;
+use crate::store::{InsertRow, Store};
 
 /// When [`Store::node_update_recorded`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,9 +111,7 @@ impl Store {
             &values,
             condition,
         );
-        let history = format!(
-            "INSERT INTO node_history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-        );
+        let into = format!("node_history ({HISTORY_COLUMNS})");
         let args = [
             Arg::Uuid(entry.uuid),
             Arg::Uuid(entry.node),
@@ -127,7 +125,11 @@ impl Store {
         let updated = self
             .fetch_optional_then(
                 (query.sql(), query.args(), node_from_row),
-                (&history, &args),
+                InsertRow {
+                    into: &into,
+                    values: "$1, $2, $3, $4, $5, $6, $7, $8",
+                    args: &args,
+                },
             )
             .await
             .map_err(|error| write_error(error, node, "node_update_recorded"))?;

@@ -148,6 +148,37 @@ impl Store {
         Ok(())
     }
 
+    /// [`Store::node_lease_release`] and [`Store::node_abort_request_clear`] at once, one call
+    /// to the database: a flow ends, and an abort marked too late to matter goes with it.
+    pub async fn node_lease_release_ending(&self, node: Uuid, holder: &str) -> Result<(), Error> {
+        let sql = match self.backend_name() {
+            // SQLite has no DELETE in a WITH: two statements in one call, each its own commit.
+            "sqlite" => {
+                "DELETE FROM node_abort_requests WHERE node_uuid = $1; \
+                 DELETE FROM node_leases WHERE node_uuid = $1 AND holder = $2 \
+                 RETURNING node_uuid"
+            }
+            _ => {
+                "WITH cleared AS (DELETE FROM node_abort_requests WHERE node_uuid = $1) \
+                 DELETE FROM node_leases WHERE node_uuid = $1 AND holder = $2 \
+                 RETURNING node_uuid"
+            }
+        };
+        let released = self
+            .fetch_all(sql, &[Arg::Uuid(node), Arg::Text(holder)], |row| {
+                row.uuid("node_uuid")
+            })
+            .await
+            .map_err(backend("node_lease_release_ending"))?;
+        if released.is_empty() {
+            return Err(Error::LeaseNotHeld {
+                node,
+                holder: holder.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// Gives up every lease `holder` has: a conductor starting up clears what its previous
     /// life left behind. Returns how many were released.
     pub async fn node_lease_release_all(&self, holder: &str) -> Result<u64, Error> {

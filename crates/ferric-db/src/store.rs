@@ -120,6 +120,11 @@ struct WriterSlot {
     last_used: Instant,
     /// Set by [`Store::close`]: writes fail as they do on a closed pool.
     closed: bool,
+    /// A script with its own `BEGIN … COMMIT` ([`Store::fetch_optional_then`]) was sent and
+    /// its caller has not seen it end: the caller was cancelled, and SQLite's thread stops a
+    /// script whose results nobody receives, maybe inside its transaction. The next turn rolls
+    /// back whatever is left open before anything else runs.
+    in_script: bool,
 }
 
 impl WriterSlot {
@@ -128,11 +133,40 @@ impl WriterSlot {
         if self.closed {
             return Err(sqlx::Error::PoolClosed);
         }
-        let connection = match self.connection.take() {
+        let mut connection = match self.connection.take() {
             Some(connection) => connection,
             None => self.options.connect().await?,
         };
+        if std::mem::take(&mut self.in_script) {
+            // "no transaction is active" when the script got to its COMMIT: nothing to undo.
+            let _ = sqlx::query("ROLLBACK").execute(&mut connection).await;
+        }
         Ok(self.connection.insert(connection))
+    }
+
+    /// Runs `script`, a transaction of its own, to its end; rolls back what a failed
+    /// statement left open.
+    async fn run_script(
+        &mut self,
+        script: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, sqlx::Error> {
+        self.connection().await?;
+        let Some(connection) = self.connection.as_mut() else {
+            return Err(sqlx::Error::WorkerCrashed);
+        };
+        self.in_script = true;
+        // `fetch_all`: every statement runs to its end (a fetch that stops at the first row
+        // would stop the script before its COMMIT).
+        let rows = sqlx::query(script)
+            .bind_args(args)
+            .fetch_all(&mut *connection)
+            .await;
+        if rows.is_err() {
+            let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
+        }
+        self.in_script = false;
+        rows
     }
 
     /// After a statement: notes the use, and drops a connection that an I/O error or a
@@ -354,6 +388,7 @@ impl Store {
                         connection: None,
                         last_used: Instant::now(),
                         closed: false,
+                        in_script: false,
                     }),
                 })
             });
@@ -490,13 +525,28 @@ impl Store {
     /// Runs `first` and, only if it returned a row, `then`, in one transaction (SQL only
     /// inside, nothing else awaited): a write and the record of it commit together, one
     /// commit instead of two. Returns `first`'s row, `None` if it had none (and so nothing ran).
+    ///
+    /// On SQLite's write connection the pair goes as one script, `BEGIN; first; then …
+    /// WHERE changes() > 0; COMMIT`: one round trip to the connection's thread instead of four
+    /// (`WriterSlot::in_script` covers a caller cancelled halfway).
     pub(crate) async fn fetch_optional_then<T>(
         &self,
         first: (&str, &[Arg<'_>], RowMapper<T>),
-        then: (&str, &[Arg<'_>]),
+        then: InsertRow<'_>,
     ) -> Result<Option<T>, sqlx::Error> {
-        on_executor!(self, first.0, executor => {
-            let mut transaction = Acquire::begin(executor).await?;
+        if let Some(mut slot) = self.write_turn(first.0).await {
+            let script = format!(
+                "BEGIN; {}; {}; COMMIT",
+                first.0,
+                then.conditional_sql(first.1.len())
+            );
+            let args: Vec<Arg<'_>> = first.1.iter().chain(then.args).copied().collect();
+            let result = slot.run_script(&script, &args).await;
+            slot.settle(&result);
+            return result?.first().map(|row| first.2(row)).transpose();
+        }
+        on_pool!(self, pool => {
+            let mut transaction = pool.begin().await?;
             let row = sqlx::query(first.0)
                 .bind_args(first.1)
                 .fetch_optional(&mut *transaction)
@@ -506,7 +556,7 @@ impl Store {
                 return Ok(None);
             };
             let record = first.2(&row)?;
-            sqlx::query(then.0).bind_args(then.1).execute(&mut *transaction).await?;
+            sqlx::query(&then.sql()).bind_args(then.args).execute(&mut *transaction).await?;
             transaction.commit().await?;
             Ok(Some(record))
         })
@@ -534,6 +584,43 @@ impl Store {
             transaction.commit().await?;
             Ok(true)
         })
+    }
+}
+
+/// The second statement of [`Store::fetch_optional_then`]: an `INSERT` of one row, in parts so
+/// that the store can make it conditional on the first statement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InsertRow<'a> {
+    /// `table (column, …)`.
+    pub(crate) into: &'a str,
+    /// The row's values, `$1` for `args[0]` and so on.
+    pub(crate) values: &'a str,
+    pub(crate) args: &'a [Arg<'a>],
+}
+
+impl InsertRow<'_> {
+    fn sql(&self) -> String {
+        format!("INSERT INTO {} VALUES ({})", self.into, self.values)
+    }
+
+    /// The `INSERT` as a SQLite statement that writes only if the statement before it changed
+    /// a row, its placeholders after that statement's `offset` ones.
+    fn conditional_sql(&self, offset: usize) -> String {
+        let mut values = String::with_capacity(self.values.len() + 8);
+        let mut rest = self.values;
+        while let Some(at) = rest.find('$') {
+            values.push_str(&rest[..=at]);
+            rest = &rest[at + 1..];
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let number: usize = rest[..digits].parse().unwrap_or(0);
+            values.push_str(&(number + offset).to_string());
+            rest = &rest[digits..];
+        }
+        values.push_str(rest);
+        format!(
+            "INSERT INTO {} SELECT {values} WHERE changes() > 0",
+            self.into
+        )
     }
 }
 
@@ -579,23 +666,59 @@ mod tests {
         }
     }
 
+    fn sqlite_pool(store: &Store) -> &SqlitePool {
+        match &store.pool {
+            Pool::Sqlite(pool) => pool,
+            Pool::Postgres(_) => unreachable!("a SQLite test store"),
+        }
+    }
+
+    async fn count(store: &Store, sql: &str, a: i64) -> i64 {
+        // Through the pool, not the write connection: a transaction left open on the latter
+        // would hide its writes from here.
+        sqlx::query_scalar(sql)
+            .bind(a)
+            .fetch_one(sqlite_pool(store))
+            .await
+            .expect("count")
+    }
+
+    async fn pairs_store(file: &SqliteFile) -> Store {
+        let store = Store::open(&file.url()).await.expect("open");
+        store
+            .execute("CREATE TABLE pairs (a INTEGER PRIMARY KEY, b INTEGER)", &[])
+            .await
+            .expect("create");
+        store
+            .execute("CREATE TABLE marks (a INTEGER UNIQUE)", &[])
+            .await
+            .expect("create");
+        store
+    }
+
+    const MARK: &str = "$1";
+
     /// A write dropped anywhere inside its transaction on the shared write connection leaves
     /// no transaction open behind it: later writes commit on their own and other connections
-    /// see them.
+    /// see them, and each pair is whole or absent.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn abandoned_transaction_leaves_the_write_connection_clean() {
         let file = SqliteFile::new();
-        let store = Store::open(&file.url()).await.expect("open");
-        store
-            .execute("CREATE TABLE pairs (a INTEGER, b INTEGER)", &[])
-            .await
-            .expect("create");
+        let store = pairs_store(&file).await;
         for polls in 0..40 {
-            let first = "INSERT INTO pairs (a, b) VALUES ($1, 0) RETURNING a";
-            let then = "UPDATE pairs SET b = 1 WHERE a = $1";
             let args = [Arg::Int(polls)];
-            let write =
-                store.fetch_optional_then((first, &args, |row| row.int("a")), (then, &args));
+            let write = store.fetch_optional_then(
+                (
+                    "INSERT INTO pairs (a, b) VALUES ($1, 0) RETURNING a",
+                    &args,
+                    |row| row.int("a"),
+                ),
+                InsertRow {
+                    into: "marks (a)",
+                    values: MARK,
+                    args: &args,
+                },
+            );
             abandon_after(write, polls as usize).await;
             store
                 .execute(
@@ -604,30 +727,108 @@ mod tests {
                 )
                 .await
                 .expect("a write after an abandoned one");
-            // Read through the pool, not the write connection: an open transaction on the
-            // latter would hide the insert from here.
-            let Pool::Sqlite(pool) = &store.pool else {
-                unreachable!()
-            };
-            let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pairs WHERE a = $1")
-                .bind(1000 + polls)
-                .fetch_one(pool)
-                .await
-                .expect("count");
+            let seen = count(
+                &store,
+                "SELECT COUNT(*) FROM pairs WHERE a = $1",
+                1000 + polls,
+            )
+            .await;
             assert_eq!(seen, 1, "after abandoning at poll {polls}");
-            // Each pair is whole or absent: the transaction committed both or neither.
-            let halves: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM pairs WHERE a = $1 AND b = 0")
-                    .bind(polls)
-                    .fetch_one(pool)
-                    .await
-                    .expect("count");
-            assert_eq!(halves, 0, "half a pair after abandoning at poll {polls}");
+            let pair = count(&store, "SELECT COUNT(*) FROM pairs WHERE a = $1", polls).await;
+            let mark = count(&store, "SELECT COUNT(*) FROM marks WHERE a = $1", polls).await;
+            assert_eq!(pair, mark, "half a pair after abandoning at poll {polls}");
         }
         store.close().await;
         assert!(matches!(
             store.execute("DELETE FROM pairs", &[]).await,
             Err(sqlx::Error::PoolClosed)
         ));
+    }
+
+    /// The second statement runs only after a first that returned a row, with its own
+    /// placeholders; when it fails, the first is undone and the connection stays usable.
+    #[tokio::test]
+    async fn pair_writes_both_or_neither() {
+        let file = SqliteFile::new();
+        let store = pairs_store(&file).await;
+        let first = "UPDATE pairs SET b = b + 1 WHERE a = $1 RETURNING b";
+        let pair = |a: i64| [Arg::Int(a)];
+        let written = store
+            .fetch_optional_then(
+                (
+                    "INSERT INTO pairs (a, b) VALUES ($1, 0) RETURNING b",
+                    &pair(1),
+                    |row| row.int("b"),
+                ),
+                InsertRow {
+                    into: "marks (a)",
+                    values: "$1",
+                    args: &[Arg::Int(7)],
+                },
+            )
+            .await
+            .expect("pair");
+        assert_eq!(written, Some(0));
+        assert_eq!(
+            count(&store, "SELECT COUNT(*) FROM marks WHERE a = $1", 7).await,
+            1
+        );
+        // No row from the first: the second is not written.
+        let written = store
+            .fetch_optional_then(
+                (first, &pair(2), |row| row.int("b")),
+                InsertRow {
+                    into: "marks (a)",
+                    values: "$1",
+                    args: &[Arg::Int(8)],
+                },
+            )
+            .await
+            .expect("pair");
+        assert_eq!(written, None);
+        assert_eq!(
+            count(&store, "SELECT COUNT(*) FROM marks WHERE a = $1", 8).await,
+            0
+        );
+        // The second fails (a duplicate mark): the first is rolled back with it.
+        let failed = store
+            .fetch_optional_then(
+                (first, &pair(1), |row| row.int("b")),
+                InsertRow {
+                    into: "marks (a)",
+                    values: "$1",
+                    args: &[Arg::Int(7)],
+                },
+            )
+            .await;
+        assert!(failed.is_err(), "{failed:?}");
+        let b: i64 = sqlx::query_scalar("SELECT b FROM pairs WHERE a = 1")
+            .fetch_one(sqlite_pool(&store))
+            .await
+            .expect("b");
+        assert_eq!(b, 0, "the first statement of a failed pair is undone");
+        store
+            .execute("INSERT INTO pairs (a, b) VALUES (3, 0)", &[])
+            .await
+            .expect("a write after a failed pair");
+        assert_eq!(
+            count(&store, "SELECT COUNT(*) FROM pairs WHERE a = $1", 3).await,
+            1
+        );
+    }
+
+    #[test]
+    fn conditional_insert_numbers_its_placeholders_after_the_first_statement() {
+        let args = [Arg::Int(1), Arg::Int(2)];
+        let insert = InsertRow {
+            into: "t (x, y, z)",
+            values: "$1, $2, $12",
+            args: &args,
+        };
+        assert_eq!(insert.sql(), "INSERT INTO t (x, y, z) VALUES ($1, $2, $12)");
+        assert_eq!(
+            insert.conditional_sql(9),
+            "INSERT INTO t (x, y, z) SELECT $10, $11, $21 WHERE changes() > 0"
+        );
     }
 }

@@ -449,7 +449,7 @@ pub async fn node_provision_set(
     }
     state
         .conductor
-        .provision(node.uuid, verb, args)
+        .provision(&node, verb, args)
         .await
         .map_err(conductor_error)?;
     Ok(accepted(&headers, &ident))

@@ -26,7 +26,7 @@ use ferric_db::{MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, Store};
 use ferric_drivers::Drivers;
 use ferric_model::Verb;
 use ferric_model::action::{Action, ActionReply, HandoffError};
-use ferric_model::resources::{Ident, JsonObject};
+use ferric_model::resources::{Ident, JsonObject, Node};
 use ferric_model::values::{
     BootDevice, BootDeviceSetting, BootMode, PowerAction, VmediaDevice, VmediaSlot,
 };
@@ -203,12 +203,22 @@ impl Handoff {
     /// for another.
     async fn route(&self, node: Uuid) -> Result<Option<String>, ConductorError> {
         let rings = self.inner.membership.rings();
+        if !rings.is_loaded() && self.inner.local.is_some() {
+            return Ok(None);
+        }
+        let record = self.inner.store.node_get(&Ident::Uuid(node)).await?;
+        self.route_record(&record)
+    }
+
+    /// [`Handoff::route`] for a node the caller has just read (its driver, conductor group
+    /// and UUID are what the ring needs; a node moved meanwhile is the owner's to refuse).
+    fn route_record(&self, record: &Node) -> Result<Option<String>, ConductorError> {
+        let rings = self.inner.membership.rings();
         let local = self.inner.local.as_ref();
         if !rings.is_loaded() && local.is_some() {
             return Ok(None);
         }
-        let record = self.inner.store.node_get(&Ident::Uuid(node)).await?;
-        match rings.owner(&record) {
+        match rings.owner(record) {
             Some(owner) if local.is_some_and(|local| local.hostname() == owner) => Ok(None),
             Some(owner) => Ok(Some(owner.to_owned())),
             // Nobody alive serves it by the ring, but this process's conductor would (its own
@@ -305,7 +315,28 @@ impl Handoff {
     /// Runs `action` on the owner of `node`: in this process, or handed over to the owner
     /// and waited for. The one way the API asks anything of a node's conductor.
     pub async fn call(&self, node: Uuid, action: Action) -> Result<ActionReply, ConductorError> {
-        match (self.route(node).await?, &self.inner.local) {
+        let owner = self.route(node).await?;
+        self.call_owner(owner, node, action).await
+    }
+
+    /// [`Handoff::call`] on a node the caller has just read: routed by that record, one
+    /// read of the node less.
+    pub async fn call_read(
+        &self,
+        node: &Node,
+        action: Action,
+    ) -> Result<ActionReply, ConductorError> {
+        let owner = self.route_record(node)?;
+        self.call_owner(owner, node.uuid, action).await
+    }
+
+    async fn call_owner(
+        &self,
+        owner: Option<String>,
+        node: Uuid,
+        action: Action,
+    ) -> Result<ActionReply, ConductorError> {
+        match (owner, &self.inner.local) {
             (None, Some(conductor)) => conductor.execute(node, action).await,
             // Pinned below the action's version, the owner may not know it; what touches no
             // hardware this process can answer itself.
@@ -334,14 +365,16 @@ impl Handoff {
 
     // What follows are typed shorthands for `call`, one line each, for the API's handlers.
 
-    /// [`Conductor::provision`] on the node's owner.
+    /// [`Conductor::provision`] on the owner of `node`, as the API has just read it.
     pub async fn provision(
         &self,
-        node: Uuid,
+        node: &Node,
         verb: Verb,
         args: ProvisionArgs,
     ) -> Result<(), ConductorError> {
-        self.call_done(node, Action::Provision { verb, args }).await
+        self.call_read(node, Action::Provision { verb, args })
+            .await
+            .map(drop)
     }
 
     /// [`Conductor::set_power`] on the node's owner.
