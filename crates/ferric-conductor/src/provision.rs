@@ -28,7 +28,7 @@ impl Conductor {
     ) -> Result<(), ConductorError> {
         let inner = &self.inner;
         let permit = inner.take_worker()?;
-        let mut task = Task::acquire(inner, node).await?;
+        let mut task = Task::acquire_for_request(inner, node).await?;
         match start(&mut task, verb, args).await {
             Ok(Some(job)) => {
                 spawn(task, job, permit);
@@ -103,9 +103,8 @@ async fn start(
     check_verb(verb, state, Microversion::new(u16::MAX))
         .map_err(|error| ConductorError::Invalid(error.message_for_node(&node_uuid.to_string())))?;
     let event = verb.event();
-    // No worker runs while this task holds the lease: an abort mark left now is stale and
-    // must not stop the flow that starts here.
-    task.clear_abort_request().await;
+    // An abort mark left from an earlier flow went with taking the lease
+    // (`Task::acquire_for_request`).
     match event {
         Event::Deploy | Event::Rebuild => {
             if task.node.maintenance {

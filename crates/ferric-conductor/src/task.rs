@@ -56,16 +56,38 @@ impl Task {
     /// Takes `node` for this conductor: fails with [`ConductorError::NodeLocked`] if another
     /// task (here or in another conductor) holds it.
     pub(crate) async fn acquire(inner: &Arc<Inner>, node: Uuid) -> Result<Task, ConductorError> {
+        Self::acquire_with(inner, node, false).await
+    }
+
+    /// [`Task::acquire`] for a new provision request: no flow runs on the node once its lease
+    /// is taken, so an abort mark left on it is stale and is cleared with the lease taken
+    /// (one call to the database), lest it stop the flow that starts now.
+    pub(crate) async fn acquire_for_request(
+        inner: &Arc<Inner>,
+        node: Uuid,
+    ) -> Result<Task, ConductorError> {
+        Self::acquire_with(inner, node, true).await
+    }
+
+    async fn acquire_with(
+        inner: &Arc<Inner>,
+        node: Uuid,
+        for_request: bool,
+    ) -> Result<Task, ConductorError> {
         let Some(abort) = inner.mark_busy(node) else {
             return Err(ConductorError::NodeLocked {
                 node,
                 holder: inner.config.hostname.clone(),
             });
         };
-        let leased = inner
-            .store
-            .node_lease_acquire(node, &inner.config.hostname, inner.config.lease_ttl)
-            .await;
+        let (store, hostname, ttl) = (&inner.store, &inner.config.hostname, inner.config.lease_ttl);
+        let leased = if for_request {
+            store
+                .node_lease_acquire_for_request(node, hostname, ttl)
+                .await
+        } else {
+            store.node_lease_acquire(node, hostname, ttl).await
+        };
         if let Err(error) = leased {
             inner.unmark_busy(node);
             return Err(error.into());

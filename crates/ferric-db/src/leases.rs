@@ -49,7 +49,29 @@ impl Store {
         holder: &str,
         ttl: Duration,
     ) -> Result<NodeLease, Error> {
-        let sql = format!(
+        self.node_lease_acquire_with(node, holder, ttl, false).await
+    }
+
+    /// [`Store::node_lease_acquire`] for a new request on the node: once the lease is taken, no
+    /// flow runs on the node, so an abort mark still there is stale and goes in the same call
+    /// ([`Store::node_abort_request_clear`]); a refused lease leaves the mark alone.
+    pub async fn node_lease_acquire_for_request(
+        &self,
+        node: Uuid,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<NodeLease, Error> {
+        self.node_lease_acquire_with(node, holder, ttl, true).await
+    }
+
+    async fn node_lease_acquire_with(
+        &self,
+        node: Uuid,
+        holder: &str,
+        ttl: Duration,
+        forget_abort: bool,
+    ) -> Result<NodeLease, Error> {
+        let upsert = format!(
             "INSERT INTO node_leases ({LEASE_COLUMNS}) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (node_uuid) DO UPDATE SET holder = excluded.holder, \
              expires_at = excluded.expires_at, \
@@ -59,6 +81,18 @@ impl Store {
              OR node_leases.expires_at <= excluded.acquired_at \
              RETURNING {LEASE_COLUMNS}"
         );
+        let sql = match (forget_abort, self.backend_name()) {
+            (false, _) => upsert,
+            // Two statements in one call; `changes()` is 0 after a refused upsert.
+            (true, "sqlite") => format!(
+                "{upsert}; DELETE FROM node_abort_requests \
+                 WHERE node_uuid = $1 AND changes() > 0"
+            ),
+            (true, _) => format!(
+                "WITH lease AS ({upsert}), cleared AS (DELETE FROM node_abort_requests \
+                 WHERE node_uuid = $1 AND EXISTS (SELECT 1 FROM lease)) SELECT * FROM lease"
+            ),
+        };
         // A lease released between our refused attempt and our look at the holder is free:
         // try once more rather than report a holder that no longer exists.
         for _ in 0..2 {
@@ -69,9 +103,11 @@ impl Store {
                 Arg::Time(now),
                 Arg::Time(expiry(now, ttl)),
             ];
+            // `fetch_all`: every statement runs (a fetch of one row stops after the first).
             let acquired = self
-                .fetch_optional(&sql, &args, lease_from_row)
+                .fetch_all(&sql, &args, lease_from_row)
                 .await
+                .map(|leases| leases.into_iter().next())
                 .map_err(|error| {
                     if is_foreign_key_violation(&error) {
                         Error::NotFound {

@@ -2,6 +2,8 @@
 //! conductor's guarded write never goes over a mark — so of a mark and a move on, exactly
 //! one wins, also when they race.
 
+use std::time::Duration;
+
 use ferric_db::{Error, Store};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, Node};
@@ -13,6 +15,7 @@ backend_tests!(
     a_mark_needs_the_checked_revision_and_state,
     a_guarded_write_never_goes_over_a_mark,
     a_mark_and_a_move_on_racing_never_both_win,
+    a_mark_goes_with_the_lease_a_flow_ends_or_a_request_starts_with,
 );
 
 const RUNNING: [ProvisionState; 1] = [ProvisionState::Deploying];
@@ -134,4 +137,49 @@ async fn a_mark_and_a_move_on_racing_never_both_win(store: Store) {
         assert_eq!(stored.provision_state, expected);
         assert_eq!(store.node_abort_request_exists(uuid).await.unwrap(), marked);
     }
+}
+
+/// The lease calls that take a stale mark with them: releasing at a flow's end, and taking the
+/// lease for a new request — but never a mark on a node whose lease someone else holds.
+async fn a_mark_goes_with_the_lease_a_flow_ends_or_a_request_starts_with(store: Store) {
+    let ttl = Duration::from_secs(60);
+    let node = deploying(&store, "n").await;
+    let mark = |version| store.node_abort_request_set(node.uuid, version, &RUNNING);
+    let exists = || store.node_abort_request_exists(node.uuid);
+
+    store
+        .node_lease_acquire(node.uuid, "c1", ttl)
+        .await
+        .unwrap();
+    assert!(mark(node.version).await.unwrap());
+    // Another conductor's request is refused and leaves the running flow's mark.
+    let refused = store
+        .node_lease_acquire_for_request(node.uuid, "c2", ttl)
+        .await;
+    assert!(
+        matches!(refused, Err(Error::LeaseHeld { .. })),
+        "{refused:?}"
+    );
+    assert!(exists().await.unwrap());
+    // The flow ends: lease and mark go together.
+    store
+        .node_lease_release_ending(node.uuid, "c1")
+        .await
+        .unwrap();
+    assert!(!exists().await.unwrap());
+    assert!(store.node_lease_get(node.uuid).await.unwrap().is_none());
+    // Only the holder releases.
+    assert!(matches!(
+        store.node_lease_release_ending(node.uuid, "c1").await,
+        Err(Error::LeaseNotHeld { .. })
+    ));
+
+    // A mark left behind (its conductor died) goes when a new request takes the lease.
+    assert!(mark(node.version + 1).await.unwrap());
+    let lease = store
+        .node_lease_acquire_for_request(node.uuid, "c2", ttl)
+        .await
+        .unwrap();
+    assert_eq!(lease.holder, "c2");
+    assert!(!exists().await.unwrap());
 }
