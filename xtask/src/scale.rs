@@ -618,6 +618,7 @@ impl Scale {
                 enroll_time.as_secs_f64()
             );
             detail_pages(&endpoints, options.nodes, &mut rows)?;
+            explain_detail_page(options.nodes);
         }
         rows.insert(
             0,
@@ -854,6 +855,31 @@ impl Drop for Scale {
 }
 
 /// Waits until `process` logs that it is up.
+/// Prints PostgreSQL's plan and timing of a detail page's queries in the middle of the
+/// collection (after the timed walks, so it costs them nothing): the page's heads (keyset
+/// paging on `id`), the held leases, and 500 whole rows by id (what a page reads for nodes the
+/// API's render cache lacks). A failure is printed, not fatal.
+fn explain_detail_page(nodes: usize) {
+    let middle = nodes / 2;
+    let ids: Vec<String> = (middle + 1..=middle + 500)
+        .map(|id| id.to_string())
+        .collect();
+    for statement in [
+        format!(
+            "SELECT id, version, uuid, driver, conductor_group FROM nodes \
+             WHERE parent_node IS NULL AND id > {middle} ORDER BY id LIMIT 1000"
+        ),
+        "SELECT * FROM node_leases WHERE expires_at > now()".to_owned(),
+        format!("SELECT * FROM nodes WHERE id IN ({})", ids.join(", ")),
+    ] {
+        let explain = format!("EXPLAIN (ANALYZE, BUFFERS) {statement}");
+        println!("{}", explain.chars().take(160).collect::<String>());
+        if let Err(error) = bench::psql(DATABASE, &explain) {
+            println!("  (not explained: {error:#})");
+        }
+    }
+}
+
 fn wait_until_up(process: &mut Process, role: &str) -> anyhow::Result<()> {
     let ready = if role == "api" {
         "Bare Metal API listening"
