@@ -169,12 +169,12 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
     let mut detail_cpu = 0.0;
     for walk in 1..=options.walks {
         let start = cpu.used()?;
-        let mut pages = walk_pages(&agent, &detail_url)?;
+        let pages = walk_pages_split(&agent, &detail_url)?;
         let used = cpu.used()? - start;
         if walk == 1 {
             report(
                 "GET /v1/nodes/detail, first walk (fills the cache)",
-                &mut pages,
+                &mut pages.iter().map(|page| page.last_byte).collect::<Vec<_>>(),
             );
             cpu.report(used, pages.len());
         } else {
@@ -184,7 +184,17 @@ pub(crate) fn bench_api(args: &[String]) -> anyhow::Result<()> {
         Rss::of(pid)?.print(&format!("after detail walk {walk}"));
     }
     if !detail.is_empty() {
-        report("GET /v1/nodes/detail (pages of 1,000)", &mut detail);
+        report(
+            "GET /v1/nodes/detail (pages of 1,000)",
+            &mut detail.iter().map(|page| page.last_byte).collect::<Vec<_>>(),
+        );
+        report(
+            "  of which to the first byte",
+            &mut detail
+                .iter()
+                .map(|page| page.first_byte)
+                .collect::<Vec<_>>(),
+        );
         cpu.report(detail_cpu, detail.len());
     }
     bench_memory::idle(pid, 3, "after the detail walks")?;
@@ -417,18 +427,36 @@ fn node_body(n: usize) -> Value {
 
 /// GETs `url`; returns the latency and the parsed body. Anything but 200 is an error.
 pub(crate) fn timed_get(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Duration, Value)> {
+    let (timing, body) = timed_get_split(agent, url)?;
+    Ok((timing.last_byte, body))
+}
+
+/// When a response's first and last bytes came, counted from sending its request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// The status line and headers read: the server has done its work (a listing's body is
+    /// built whole before it is sent).
+    pub(crate) first_byte: Duration,
+    /// The whole body read: the page's latency.
+    pub(crate) last_byte: Duration,
+}
+
+/// [`timed_get`] with the time to the first byte too. The body is parsed after the clock
+/// stops: the client's JSON parsing is not the server's latency.
+pub(crate) fn timed_get_split(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Timing, Value)> {
     let started = Instant::now();
     let mut response = agent
         .get(url)
         .header("X-OpenStack-Ironic-API-Version", VERSION)
         .call()
         .with_context(|| format!("GET {url}"))?;
+    let first_byte = started.elapsed();
     let body = response
         .body_mut()
         .with_config()
         .limit(256 * 1024 * 1024)
         .read_to_vec()?;
-    let elapsed = started.elapsed();
+    let last_byte = started.elapsed();
     let status = response.status();
     if status != 200 {
         bail!(
@@ -437,19 +465,33 @@ pub(crate) fn timed_get(agent: &ureq::Agent, url: &str) -> anyhow::Result<(Durat
         );
     }
     let body = serde_json::from_slice(&body).with_context(|| format!("GET {url}: not JSON"))?;
-    Ok((elapsed, body))
+    Ok((
+        Timing {
+            first_byte,
+            last_byte,
+        },
+        body,
+    ))
 }
 
 /// Follows a listing's `next` links to the end; returns the latency of each page.
 pub(crate) fn walk_pages(agent: &ureq::Agent, first: &str) -> anyhow::Result<Vec<Duration>> {
-    let mut latencies = Vec::new();
+    Ok(walk_pages_split(agent, first)?
+        .into_iter()
+        .map(|timing| timing.last_byte)
+        .collect())
+}
+
+/// [`walk_pages`] with each page's time to the first byte too.
+fn walk_pages_split(agent: &ureq::Agent, first: &str) -> anyhow::Result<Vec<Timing>> {
+    let mut timings = Vec::new();
     let mut url = Some(first.to_owned());
     while let Some(current) = url {
-        let (latency, body) = timed_get(agent, &current)?;
-        latencies.push(latency);
+        let (timing, body) = timed_get_split(agent, &current)?;
+        timings.push(timing);
         url = body["next"].as_str().map(str::to_owned);
     }
-    Ok(latencies)
+    Ok(timings)
 }
 
 /// `threads` clients GET random nodes for `seconds`; returns the request count, every

@@ -601,6 +601,7 @@ impl Scale {
             "enrolled {first} nodes in {:.1} s",
             enroll_time.as_secs_f64()
         );
+        analyze_nodes();
         detail_pages(&endpoints, first, &mut rows)?;
         if options.nodes > first {
             let started = Instant::now();
@@ -617,7 +618,9 @@ impl Scale {
                 options.nodes,
                 enroll_time.as_secs_f64()
             );
+            analyze_nodes();
             detail_pages(&endpoints, options.nodes, &mut rows)?;
+            explain_detail_page(options.nodes);
         }
         rows.insert(
             0,
@@ -854,6 +857,42 @@ impl Drop for Scale {
 }
 
 /// Waits until `process` logs that it is up.
+/// `ANALYZE nodes`, as after any bulk load (PostgreSQL's "Populating a Database"):
+/// autovacuum would do it within a minute or two, but the walks start at once, and with the
+/// statistics of a nearly empty table the planner reads a detail page's heads through the
+/// `parent_node` index and sorts all 100,000 rows (44 ms a page instead of ~1 ms;
+/// docs/benchmarks.md). A failure is printed, not fatal.
+fn analyze_nodes() {
+    if let Err(error) = bench::psql(DATABASE, "ANALYZE nodes") {
+        println!("ANALYZE nodes failed: {error:#}");
+    }
+}
+
+/// Prints PostgreSQL's plan and timing of a detail page's queries in the middle of the
+/// collection (after the timed walks, so it costs them nothing): the page's heads (keyset
+/// paging on `id`), the held leases, and 500 whole rows by id (what a page reads for nodes the
+/// API's render cache lacks). A failure is printed, not fatal.
+fn explain_detail_page(nodes: usize) {
+    let middle = nodes / 2;
+    let ids: Vec<String> = (middle + 1..=middle + 500)
+        .map(|id| id.to_string())
+        .collect();
+    for statement in [
+        format!(
+            "SELECT id, version, uuid, driver, conductor_group FROM nodes \
+             WHERE parent_node IS NULL AND id > {middle} ORDER BY id LIMIT 1000"
+        ),
+        "SELECT * FROM node_leases WHERE expires_at > now()".to_owned(),
+        format!("SELECT * FROM nodes WHERE id IN ({})", ids.join(", ")),
+    ] {
+        let explain = format!("EXPLAIN (ANALYZE, BUFFERS) {statement}");
+        println!("{}", explain.chars().take(160).collect::<String>());
+        if let Err(error) = bench::psql(DATABASE, &explain) {
+            println!("  (not explained: {error:#})");
+        }
+    }
+}
+
 fn wait_until_up(process: &mut Process, role: &str) -> anyhow::Result<()> {
     let ready = if role == "api" {
         "Bare Metal API listening"

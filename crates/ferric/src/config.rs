@@ -175,7 +175,7 @@ pub(crate) struct Settings {
     pub(crate) api_max_body_size: usize,
     /// How many bytes of rendered node documents the API keeps for detail listings
     /// (compressed, one per node and microversion; 0: none). A detail page of nodes it holds
-    /// costs no row reads; at ~0.5 KiB per node the default covers ~50,000 nodes.
+    /// costs no row reads; at ~0.5 KiB per node the default covers ~130,000 nodes.
     pub(crate) api_render_cache_size: usize,
     /// Seconds without a detail listing after which the rendered documents are dropped, so an
     /// idle server gives their memory back (the next walk renders them again; 0: never).

@@ -204,7 +204,9 @@ async fn serve_api(
 }
 
 /// Every `idle / 4` (at most 15 s), drops the API's caches that nothing used for `idle`, so
-/// an idle server gives their memory back (issue 26: `api_render_cache_idle`).
+/// an idle server gives their memory back (issue 26: `api_render_cache_idle`). When it drops
+/// them it also has the allocators return what they keep freed (`ferric_alloc`): the cache's
+/// documents, and what SQLite's connections freed meanwhile, would otherwise stay resident.
 async fn sweep_idle_caches(state: ApiState, idle: Duration) {
     let period = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15));
     let mut ticks = tokio::time::interval(period);
@@ -213,6 +215,7 @@ async fn sweep_idle_caches(state: ApiState, idle: Duration) {
         ticks.tick().await;
         let dropped = state.drop_idle_caches(idle);
         if dropped > 0 {
+            ferric_alloc::release_free_memory();
             tracing::debug!(bytes = dropped, "dropped the unused render cache");
         }
     }
