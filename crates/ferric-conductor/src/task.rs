@@ -193,20 +193,10 @@ impl Task {
             } else {
                 WriteGuard::Revision
             };
-            let saved = if let Some(entry) = entry {
-                store
-                    .node_update_recorded(&self.node, self.node.version, guard, entry)
-                    .await
-            } else if unless_aborted {
-                store
-                    .node_update_unless_aborted(&self.node, self.node.version)
-                    .await
-            } else {
-                store
-                    .node_update(&self.node, self.node.version)
-                    .await
-                    .map(Some)
-            };
+            // Over `original`: only the fields this task changed are written.
+            let saved = store
+                .node_save(&self.node, &self.original, guard, entry)
+                .await;
             match saved {
                 Ok(Some(saved)) => {
                     self.original = saved.clone();

@@ -7,7 +7,7 @@ use ferric_model::resources::{Node, NodeHistoryEntry};
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
-use crate::nodes::{node_from_row, node_values, write_error};
+use crate::nodes::{node_changes, node_from_row, node_values, write_error};
 use crate::sql::{Arg, DbRow, update_returning_if};
 use crate::store::{InsertRow, Store};
 
@@ -96,6 +96,43 @@ impl Store {
         entry: &NodeHistoryEntry,
     ) -> Result<Option<Node>, Error> {
         let values = node_values(node);
+        self.node_write(node, &values, expected_version, guard, Some(entry))
+            .await
+    }
+
+    /// Saves `node` over `base`, the same node as read at the revision the write is guarded
+    /// by (`base.version`): only the columns that differ from `base` are written — a
+    /// transition touches three, and an `UPDATE` that names every column rewrites every
+    /// index of the table (SQLite) or the whole row's index entries (PostgreSQL's non-HOT
+    /// update). With `entry`, its history entry commits with it; `Ok(None)` as
+    /// [`Store::node_update_recorded`]. A `base` that is another node or another revision
+    /// than `node`'s is not trusted: then every column is written over `node.version`.
+    pub async fn node_save(
+        &self,
+        node: &Node,
+        base: &Node,
+        guard: WriteGuard,
+        entry: Option<&NodeHistoryEntry>,
+    ) -> Result<Option<Node>, Error> {
+        let values = if base.uuid == node.uuid && base.version == node.version {
+            node_changes(node, base)
+        } else {
+            node_values(node)
+        };
+        self.node_write(node, &values, node.version, guard, entry)
+            .await
+    }
+
+    /// Writes `values` of `node` over revision `expected_version` as `guard` says, with
+    /// `entry` in the same transaction if given.
+    pub(crate) async fn node_write(
+        &self,
+        node: &Node,
+        values: &[(&'static str, Arg<'_>)],
+        expected_version: i64,
+        guard: WriteGuard,
+        entry: Option<&NodeHistoryEntry>,
+    ) -> Result<Option<Node>, Error> {
         let condition = match guard {
             WriteGuard::Revision => "",
             WriteGuard::RevisionUnlessAborted => {
@@ -108,31 +145,38 @@ impl Store {
             node.uuid,
             self.now(),
             expected_version,
-            &values,
+            values,
             condition,
         );
-        let into = format!("node_history ({HISTORY_COLUMNS})");
-        let args = [
-            Arg::Uuid(entry.uuid),
-            Arg::Uuid(entry.node),
-            Arg::Time(entry.created_at),
-            Arg::Text(&entry.severity),
-            Arg::Text(&entry.event_type),
-            Arg::Text(&entry.event),
-            (&entry.conductor).into(),
-            (&entry.user).into(),
-        ];
-        let updated = self
-            .fetch_optional_then(
-                (query.sql(), query.args(), node_from_row),
-                InsertRow {
-                    into: &into,
-                    values: "$1, $2, $3, $4, $5, $6, $7, $8",
-                    args: &args,
-                },
-            )
-            .await
-            .map_err(|error| write_error(error, node, "node_update_recorded"))?;
+        let updated = match entry {
+            Some(entry) => {
+                let into = format!("node_history ({HISTORY_COLUMNS})");
+                let args = [
+                    Arg::Uuid(entry.uuid),
+                    Arg::Uuid(entry.node),
+                    Arg::Time(entry.created_at),
+                    Arg::Text(&entry.severity),
+                    Arg::Text(&entry.event_type),
+                    Arg::Text(&entry.event),
+                    (&entry.conductor).into(),
+                    (&entry.user).into(),
+                ];
+                self.fetch_optional_then(
+                    (query.sql(), query.args(), node_from_row),
+                    InsertRow {
+                        into: &into,
+                        values: "$1, $2, $3, $4, $5, $6, $7, $8",
+                        args: &args,
+                    },
+                )
+                .await
+            }
+            None => {
+                self.fetch_optional(query.sql(), query.args(), node_from_row)
+                    .await
+            }
+        }
+        .map_err(|error| write_error(error, node, "node_write"))?;
         match updated {
             Some(node) => Ok(Some(node)),
             None if guard == WriteGuard::RevisionUnlessAborted

@@ -7,10 +7,9 @@ use ferric_model::resources::{Ident, Node, PowerState};
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
+use crate::history::WriteGuard;
 use crate::paging::{Page, push_after_marker, push_order_and_limit};
-use crate::sql::{
-    Arg, DbRow, SqlBuilder, insert_returning, like_contains, opt_parsed, parsed, update_returning,
-};
+use crate::sql::{Arg, DbRow, SqlBuilder, insert_returning, like_contains, opt_parsed, parsed};
 use crate::store::Store;
 
 /// Which nodes `node_list` returns. Every field narrows the listing; `None` (the default) does
@@ -151,6 +150,16 @@ pub(crate) fn node_values(node: &Node) -> Vec<(&'static str, Arg<'_>)> {
         ("lessee", (&node.lessee).into()),
         ("traits", (&node.traits).into()),
     ]
+}
+
+/// The columns of `node` whose values differ from `base`'s ([`Store::node_save`]).
+pub(crate) fn node_changes<'a>(node: &'a Node, base: &'a Node) -> Vec<(&'static str, Arg<'a>)> {
+    node_values(node)
+        .into_iter()
+        .zip(node_values(base))
+        .filter(|(ours, theirs)| ours.1 != theirs.1)
+        .map(|(ours, _)| ours)
+        .collect()
 }
 
 pub(crate) fn node_from_row(row: &dyn DbRow) -> Result<Node, sqlx::Error> {
@@ -352,17 +361,12 @@ impl Store {
     /// first, nothing is written and the error is [`Error::StaleRevision`].
     pub async fn node_update(&self, node: &Node, expected_version: i64) -> Result<Node, Error> {
         let values = node_values(node);
-        let query = update_returning("nodes", node.uuid, self.now(), expected_version, &values);
-        let updated = self
-            .fetch_optional(query.sql(), query.args(), node_from_row)
-            .await
-            .map_err(|error| write_error(error, node, "node_update"))?;
-        match updated {
-            Some(node) => Ok(node),
-            None => Err(self
-                .stale_or_missing("nodes", Kind::Node, node.uuid, expected_version)
-                .await),
-        }
+        self.node_write(node, &values, expected_version, WriteGuard::Revision, None)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: Kind::Node,
+                ident: node.uuid.to_string(),
+            })
     }
 
     /// Deletes the node and, with it, its ports, portgroups, lease and history.

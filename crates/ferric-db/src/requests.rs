@@ -23,9 +23,10 @@ use uuid::Uuid;
 use ferric_model::ProvisionState;
 use ferric_model::resources::Node;
 
-use crate::error::{Error, Kind, backend};
-use crate::nodes::{node_from_row, node_values, write_error};
-use crate::sql::{Arg, DbRow, SqlBuilder, update_returning_if};
+use crate::error::{Error, backend};
+use crate::history::WriteGuard;
+use crate::nodes::node_values;
+use crate::sql::{Arg, DbRow, SqlBuilder};
 use crate::store::Store;
 
 /// The channel conductors listen on; the payload is the addressed conductor's hostname.
@@ -255,26 +256,14 @@ impl Store {
         expected_version: i64,
     ) -> Result<Option<Node>, Error> {
         let values = node_values(node);
-        let query = update_returning_if(
-            "nodes",
-            node.uuid,
-            self.now(),
-            expected_version,
+        self.node_write(
+            node,
             &values,
-            " AND NOT EXISTS (SELECT 1 FROM node_abort_requests \
-             WHERE node_abort_requests.node_uuid = nodes.uuid)",
-        );
-        let updated = self
-            .fetch_optional(query.sql(), query.args(), node_from_row)
-            .await
-            .map_err(|error| write_error(error, node, "node_update_unless_aborted"))?;
-        match updated {
-            Some(node) => Ok(Some(node)),
-            None if self.node_abort_request_exists(node.uuid).await? => Ok(None),
-            None => Err(self
-                .stale_or_missing("nodes", Kind::Node, node.uuid, expected_version)
-                .await),
-        }
+            expected_version,
+            WriteGuard::RevisionUnlessAborted,
+            None,
+        )
+        .await
     }
 
     /// Whether someone asked to stop the deployment on `node`.

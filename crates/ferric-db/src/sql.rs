@@ -75,7 +75,7 @@ impl<'r> Decode<'r, Postgres> for DbUuid {
 }
 
 /// A JSON value to bind: JSONB on PostgreSQL, TEXT on SQLite.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(untagged)]
 pub(crate) enum JsonArg<'a> {
     Object(&'a JsonObject),
@@ -86,7 +86,7 @@ pub(crate) enum JsonArg<'a> {
 }
 
 /// One bind value, typed so that each backend can encode it natively.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Arg<'a> {
     Int(i64),
     Bool(bool),
