@@ -19,6 +19,7 @@ mod error;
 mod history;
 mod introspections;
 mod leases;
+mod local;
 mod node_listing;
 mod nodes;
 mod portgroups;

@@ -18,13 +18,15 @@
 //! SQLite's writes: SQLite has one writer at a time, so this process's writers queue for one
 //! dedicated connection ([`Writer`], taken by `write_turn` for every statement that may
 //! write) instead of meeting SQLite's busy lock, whose handler sleeps (1, 2, 5, 10 … ms) and
-//! leaves the database idle meanwhile. Each sqlx SQLite statement is a message to its
-//! connection's thread and a wake-up back; a pooled connection adds two more (sqlx pings it
-//! when it is taken and when it is returned), so the held connection makes a write one round
-//! trip instead of three (`docs/benchmarks.md`, the fleet cycle). A write cancelled halfway
-//! leaves nothing open: sqlx rolls back a dropped transaction (and a `BEGIN` nobody saw
-//! acknowledged) on the connection before its next command. The connection is closed after
-//! [`SQLITE_IDLE_TIMEOUT`] unused, like the pool's, and opened again by the next write.
+//! leaves the database idle meanwhile. That connection is not sqlx's: it is driven with
+//! rusqlite on the writer's own thread while it holds the turn ([`crate::local`]), because a
+//! sqlx SQLite statement is a round trip to the connection's thread, and writes paid those
+//! round trips one after the other (`docs/benchmarks.md`, the fleet cycle). A write runs
+//! without an `.await` from its first statement to its last, so a cancelled caller never
+//! leaves half a transaction behind; a failed statement inside one rolls it back. The
+//! connection is closed after [`SQLITE_IDLE_TIMEOUT`] unused, like the pool's, and opened
+//! again by the next write. Reads, the schema's migrations and in-memory databases (one
+//! connection in all) use sqlx's pool.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -34,12 +36,11 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Acquire, ConnectOptions, Connection};
 
 use crate::error::{Error, backend, redact};
+use crate::local::{LocalConnection, LocalRow, Outcome, is_constraint};
 use crate::schema::SchemaPolicy;
 use crate::sql::{Arg, BindArgs, DbRow, db_time};
 
@@ -112,72 +113,54 @@ struct Writer {
 
 #[derive(Debug)]
 struct WriterSlot {
-    /// How to open the connection (the pool's own settings: WAL, foreign keys, …).
-    options: SqliteConnectOptions,
+    /// The database file and how to open it (the pool's settings).
+    path: std::path::PathBuf,
+    sync: SqliteSync,
+    busy_timeout: Duration,
     /// Open while writes come; closed after [`SQLITE_IDLE_TIMEOUT`] unused or after an error
-    /// that leaves it unusable, and opened again by the next write.
-    connection: Option<SqliteConnection>,
+    /// that may have left it unusable, and opened again by the next write.
+    connection: Option<LocalConnection>,
     last_used: Instant,
     /// Set by [`Store::close`]: writes fail as they do on a closed pool.
     closed: bool,
-    /// A script with its own `BEGIN … COMMIT` ([`Store::fetch_optional_then`]) was sent and
-    /// its caller has not seen it end: the caller was cancelled, and SQLite's thread stops a
-    /// script whose results nobody receives, maybe inside its transaction. The next turn rolls
-    /// back whatever is left open before anything else runs.
-    in_script: bool,
 }
 
 impl WriterSlot {
-    /// The connection, opened if it is not.
-    async fn connection(&mut self) -> Result<&mut SqliteConnection, sqlx::Error> {
+    /// Runs `work` on the connection (opened if it is not). After an error other than a
+    /// refused row, whatever transaction the error left open is rolled back and the
+    /// connection dropped, to be opened afresh by the next write.
+    fn with<T>(
+        &mut self,
+        work: impl FnOnce(&mut LocalConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
         if self.closed {
             return Err(sqlx::Error::PoolClosed);
         }
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => self.options.connect().await?,
-        };
-        if std::mem::take(&mut self.in_script) {
-            // "no transaction is active" when the script got to its COMMIT: nothing to undo.
-            let _ = sqlx::query("ROLLBACK").execute(&mut connection).await;
-        }
-        Ok(self.connection.insert(connection))
-    }
-
-    /// Runs `script`, a transaction of its own, to its end; rolls back what a failed
-    /// statement left open.
-    async fn run_script(
-        &mut self,
-        script: &str,
-        args: &[Arg<'_>],
-    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, sqlx::Error> {
-        self.connection().await?;
-        let Some(connection) = self.connection.as_mut() else {
-            return Err(sqlx::Error::WorkerCrashed);
-        };
-        self.in_script = true;
-        // `fetch_all`: every statement runs to its end (a fetch that stops at the first row
-        // would stop the script before its COMMIT).
-        let rows = sqlx::query(script)
-            .bind_args(args)
-            .fetch_all(&mut *connection)
-            .await;
-        if rows.is_err() {
-            let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
-        }
-        self.in_script = false;
-        rows
-    }
-
-    /// After a statement: notes the use, and drops a connection that an I/O error or a
-    /// crashed worker thread left unusable.
-    fn settle<T>(&mut self, result: &Result<T, sqlx::Error>) {
         self.last_used = Instant::now();
-        if let Err(sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed | sqlx::Error::Protocol(_)) =
-            result
+        let connection = match &mut self.connection {
+            Some(connection) => connection,
+            empty => empty.insert(LocalConnection::open(
+                &self.path,
+                self.sync,
+                self.busy_timeout,
+            )?),
+        };
+        let result = work(connection);
+        if connection.in_transaction() {
+            // A statement failed inside a transaction of ours: undo the rest of it.
+            let _ = connection.batch("ROLLBACK");
+        }
+        if let Err(error) = &result
+            && !is_constraint(error)
         {
             self.connection = None;
         }
+        result
+    }
+
+    /// Runs `sql` with `args`.
+    fn run(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Outcome, sqlx::Error> {
+        self.with(|connection| connection.run(sql, args))
     }
 }
 
@@ -189,17 +172,11 @@ async fn close_idle_writer(writer: std::sync::Weak<Writer>) {
         let Some(writer) = writer.upgrade() else {
             return;
         };
-        let idle = {
-            let Ok(mut slot) = writer.slot.try_lock() else {
-                continue;
-            };
-            if slot.last_used.elapsed() < SQLITE_IDLE_TIMEOUT {
-                continue;
-            }
-            slot.connection.take()
+        let Ok(mut slot) = writer.slot.try_lock() else {
+            continue;
         };
-        if let Some(connection) = idle {
-            let _ = connection.close().await;
+        if slot.last_used.elapsed() >= SQLITE_IDLE_TIMEOUT {
+            slot.connection = None;
         }
     }
 }
@@ -217,29 +194,6 @@ macro_rules! on_pool {
         match &$store.pool {
             Pool::Sqlite($pool) => $body,
             Pool::Postgres($pool) => $body,
-        }
-    };
-}
-
-/// Runs `$body` (an `async` block's contents returning `Result<_, sqlx::Error>`) for statement
-/// `$sql` with `$executor` bound to where it runs: SQLite's write connection for a statement
-/// that may write ([`Store::write_turn`]), else the pool. Expanded once per place; `$executor`
-/// supports `execute`/`fetch_*` and `sqlx::Acquire::begin`.
-macro_rules! on_executor {
-    ($store:expr, $sql:expr, $executor:ident => $body:expr) => {
-        match $store.write_turn($sql).await {
-            Some(mut turn) => {
-                let result: Result<_, sqlx::Error> = match turn.connection().await {
-                    Ok($executor) => async move { $body }.await,
-                    Err(error) => Err(error),
-                };
-                turn.settle(&result);
-                result
-            }
-            None => match &$store.pool {
-                Pool::Sqlite($executor) => $body,
-                Pool::Postgres($executor) => $body,
-            },
         }
     };
 }
@@ -384,11 +338,12 @@ impl Store {
             let writer = (!in_memory).then(|| {
                 Arc::new(Writer {
                     slot: tokio::sync::Mutex::new(WriterSlot {
-                        options: connect.clone(),
+                        path: connect.get_filename().to_path_buf(),
+                        sync: options.sqlite_sync,
+                        busy_timeout: options.busy_timeout,
                         connection: None,
                         last_used: Instant::now(),
                         closed: false,
-                        in_script: false,
                     }),
                 })
             });
@@ -442,14 +397,9 @@ impl Store {
     /// Closes every connection; waits for those in use to be returned.
     pub async fn close(&self) {
         if let Some(writer) = &self.writer {
-            let connection = {
-                let mut slot = writer.slot.lock().await;
-                slot.closed = true;
-                slot.connection.take()
-            };
-            if let Some(connection) = connection {
-                let _ = connection.close().await;
-            }
+            let mut slot = writer.slot.lock().await;
+            slot.closed = true;
+            slot.connection = None;
         }
         on_pool!(self, pool => pool.close().await);
     }
@@ -483,8 +433,12 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Option<T>, sqlx::Error> {
-        on_executor!(self, sql, executor => {
-            let row = sqlx::query(sql).bind_args(args).fetch_optional(executor).await?;
+        if let Some(mut slot) = self.write_turn(sql).await {
+            let outcome = slot.run(sql, args)?;
+            return outcome.rows.first().map(|row| map(row)).transpose();
+        }
+        on_pool!(self, pool => {
+            let row = sqlx::query(sql).bind_args(args).fetch_optional(pool).await?;
             row.map(|row| map(&row)).transpose()
         })
     }
@@ -509,41 +463,46 @@ impl Store {
     where
         F: Fn(&dyn DbRow) -> Result<T, sqlx::Error>,
     {
-        on_executor!(self, sql, executor => {
-            let rows = sqlx::query(sql).bind_args(args).fetch_all(executor).await?;
+        if let Some(mut slot) = self.write_turn(sql).await {
+            let outcome = slot.run(sql, args)?;
+            return outcome.rows.iter().map(|row| map(row)).collect();
+        }
+        on_pool!(self, pool => {
+            let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
             rows.iter().map(|row| map(row)).collect()
         })
     }
 
     /// Runs `sql` and returns how many rows it changed.
     pub(crate) async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
-        on_executor!(self, sql, executor => {
-            Ok(sqlx::query(sql).bind_args(args).execute(executor).await?.rows_affected())
+        if let Some(mut slot) = self.write_turn(sql).await {
+            return Ok(slot.run(sql, args)?.changed);
+        }
+        on_pool!(self, pool => {
+            Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
         })
     }
 
     /// Runs `first` and, only if it returned a row, `then`, in one transaction (SQL only
     /// inside, nothing else awaited): a write and the record of it commit together, one
     /// commit instead of two. Returns `first`'s row, `None` if it had none (and so nothing ran).
-    ///
-    /// On SQLite's write connection the pair goes as one script, `BEGIN; first; then …
-    /// WHERE changes() > 0; COMMIT`: one round trip to the connection's thread instead of four
-    /// (`WriterSlot::in_script` covers a caller cancelled halfway).
     pub(crate) async fn fetch_optional_then<T>(
         &self,
         first: (&str, &[Arg<'_>], RowMapper<T>),
         then: InsertRow<'_>,
     ) -> Result<Option<T>, sqlx::Error> {
         if let Some(mut slot) = self.write_turn(first.0).await {
-            let script = format!(
-                "BEGIN; {}; {}; COMMIT",
-                first.0,
-                then.conditional_sql(first.1.len())
-            );
-            let args: Vec<Arg<'_>> = first.1.iter().chain(then.args).copied().collect();
-            let result = slot.run_script(&script, &args).await;
-            slot.settle(&result);
-            return result?.first().map(|row| first.2(row)).transpose();
+            let row: Option<LocalRow> = slot.with(|connection| {
+                connection.batch("BEGIN")?;
+                let Some(row) = connection.run(first.0, first.1)?.rows.into_iter().next() else {
+                    connection.batch("ROLLBACK")?;
+                    return Ok(None);
+                };
+                connection.run(&then.sql(), then.args)?;
+                connection.batch("COMMIT")?;
+                Ok(Some(row))
+            })?;
+            return row.map(|row| first.2(&row)).transpose();
         }
         on_pool!(self, pool => {
             let mut transaction = pool.begin().await?;
@@ -569,8 +528,20 @@ impl Store {
         first: (&str, &[Arg<'_>]),
         then: (&str, &[Arg<'_>]),
     ) -> Result<bool, sqlx::Error> {
-        on_executor!(self, first.0, executor => {
-            let mut transaction = Acquire::begin(executor).await?;
+        if let Some(mut slot) = self.write_turn(first.0).await {
+            return slot.with(|connection| {
+                connection.batch("BEGIN")?;
+                if connection.run(first.0, first.1)?.changed == 0 {
+                    connection.batch("ROLLBACK")?;
+                    return Ok(false);
+                }
+                connection.run(then.0, then.1)?;
+                connection.batch("COMMIT")?;
+                Ok(true)
+            });
+        }
+        on_pool!(self, pool => {
+            let mut transaction = pool.begin().await?;
             let changed = sqlx::query(first.0)
                 .bind_args(first.1)
                 .execute(&mut *transaction)
@@ -601,26 +572,6 @@ pub(crate) struct InsertRow<'a> {
 impl InsertRow<'_> {
     fn sql(&self) -> String {
         format!("INSERT INTO {} VALUES ({})", self.into, self.values)
-    }
-
-    /// The `INSERT` as a SQLite statement that writes only if the statement before it changed
-    /// a row, its placeholders after that statement's `offset` ones.
-    fn conditional_sql(&self, offset: usize) -> String {
-        let mut values = String::with_capacity(self.values.len() + 8);
-        let mut rest = self.values;
-        while let Some(at) = rest.find('$') {
-            values.push_str(&rest[..=at]);
-            rest = &rest[at + 1..];
-            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            let number: usize = rest[..digits].parse().unwrap_or(0);
-            values.push_str(&(number + offset).to_string());
-            rest = &rest[digits..];
-        }
-        values.push_str(rest);
-        format!(
-            "INSERT INTO {} SELECT {values} WHERE changes() > 0",
-            self.into
-        )
     }
 }
 
@@ -814,21 +765,6 @@ mod tests {
         assert_eq!(
             count(&store, "SELECT COUNT(*) FROM pairs WHERE a = $1", 3).await,
             1
-        );
-    }
-
-    #[test]
-    fn conditional_insert_numbers_its_placeholders_after_the_first_statement() {
-        let args = [Arg::Int(1), Arg::Int(2)];
-        let insert = InsertRow {
-            into: "t (x, y, z)",
-            values: "$1, $2, $12",
-            args: &args,
-        };
-        assert_eq!(insert.sql(), "INSERT INTO t (x, y, z) VALUES ($1, $2, $12)");
-        assert_eq!(
-            insert.conditional_sql(9),
-            "INSERT INTO t (x, y, z) SELECT $10, $11, $21 WHERE changes() > 0"
         );
     }
 }
