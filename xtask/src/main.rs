@@ -8,6 +8,7 @@ mod bench_memory;
 mod clients;
 mod compare;
 mod deb;
+mod fleet;
 mod fuzz;
 mod scale;
 mod scale_load;
