@@ -702,7 +702,11 @@ mod tests {
     use std::pin::pin;
     use std::task::{Context, Waker};
 
+    use ferric_model::resources::JsonObject;
+    use uuid::Uuid;
+
     use super::*;
+    use crate::sql::JsonArg;
     use crate::testing::SqliteFile;
 
     /// Polls `future` `polls` times, yielding to the runtime between polls so the connection's
@@ -867,5 +871,110 @@ mod tests {
             count(&store, "SELECT COUNT(*) FROM pairs WHERE a = $1", 3).await,
             1
         );
+    }
+
+    /// The local connections store every kind of value as sqlx's SQLite driver does, and
+    /// each reads back what the other wrote: a database written by either is the same file.
+    #[tokio::test]
+    async fn local_connections_and_sqlx_store_values_alike() {
+        let file = SqliteFile::new();
+        let store = Store::open(&file.url()).await.expect("open");
+        store
+            .execute(
+                "CREATE TABLE vals (k INTEGER, i, b, nb, t, u, nu, tm, j)",
+                &[],
+            )
+            .await
+            .expect("create");
+        let uuid = Uuid::new_v4();
+        let time = Utc::now();
+        let mut object = JsonObject::new();
+        object.insert(
+            "ports".into(),
+            serde_json::json!([1, "two", {"three": null}]),
+        );
+        let args = |k: i64| {
+            [
+                Arg::Int(k),
+                Arg::Int(-42),
+                Arg::Bool(true),
+                Arg::OptBool(None),
+                Arg::Text("it's; a \"text\""),
+                Arg::Uuid(uuid),
+                Arg::OptUuid(None),
+                Arg::Time(time),
+                Arg::Json(JsonArg::Object(&object)),
+            ]
+        };
+        let insert = "INSERT INTO vals VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+        store.execute(insert, &args(1)).await.expect("local insert");
+        sqlx::query(insert)
+            .bind_args(&args(2))
+            .execute(sqlite_pool(&store))
+            .await
+            .expect("sqlx insert");
+
+        let stored: Vec<String> = sqlx::query_scalar(
+            "SELECT typeof(i) || typeof(b) || typeof(nb) || typeof(t) || typeof(u) || \
+             typeof(nu) || typeof(tm) || typeof(j) || ':' || quote(i) || quote(b) || \
+             quote(nb) || quote(t) || quote(u) || quote(nu) || quote(tm) || quote(j) \
+             FROM vals ORDER BY k",
+        )
+        .fetch_all(sqlite_pool(&store))
+        .await
+        .expect("stored");
+        assert_eq!(stored.len(), 2);
+        assert_eq!(
+            stored[0], stored[1],
+            "local (first) and sqlx (second) differ"
+        );
+
+        type Decoded = (
+            i64,
+            bool,
+            Option<bool>,
+            String,
+            Uuid,
+            Option<Uuid>,
+            DateTime<Utc>,
+        );
+        fn decode(row: &dyn DbRow) -> Result<(Decoded, JsonObject), sqlx::Error> {
+            Ok((
+                (
+                    row.int("i")?,
+                    row.bool("b")?,
+                    row.opt_bool("nb")?,
+                    row.text("t")?,
+                    row.uuid("u")?,
+                    row.opt_uuid("nu")?,
+                    row.time("tm")?,
+                ),
+                row.json_object("j")?,
+            ))
+        }
+        let expected = (
+            (
+                -42,
+                true,
+                None,
+                "it's; a \"text\"".to_owned(),
+                uuid,
+                None,
+                db_time(time),
+            ),
+            object.clone(),
+        );
+        let select = "SELECT * FROM vals ORDER BY k";
+        let local = store.fetch_all(select, &[], decode).await.expect("local");
+        let pooled = sqlx::query(select)
+            .fetch_all(sqlite_pool(&store))
+            .await
+            .expect("sqlx");
+        for decoded in local
+            .into_iter()
+            .chain(pooled.iter().map(|row| decode(row).expect("decode")))
+        {
+            assert_eq!(decoded, expected);
+        }
     }
 }
