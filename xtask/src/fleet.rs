@@ -65,7 +65,9 @@ pub(crate) fn parallel_until<T: Send>(
     Ok(results.into_iter().map(|(_, result)| result).collect())
 }
 
-/// How long one node may take to rest after a request before the run gives up on it.
+/// How long a request may be refused, and how long a phase may go without one more node
+/// coming to rest, before the run gives up (a slow server is slow, not stuck: Ironic's
+/// 1,000-node cleaning takes longer than this in all, but never stalls this long).
 pub(crate) const NODE_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Requests answered 409 (node locked) and 503 (no free worker) and sent again, since the
@@ -192,7 +194,7 @@ pub(crate) fn poll_until_rested(
         "{endpoint}/v1/nodes?fields=uuid,provision_state,target_provision_state,reservation,\
          last_error&limit=1000"
     );
-    let deadline = Instant::now() + NODE_DEADLINE;
+    let (mut most_resting, mut progress_at) = (0, Instant::now());
     loop {
         // Read before looking at the page: a poll that began before the last request was
         // sent cannot end the phase.
@@ -230,10 +232,13 @@ pub(crate) fn poll_until_rested(
         if stop.load(Ordering::Relaxed) {
             bail!("the requests failed before every node reached {expect:?}");
         }
-        if Instant::now() > deadline {
+        if resting > most_resting {
+            (most_resting, progress_at) = (resting, Instant::now());
+        }
+        if progress_at.elapsed() > NODE_DEADLINE {
             let busy = busy.unwrap_or_else(|| "some are missing from the listing".to_owned());
             bail!(
-                "{resting} of {} nodes reached {expect:?} in {NODE_DEADLINE:?}; {busy}",
+                "{resting} of {} nodes reached {expect:?}, none more in {NODE_DEADLINE:?}; {busy}",
                 wanted.len()
             );
         }
