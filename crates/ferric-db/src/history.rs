@@ -37,6 +37,20 @@ fn entry_from_row(row: &dyn DbRow) -> Result<NodeHistoryEntry, sqlx::Error> {
     })
 }
 
+/// `entry`'s values in the order of [`HISTORY_COLUMNS`].
+fn entry_args(entry: &NodeHistoryEntry) -> [Arg<'_>; 8] {
+    [
+        Arg::Uuid(entry.uuid),
+        Arg::Uuid(entry.node),
+        Arg::Time(entry.created_at),
+        Arg::Text(&entry.severity),
+        Arg::Text(&entry.event_type),
+        Arg::Text(&entry.event),
+        (&entry.conductor).into(),
+        (&entry.user).into(),
+    ]
+}
+
 impl Store {
     /// Records an event for `entry.node`, keeping the entry's own `created_at`.
     pub async fn node_history_add(
@@ -47,16 +61,7 @@ impl Store {
             "INSERT INTO node_history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              RETURNING {HISTORY_COLUMNS}"
         );
-        let args = [
-            Arg::Uuid(entry.uuid),
-            Arg::Uuid(entry.node),
-            Arg::Time(entry.created_at),
-            Arg::Text(&entry.severity),
-            Arg::Text(&entry.event_type),
-            Arg::Text(&entry.event),
-            (&entry.conductor).into(),
-            (&entry.user).into(),
-        ];
+        let args = entry_args(entry);
         self.fetch_optional(&sql, &args, entry_from_row)
             .await
             .map_err(|error| {
@@ -151,16 +156,7 @@ impl Store {
         let updated = match entry {
             Some(entry) => {
                 let into = format!("node_history ({HISTORY_COLUMNS})");
-                let args = [
-                    Arg::Uuid(entry.uuid),
-                    Arg::Uuid(entry.node),
-                    Arg::Time(entry.created_at),
-                    Arg::Text(&entry.severity),
-                    Arg::Text(&entry.event_type),
-                    Arg::Text(&entry.event),
-                    (&entry.conductor).into(),
-                    (&entry.user).into(),
-                ];
+                let args = entry_args(entry);
                 self.fetch_optional_then(
                     (query.sql(), query.args(), node_from_row),
                     InsertRow {
