@@ -519,6 +519,18 @@ impl Store {
         Some(local.write_turn().await)
     }
 
+    /// On a SQLite file, runs `sql` on a local connection: a `SELECT` on a read connection, a
+    /// statement that may write in the write turn. `None`: the pool runs it (PostgreSQL, an
+    /// in-memory database, a `PRAGMA` or `VACUUM`).
+    async fn run_local(&self, sql: &str, args: &[Arg<'_>]) -> Option<Result<Outcome, sqlx::Error>> {
+        let local = self.local.as_ref()?;
+        if is_select(sql) {
+            return Some(local.read(sql, args));
+        }
+        let mut slot = self.write_turn(sql).await?;
+        Some(slot.run(sql, args))
+    }
+
     /// Runs `sql` and maps the first row, if any.
     pub(crate) async fn fetch_optional<T>(
         &self,
@@ -526,13 +538,8 @@ impl Store {
         args: &[Arg<'_>],
         map: RowMapper<T>,
     ) -> Result<Option<T>, sqlx::Error> {
-        if let Some(local) = self.local.as_ref().filter(|_| is_select(sql)) {
-            let outcome = local.read(sql, args)?;
-            return outcome.rows.first().map(|row| map(row)).transpose();
-        }
-        if let Some(mut slot) = self.write_turn(sql).await {
-            let outcome = slot.run(sql, args)?;
-            return outcome.rows.first().map(|row| map(row)).transpose();
+        if let Some(outcome) = self.run_local(sql, args).await {
+            return outcome?.rows.first().map(|row| map(row)).transpose();
         }
         on_pool!(self, pool => {
             let row = sqlx::query(sql).bind_args(args).fetch_optional(pool).await?;
@@ -560,13 +567,8 @@ impl Store {
     where
         F: Fn(&dyn DbRow) -> Result<T, sqlx::Error>,
     {
-        if let Some(local) = self.local.as_ref().filter(|_| is_select(sql)) {
-            let outcome = local.read(sql, args)?;
-            return outcome.rows.iter().map(|row| map(row)).collect();
-        }
-        if let Some(mut slot) = self.write_turn(sql).await {
-            let outcome = slot.run(sql, args)?;
-            return outcome.rows.iter().map(|row| map(row)).collect();
+        if let Some(outcome) = self.run_local(sql, args).await {
+            return outcome?.rows.iter().map(|row| map(row)).collect();
         }
         on_pool!(self, pool => {
             let rows = sqlx::query(sql).bind_args(args).fetch_all(pool).await?;
@@ -576,8 +578,8 @@ impl Store {
 
     /// Runs `sql` and returns how many rows it changed.
     pub(crate) async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
-        if let Some(mut slot) = self.write_turn(sql).await {
-            return Ok(slot.run(sql, args)?.changed);
+        if let Some(outcome) = self.run_local(sql, args).await {
+            return Ok(outcome?.changed);
         }
         on_pool!(self, pool => {
             Ok(sqlx::query(sql).bind_args(args).execute(pool).await?.rows_affected())
