@@ -379,9 +379,14 @@ TERMINAL_HOLDS = """(text) => {
   const screen = document.querySelector('#terminal');
   const buffer = screen.terminal?.buffer?.active;
   if (!buffer) return screen.textContent.includes(text);
-  const lines = [];
-  for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i)?.translateToString(true) ?? '');
-  return lines.join('\\n').includes(text);
+  // Rows the terminal wrapped (a line longer than its 100 columns) join their line unbroken.
+  let held = '';
+  for (let i = 0; i < buffer.length; i++) {
+    const line = buffer.getLine(i);
+    if (i > 0 && !line?.isWrapped) held += '\\n';
+    held += line?.translateToString(true) ?? '';
+  }
+  return held.includes(text);
 }"""
 
 
@@ -405,23 +410,34 @@ def lab_console(options):
         page.wait_for_selector("#console-status:has-text('Connected')", timeout=30000)
         print(f"lab console: terminal connected at {time.monotonic() - started:.1f} s", flush=True)
 
-        def wait_for_text(text, seconds):
+        def wait_for_text(text, seconds, last=True):
             try:
                 page.wait_for_function(TERMINAL_HOLDS, arg=text, timeout=seconds * 1000)
             except Exception:
                 shown = page.inner_text("#terminal")
-                print(f"lab console: {text!r} not shown; status {page.inner_text('#console-status')!r}; "
-                      f"terminal ends {shown[-600:]!r}", file=sys.stderr)
+                print(f"lab console: {text!r} not shown after {seconds} s; status "
+                      f"{page.inner_text('#console-status')!r}; terminal ends {shown[-600:]!r}",
+                      file=sys.stderr, flush=True)
+                if not last:
+                    return False
                 screenshot(page, options.screenshots, "lab-console")
                 raise
             print(f"lab console: {text!r} shown in the terminal at {time.monotonic() - started:.1f} s", flush=True)
+            return True
 
         for text in options.expect:
             wait_for_text(text, options.timeout)
         if options.type:
             page.click("#terminal")
-            page.keyboard.type(options.type)
-            wait_for_text(options.type, 60)
+            # The machine is still booting: the kernel's and the ramdisk's own lines go to the
+            # same serial port as the tty's echo and can land in the middle of it. Typed again
+            # until one echo arrives whole (nothing in the ramdisk reads the console's input).
+            attempts = 6
+            for attempt in range(1, attempts + 1):
+                page.keyboard.type(options.type)
+                if wait_for_text(options.type, 15, last=attempt == attempts):
+                    break
+                print(f"lab console: typing {options.type!r} again (attempt {attempt + 1})", flush=True)
         page.locator("#console").scroll_into_view_if_needed()
         screenshot(page, options.screenshots, "lab-console")
         browser.close()
