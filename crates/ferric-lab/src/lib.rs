@@ -21,6 +21,7 @@ pub mod qemu;
 pub mod qmp;
 pub mod redfish;
 pub mod secret;
+mod typist;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

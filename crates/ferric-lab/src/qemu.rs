@@ -31,6 +31,7 @@ use crate::machine::{
     MachineInfo, PowerAction, PowerState, VolumeDisk,
 };
 use crate::qmp::Qmp;
+use crate::typist;
 
 mod tuning;
 pub use tuning::{accelerator, vcpus};
@@ -101,7 +102,7 @@ struct Shared {
     media: Mutex<Option<String>>,
     /// The RAID controller's volumes, presented from the next power-on.
     volumes: Mutex<Vec<VolumeDisk>>,
-    /// What was typed over SOL, on its way to the serial port's socket ([`Typist`]); started
+    /// What was typed over SOL, on its way to the serial port's socket ([`typist`]); started
     /// with the first keystroke.
     typist: Mutex<Option<std::sync::mpsc::Sender<Vec<u8>>>>,
 }
@@ -657,73 +658,6 @@ fn read_tail(path: &Path, from: u64) -> String {
     lines[lines.len().saturating_sub(5)..].join(" | ")
 }
 
-/// Types what arrives over SOL on the serial port's socket, one connection per batch.
-///
-/// QEMU's socket character device takes bytes only as fast as the guest drains its UART, and
-/// drops the connection (with what it had not read yet) when the peer closes it: a busy guest
-/// lost keystrokes. So the typist half-closes instead (QEMU reads everything, then the end)
-/// and waits for QEMU to hang up, discarding the machine's output that comes back meanwhile
-/// (the console log has it). Nothing stays connected to fill up with output unread.
-struct Typist;
-
-impl Typist {
-    /// How long one batch may take to be read by the guest before the rest is given up.
-    const PATIENCE: Duration = Duration::from_secs(10);
-
-    fn start(machine: &str, socket: PathBuf) -> std::sync::mpsc::Sender<Vec<u8>> {
-        let (sender, typed) = std::sync::mpsc::channel::<Vec<u8>>();
-        let machine = machine.to_owned();
-        let spawned = std::thread::Builder::new()
-            .name(format!("typist-{machine}"))
-            .spawn(move || {
-                // Ends when the machine (the sender) is dropped.
-                while let Ok(mut bytes) = typed.recv() {
-                    while let Ok(more) = typed.try_recv() {
-                        bytes.extend(more);
-                    }
-                    if let Err(error) = Self::deliver(&socket, &bytes) {
-                        tracing::debug!(
-                            %machine,
-                            bytes = bytes.len(),
-                            %error,
-                            "characters typed over SOL dropped: the serial port's socket refused them"
-                        );
-                    }
-                }
-            });
-        if let Err(error) = spawned {
-            tracing::warn!(%error, "cannot start the SOL typist thread; typed characters are dropped");
-        }
-        sender
-    }
-
-    fn deliver(socket: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        use std::io::Write;
-        let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
-        stream.set_write_timeout(Some(Self::PATIENCE))?;
-        stream.write_all(bytes)?;
-        stream.shutdown(std::net::Shutdown::Write)?;
-        let deadline = std::time::Instant::now() + Self::PATIENCE;
-        let mut discarded = [0u8; 4096];
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the guest did not read them in time",
-                ));
-            }
-            stream.set_read_timeout(Some(left))?;
-            match stream.read(&mut discarded) {
-                Ok(0) => return Ok(()),
-                Ok(_) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-}
-
 impl MachineControl for QemuMachine {
     fn info(&self) -> &MachineInfo {
         &self.shared.info
@@ -753,13 +687,12 @@ impl MachineControl for QemuMachine {
 
     fn serial_write(&self, bytes: &[u8]) {
         // Handed to the machine's typist thread, in order: the BMC's loop never waits on QEMU.
-        let mut typist = self
+        let mut slot = self
             .shared
             .typist
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let sender =
-            typist.get_or_insert_with(|| Typist::start(&self.name(), self.console_socket()));
+        let sender = slot.get_or_insert_with(|| typist::start(&self.name(), self.console_socket()));
         if sender.send(bytes.to_vec()).is_err() {
             tracing::debug!(machine = %self.name(), "characters typed over SOL dropped: no typist");
         }
