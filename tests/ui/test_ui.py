@@ -257,12 +257,15 @@ def watch_deploy(page: Page, endpoint, shots, uuid):
     seen_progress = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        state = page.inner_text("#node-header h1 .badge[data-state]")
-        if not seen_states or seen_states[-1] != state:
+        # One look at the page as it is now: the progress line goes when the deploy ends, so
+        # a locator that saw it may wait in vain for it a moment later.
+        state, text = page.evaluate("""() => [
+            document.querySelector('#node-header h1 .badge[data-state]')?.innerText ?? null,
+            document.querySelector('#progress-text')?.innerText ?? null,
+        ]""")
+        if state is not None and (not seen_states or seen_states[-1] != state):
             seen_states.append(state)
-        progress = page.locator("#progress-text")
-        if progress.count():
-            text = progress.inner_text()
+        if text is not None:
             if not seen_progress or seen_progress[-1] != text:
                 seen_progress.append(text)
                 if len(seen_progress) == 3:
@@ -272,7 +275,7 @@ def watch_deploy(page: Page, endpoint, shots, uuid):
         page.wait_for_timeout(100)
     print(f"deploy from the UI: states seen {seen_states}; progress seen {len(seen_progress)} values, "
           f"e.g. {seen_progress[:1] + seen_progress[-1:]}", flush=True)
-    check(seen_states[-1] == "active", f"the deploy ended in {seen_states}")
+    check(seen_states[-1:] == ["active"], f"the deploy ended in {seen_states}")
     check("deploying" in seen_states or "wait call-back" in seen_states,
           f"the page showed the node deploying: {seen_states}")
     check(len(seen_progress) >= 2, f"the page showed the progress changing: {seen_progress}")
