@@ -225,6 +225,10 @@ impl Lab {
                 Ok(())
             }
             (result, down) => {
+                // CI keeps this output, not the directory: the logs' last lines go with it.
+                for path in self.kept_logs(kept) {
+                    self.print_tail(&path);
+                }
                 eprintln!(
                     "{}: kept for inspection: {} ({kept})",
                     self.suite,
@@ -233,6 +237,69 @@ impl Lab {
                 result?;
                 down.map(drop)
             }
+        }
+    }
+
+    /// The text logs a `kept` list names (`server.log, lab/node-*/console.log with …`): each
+    /// item's first word, one `*` in a file name matched against its directory; databases and
+    /// captures left out.
+    fn kept_logs(&self, kept: &str) -> Vec<PathBuf> {
+        let mut logs = Vec::new();
+        for item in kept.split(',') {
+            let Some(name) = item.split_whitespace().next() else {
+                continue;
+            };
+            if !name.ends_with(".log") {
+                continue;
+            }
+            let Some((before, after)) = name.split_once('*') else {
+                logs.push(self.dir.join(name));
+                continue;
+            };
+            // `lab/node-*/console.log`: the directory part up to the star is listed.
+            let (parent, prefix) = before.rsplit_once('/').unwrap_or(("", before));
+            let (middle_suffix, rest) = after.split_once('/').map_or((after, ""), |(a, b)| (a, b));
+            let Ok(entries) = std::fs::read_dir(self.dir.join(parent)) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|entry| {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    name.starts_with(prefix) && name.ends_with(middle_suffix)
+                })
+                .map(|entry| entry.path().join(rest))
+                .collect();
+            found.sort();
+            logs.extend(found);
+        }
+        logs
+    }
+
+    /// Prints a log's last lines (control characters shown as `?`, long lines cut).
+    fn print_tail(&self, path: &Path) {
+        const LINES: usize = 25;
+        const WIDTH: usize = 240;
+        let Ok(bytes) = std::fs::read(path) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        let shown = path.strip_prefix(&self.dir).unwrap_or(path).display();
+        eprintln!(
+            "{}: the last {} of {} lines of {shown}:",
+            self.suite,
+            LINES.min(lines.len()),
+            lines.len()
+        );
+        for line in &lines[lines.len().saturating_sub(LINES)..] {
+            let clean: String = line
+                .chars()
+                .filter(|c| *c != '\r')
+                .map(|c| if c.is_control() && c != '\t' { '?' } else { c })
+                .take(WIDTH)
+                .collect();
+            eprintln!("{}:   {clean}", self.suite);
         }
     }
 
@@ -386,4 +453,36 @@ pub fn enroll_machine(client: &Client, machine: &Value, extra: Value) -> anyhow:
         json!({"node_uuid": uuid, "address": machine["mac"]}),
     )?;
     Ok(uuid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_list_names_the_logs_to_print() {
+        let dir = tempfile::tempdir().unwrap();
+        for node in ["node-0", "node-1"] {
+            std::fs::create_dir_all(dir.path().join("lab").join(node)).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("lab/tftp")).unwrap();
+        let lab = Lab::at("suite", "ns", dir.path().to_path_buf(), "ferric");
+        let kept = "server.log, ferric.db, lab/node-*/console.log with IPA's log, lab/bmc.log, \
+                    capture.pcap";
+        let logs: Vec<PathBuf> = lab
+            .kept_logs(kept)
+            .into_iter()
+            .map(|path| path.strip_prefix(dir.path()).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            logs,
+            [
+                "server.log",
+                "lab/node-0/console.log",
+                "lab/node-1/console.log",
+                "lab/bmc.log"
+            ]
+            .map(PathBuf::from)
+        );
+    }
 }
