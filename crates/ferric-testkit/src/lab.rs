@@ -405,9 +405,12 @@ pub struct Server(pub Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
+        // Only a child still running: one already waited for is gone, its pid maybe reused.
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+        }
         let _ = self.0.wait();
     }
 }

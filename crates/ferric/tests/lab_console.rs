@@ -20,12 +20,12 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use ferric_testkit::lab::{self, Lab, run};
+use ferric_testkit::lab::{self, Lab, Server, run};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ferric-console-e2e";
@@ -65,21 +65,6 @@ fn outside() -> anyhow::Result<()> {
         lab.up(&["--nodes", "1", "--memory", "512"])?;
         lab.run_inside()
     })
-}
-
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        // Only a child still running: one already waited for is gone, its pid maybe reused.
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-        }
-        let _ = self.0.wait();
-    }
 }
 
 fn phase(name: &str, started: Instant) {
@@ -157,7 +142,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     let lab: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("lab/lab.json"))?)?;
     let machine = &lab["nodes"][0];
     let log = std::fs::File::create(dir.join("server.log"))?;
-    let _server = Killed(
+    let _server = Server(
         ferric()
             .arg("server")
             .args(["--api-listen", "10.231.0.1:6385", "--api-url", API])
@@ -236,7 +221,7 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         .context("cannot attach ferric node console")?;
     let output = reader(attached.stdout.take().context("no stdout")?);
     let errors = attached.stderr.take().context("no stderr")?;
-    let attached = Killed(attached);
+    let attached = Server(attached);
     let browser = browser_terminal(dir)?;
     cli(&["node", "manage", "console-0", "--wait", "120"])?;
     let (status, body) = api(
@@ -317,7 +302,7 @@ const TYPED: &str = "ferric-ui-keystrokes";
 /// terminal on the console WebSocket, waits until the agent kernel's first line and then the
 /// ramdisk's own output are in the terminal, types [`TYPED`] and waits for the machine's
 /// serial tty to echo it (QEMU's serial port takes input from the lab BMC's SOL).
-fn browser_terminal(dir: &Path) -> anyhow::Result<(Killed, Instant, PathBuf)> {
+fn browser_terminal(dir: &Path) -> anyhow::Result<(Server, Instant, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let venv = Command::new("bash")
         .arg(root.join("scripts/ui-venv.sh"))
@@ -364,11 +349,11 @@ fn browser_terminal(dir: &Path) -> anyhow::Result<(Killed, Instant, PathBuf)> {
         .stderr(log)
         .spawn()
         .context("cannot start tests/ui/test_ui.py --lab-console")?;
-    Ok((Killed(child), Instant::now(), log_path))
+    Ok((Server(child), Instant::now(), log_path))
 }
 
 /// Waits for the browser's run to end; it must have passed.
-fn browser_finished((mut browser, started, log): (Killed, Instant, PathBuf)) -> anyhow::Result<()> {
+fn browser_finished((mut browser, started, log): (Server, Instant, PathBuf)) -> anyhow::Result<()> {
     let waiting = Instant::now();
     let status = loop {
         if let Some(status) = browser.0.try_wait()? {
