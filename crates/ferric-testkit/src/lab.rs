@@ -258,7 +258,7 @@ impl Lab {
             };
             // `lab/node-*/console.log`: the directory part up to the star is listed.
             let (parent, prefix) = before.rsplit_once('/').unwrap_or(("", before));
-            let (middle_suffix, rest) = after.split_once('/').map_or((after, ""), |(a, b)| (a, b));
+            let (middle_suffix, rest) = after.split_once('/').unwrap_or((after, ""));
             let Ok(entries) = std::fs::read_dir(self.dir.join(parent)) else {
                 continue;
             };
