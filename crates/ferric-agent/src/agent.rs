@@ -141,6 +141,13 @@ impl Agent {
                 .is_some_and(|info| info.config["agent_md5_checksum_enable"] == true)
     }
 
+    /// Whether the lookup allowed installing a BIOS bootloader from the deployed image
+    /// (`enable_bios_bootloader_install`, off unless the conductor sends true).
+    pub fn bios_bootloader_install_allowed(&self) -> bool {
+        self.node_info()
+            .is_some_and(|info| info.config["enable_bios_bootloader_install"] == true)
+    }
+
     /// Every command so far, oldest first.
     pub fn command_results(&self) -> Vec<CommandResult> {
         self.commands

@@ -79,6 +79,8 @@ pub async fn run(
     let node_uuid = info.node["uuid"].as_str().unwrap_or_default().to_owned();
     accept_lookup(&agent, &info);
     let heartbeat_timeout = info.config["heartbeat_timeout"].as_f64().unwrap_or(300.0);
+    // The TLS versions and suites the server asks the agent's API to accept.
+    let tls_policy = crate::tls::TlsPolicy::from_lookup(&info.config).map_err(ClientError::Tls)?;
     agent.set_node_info(info);
     let advertise = advertise_host(&agent, &api_url);
     // Auto-TLS when the API takes the agent's certificate (1.68), as IPA decides it.
@@ -86,7 +88,10 @@ pub async fn run(
         .await
         .is_some_and(|version| version >= HEARTBEAT_VERSION);
     let certificate = if agent.config.auto_tls && takes_certificate {
-        Some(crate::tls::AgentCertificate::generate(&advertise).map_err(ClientError::Tls)?)
+        Some(
+            crate::tls::AgentCertificate::generate(&advertise, &tls_policy)
+                .map_err(ClientError::Tls)?,
+        )
     } else {
         None
     };

@@ -29,6 +29,9 @@ use serde_json::{Value, json};
 
 const MAC: &str = "52:54:00:aa:bb:01";
 
+/// A secret in the node's `instance_info` that no agent command may carry (issue 41, item 4).
+const IMAGE_SERVER_PASSWORD: &str = "pa55-of-the-image-server";
+
 /// What the recording agent was asked, and how its commands go.
 #[derive(Default)]
 struct AgentLog {
@@ -174,6 +177,7 @@ async fn node(api: &Api, automated_clean: bool) -> String {
                 "image_source": "http://images.test/os.raw",
                 "image_os_hash_algo": "sha256",
                 "image_os_hash_value": "ab".repeat(32),
+                "image_server_password": IMAGE_SERVER_PASSWORD,
             },
         })),
     )
@@ -255,6 +259,16 @@ async fn a_direct_deploy_runs_through_the_agent_and_cleaning_wipes_through_it() 
     assert_eq!(clean[1]["name"], "clean.execute_clean_step");
     assert_eq!(clean[1]["params"]["step"]["step"], "erase_devices_metadata");
     assert_eq!(clean[1]["params"]["ports"][0]["address"], MAC);
+    for command in &clean {
+        assert!(
+            !command.to_string().contains(IMAGE_SERVER_PASSWORD),
+            "cleaning sent the agent a secret: {command:#}"
+        );
+    }
+    assert_eq!(
+        clean[1]["params"]["node"]["instance_info"]["image_server_password"],
+        "******"
+    );
     // The versions the agent gave with its steps go back with each step, as Ironic sends them.
     assert_eq!(
         clean[1]["params"]["clean_version"],
@@ -297,6 +311,12 @@ async fn a_direct_deploy_runs_through_the_agent_and_cleaning_wipes_through_it() 
             "standby.sync"
         ]
     );
+    for command in &commands {
+        assert!(
+            !command.to_string().contains(IMAGE_SERVER_PASSWORD),
+            "the deploy sent the agent a secret: {command:#}"
+        );
+    }
     let step = &commands[1]["params"]["step"];
     assert_eq!(step["step"], "write_image");
     let image = &step["args"]["image_info"];

@@ -394,3 +394,69 @@ async fn an_enabled_console_comes_back_after_a_conductor_restart() {
     .expect("the restored console shows its banner");
     again.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Undeploy ends the tenant's console (issue 41, item 5): once the node is `available` again
+/// the console is disabled and its relay accepts no connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeploy_ends_the_console_and_its_relay() {
+    let server = Server::start().await;
+    let node = console_node(&server).await;
+    for (target, reached) in [
+        ("manage", "manageable"),
+        ("provide", "available"),
+        ("active", "active"),
+    ] {
+        server.api.provision(&node, target).await;
+        server.api.run_until_state(&node, reached, PATIENCE).await;
+    }
+    let path = format!("/v1/nodes/{node}/states/console");
+    let (status, _) = server
+        .send(
+            "member-owner",
+            Method::PUT,
+            &path,
+            Some(json!({"enabled": true})),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let (_, body) = server.send("member-owner", Method::GET, &path, None).await;
+    let url = body["console_info"]["url"].as_str().unwrap().to_owned();
+    let address = url.trim_start_matches("tcp://").to_owned();
+    let mut viewer = server.stream(&node, "member-owner", false).await.unwrap();
+    read_until(&mut viewer, "Ferric fake console").await;
+
+    server.api.provision(&node, "deleted").await;
+    server
+        .api
+        .run_until_state(&node, "available", PATIENCE)
+        .await;
+    let (_, body) = server.send("member-owner", Method::GET, &path, None).await;
+    assert_eq!(
+        body,
+        json!({"console_enabled": false, "console_info": null})
+    );
+    assert_eq!(close_code(&mut viewer).await, CloseCode::Normal);
+    let uuid: uuid::Uuid = node.parse().unwrap();
+    assert!(server.api.conductor().console(uuid).is_none());
+    // The relay's listener is gone: a connection is refused, or closed before a byte.
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            match tokio::net::TcpStream::connect(&address).await {
+                Err(_) => break,
+                Ok(mut stream) => {
+                    let mut buffer = [0u8; 64];
+                    if matches!(stream.read(&mut buffer).await, Ok(0) | Err(_)) {
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the relay stops accepting connections");
+    assert_eq!(
+        server.stream(&node, "member-owner", false).await.err(),
+        Some(409)
+    );
+}

@@ -283,6 +283,24 @@ pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<usize, ConductorErro
     Ok(started)
 }
 
+/// Undeploy ends the instance's console with the instance: the relay stops (its viewers are
+/// closed) and `console_enabled` is cleared with the rest of the tear-down, so a node that is
+/// cleaned and `available` again accepts no console connection until someone enables it anew
+/// (issue 41, item 5). Saved by the tear-down's own transition.
+pub(crate) async fn end_with_instance(task: &mut Task) {
+    let node = task.uuid();
+    task.inner.consoles.stop(node);
+    if task.node.console_enabled {
+        task.node.console_enabled = false;
+        task.history(
+            "INFO",
+            "console",
+            "Console disabled: the instance was torn down".to_owned(),
+        )
+        .await;
+    }
+}
+
 /// Runs [`sync_once`] every heartbeat interval until the conductor stops.
 pub(crate) fn spawn_sync(inner: Arc<Inner>) {
     tokio::spawn(async move {

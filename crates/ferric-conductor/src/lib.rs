@@ -116,6 +116,13 @@ pub struct ConductorConfig {
     /// Ironic's `[agent]require_tls`: heartbeats whose callback URL is not `https://` are
     /// refused, so no agent token is sent to an agent in clear text.
     pub agent_require_tls: bool,
+    /// Ironic's `[agent]enable_bios_bootloader_install`, sent to agents at lookup: whether an
+    /// agent may run a deployed image's own `grub-install` to make a BIOS node bootable.
+    pub agent_enable_bios_bootloader_install: bool,
+    /// The oldest TLS version (`1.2` or `1.3`) and the cipher suites (IANA names; empty: the
+    /// library's defaults) agents are told to accept on their own HTTPS API, at lookup.
+    pub tls_min_version: String,
+    pub tls_cipher_suites: Vec<String>,
     /// How the `agent` inspect interface's data is processed (`add_ports`, overwriting).
     pub inspection: ferric_inspector::ProcessingConfig,
     /// How often nodes inspected through the inspection service are polled; `None`: never.
@@ -155,6 +162,9 @@ impl Default for ConductorConfig {
             fast_track: false,
             agent_heartbeat_timeout: Duration::from_secs(300),
             agent_require_tls: false,
+            agent_enable_bios_bootloader_install: false,
+            tls_min_version: "1.3".to_owned(),
+            tls_cipher_suites: Vec::new(),
             inspection: ferric_inspector::ProcessingConfig::default(),
             inspector_status_interval: Some(Duration::from_secs(60)),
             clean_step_priority_override: Vec::new(),

@@ -267,6 +267,7 @@ async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
             // interfaces power off (unless `disable_power_off`), the fake one, as Ironic's,
             // leaves the machine as it was.
             crate::provision::forget_agent(task);
+            crate::console::end_with_instance(task).await;
             task.fire(Event::Clean, Cause::Conductor).await
         }
         Err(error) => {

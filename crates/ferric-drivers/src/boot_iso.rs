@@ -144,13 +144,23 @@ pub fn kernel_params(
             port.address.to_ascii_lowercase().replace(':', "-")
         ));
     }
-    for part in [
-        settings.kernel_append_params.as_str(),
-        node_setting(node, "kernel_append_params", ""),
+    for (field, part) in [
+        (
+            "settings.kernel_append_params",
+            settings.kernel_append_params.as_str(),
+        ),
+        (
+            "driver_info.kernel_append_params",
+            node_setting(node, "kernel_append_params", ""),
+        ),
     ]
     .into_iter()
-    .chain(extra.iter().map(String::as_str))
-    {
+    .chain(
+        extra
+            .iter()
+            .map(|extra| ("kernel parameters", extra.as_str())),
+    ) {
+        crate::kernel_params::check(field, part)?;
         if !part.is_empty() {
             params.push(' ');
             params.push_str(part);
@@ -404,7 +414,7 @@ mod tests {
         node.driver_info
             .insert("kernel_append_params".into(), "a=$(reboot)".into());
         let error = kernel_params(&settings, &node, &ports, &[]).unwrap_err();
-        assert!(error.to_string().contains("GRUB"), "{error}");
+        assert!(error.to_string().contains("boot script"), "{error}");
         assert_eq!(
             iso_url(&settings, &node).unwrap(),
             "http://10.0.0.1:8080/vmedia/00000000-0000-0000-0000-000000000000.iso"

@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node, Port, PowerState};
+use ferric_model::secrets::mask_secrets;
 use serde_json::{Value, json};
 
 use crate::Component;
@@ -253,7 +254,11 @@ impl DirectDeploy {
         }
     }
 
-    /// The node as the agent sees it: no token, no config drive blob.
+    /// The node as the agent sees it in every command (clean, deploy, service, rescue steps):
+    /// no token, no config drive blob, every secret-named key masked (issue 41, item 4: an
+    /// image server's password in `instance_info` reached the agent during cleaning). What a
+    /// step needs of a secret travels in that step's own arguments (`write_image`'s
+    /// `image_info`).
     fn node_for_agent(node: &Node) -> Value {
         let mut internal = node.driver_internal_info.clone();
         internal.remove("agent_secret_token");
@@ -262,9 +267,9 @@ impl DirectDeploy {
         json!({
             "uuid": node.uuid,
             "name": node.name,
-            "properties": node.properties,
-            "instance_info": instance,
-            "driver_internal_info": internal,
+            "properties": mask_secrets(&node.properties),
+            "instance_info": mask_secrets(&instance),
+            "driver_internal_info": mask_secrets(&internal),
             "target_raid_config": node.target_raid_config,
             "raid_config": node.raid_config,
         })

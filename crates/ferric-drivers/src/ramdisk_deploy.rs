@@ -54,16 +54,7 @@ pub fn instance_ramdisk(node: &Node) -> Result<InstanceRamdisk, DriverError> {
     match (info_str(node, "kernel"), info_str(node, "ramdisk")) {
         (Some(kernel), Some(ramdisk)) => {
             let arguments = info_str(node, "ramdisk_kernel_arguments").unwrap_or_default();
-            if arguments.chars().any(char::is_control) {
-                return Err(DriverError::invalid(
-                    "instance_info.ramdisk_kernel_arguments",
-                    format!(
-                        "Node {}: instance_info.ramdisk_kernel_arguments must be one line of kernel \
-                     parameters, without control characters.",
-                        node.uuid
-                    ),
-                ));
-            }
+            crate::kernel_params::check("instance_info.ramdisk_kernel_arguments", arguments)?;
             Ok(InstanceRamdisk::Kernel {
                 kernel: kernel.to_owned(),
                 ramdisk: ramdisk.to_owned(),
@@ -360,10 +351,13 @@ mod tests {
             let error = instance_ramdisk(&node(info)).unwrap_err();
             assert!(error.to_string().contains("boot_iso"), "{error}");
         }
-        let error = instance_ramdisk(&node(
-            json!({"kernel": "k", "ramdisk": "r", "ramdisk_kernel_arguments": "a\nb"}),
-        ))
-        .unwrap_err();
-        assert!(error.to_string().contains("one line"), "{error}");
+        // A line break, or iPXE's own command separators on one line (issue 41, item 2).
+        for arguments in ["a\nb", "quiet ; chain http://elsewhere/x", "a && shell"] {
+            let error = instance_ramdisk(&node(
+                json!({"kernel": "k", "ramdisk": "r", "ramdisk_kernel_arguments": arguments}),
+            ))
+            .unwrap_err();
+            assert!(error.to_string().contains("boot script"), "{error}");
+        }
     }
 }

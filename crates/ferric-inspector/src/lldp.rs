@@ -33,6 +33,67 @@ pub fn parsed_lldp(
     (!parsed.is_empty()).then_some(Value::Object(parsed))
 }
 
+/// The longest information string 802.1AB allows a TLV of `kind` (its length field has nine
+/// bits: 511 at most; the basic management TLVs have tighter limits).
+fn max_value_len(kind: u64) -> usize {
+    match kind {
+        1 | 2 => 256,
+        4..=6 => 255,
+        7 => 4,
+        8 => 167,
+        _ => 511,
+    }
+}
+
+/// Whether a reported TLV (`[type, hex]`) is one a switch could have sent: a type and a value
+/// of whole octets no longer than the standard allows for that type.
+fn is_possible_tlv(tlv: &Value) -> bool {
+    match (
+        tlv.get(0).and_then(Value::as_u64),
+        tlv.get(1).and_then(Value::as_str),
+    ) {
+        (Some(kind), Some(hex)) => kind <= 127 && hex.len() <= 2 * max_value_len(kind),
+        _ => false,
+    }
+}
+
+/// Removes, before anything is stored or parsed, every reported TLV that no switch could have
+/// sent (longer than 802.1AB allows, or malformed): inspection data comes from a ramdisk on the
+/// machine, and a 600-octet "system name" would otherwise be kept whole and copied into the
+/// port's `local_link_connection` (issue 41, item 7). Returns how many were dropped.
+pub fn drop_impossible_tlvs(
+    inventory: &mut Map<String, Value>,
+    plugin_data: &mut Map<String, Value>,
+) -> usize {
+    let mut dropped = 0;
+    let mut keep_possible = |tlvs: &mut Value| {
+        if let Some(tlvs) = tlvs.as_array_mut() {
+            let before = tlvs.len();
+            tlvs.retain(is_possible_tlv);
+            dropped += before - tlvs.len();
+        }
+    };
+    if let Some(interfaces) = inventory
+        .get_mut("interfaces")
+        .and_then(Value::as_array_mut)
+    {
+        for interface in interfaces {
+            if let Some(tlvs) = interface.get_mut("lldp") {
+                keep_possible(tlvs);
+            }
+        }
+    }
+    if let Some(raw) = plugin_data
+        .get_mut("lldp_raw")
+        .and_then(Value::as_object_mut)
+    {
+        for tlvs in raw.values_mut() {
+            keep_possible(tlvs);
+        }
+    }
+    dropped
+}
+
 /// Each named interface (at most [`MAX_INTERFACES`]) with its MAC as sent and its TLVs: the
 /// `lldp_raw` collector's when it has them, else the inventory's `lldp`.
 fn interface_tlvs<'a>(
@@ -110,6 +171,9 @@ pub fn parse_tlvs(tlvs: &[Value]) -> Map<String, Value> {
         let (Some(kind), Some(value)) = (tlv[0].as_u64(), tlv[1].as_str().and_then(unhex)) else {
             continue;
         };
+        if value.len() > max_value_len(kind) {
+            continue;
+        }
         parse_tlv(kind, &value, &mut fields);
     }
     fields
@@ -321,6 +385,36 @@ mod tests {
                 "switch_port_mtu": 1500,
             })
         );
+    }
+
+    #[test]
+    fn tlvs_longer_than_the_standard_allows_are_dropped_before_anything_uses_them() {
+        // A 600-octet system name (802.1AB: 255 at most; any TLV: 511 at most).
+        let long_name = vec![b'A'; 600];
+        let mut inventory = json!({"interfaces": [
+            {"name": "eth0", "mac_address": "52:54:00:aa:00:01", "lldp": [
+                tlv(2, b"\x05Ethernet1/7"),
+                tlv(5, &long_name),
+                tlv(127, &vec![0; 512]),
+                json!([5, "4c6561662d31"]),
+                json!(["x", "00"]),
+            ]},
+        ]})
+        .as_object()
+        .expect("object")
+        .clone();
+        let mut plugin_data = json!({"lldp_raw": {"eth0": [tlv(6, &vec![b'B'; 256])]}})
+            .as_object()
+            .expect("object")
+            .clone();
+        // Even unsanitized, parsing skips them: the system name is the later, possible one.
+        let links = local_link_connections(&inventory, &Map::new());
+        assert_eq!(links[0].1["switch_info"], "Leaf-1");
+        assert_eq!(drop_impossible_tlvs(&mut inventory, &mut plugin_data), 4);
+        let kept = &inventory["interfaces"][0]["lldp"];
+        assert_eq!(kept.as_array().expect("array").len(), 2, "{kept}");
+        assert!(!kept.to_string().contains(&"41".repeat(300)));
+        assert_eq!(plugin_data["lldp_raw"]["eth0"], json!([]));
     }
 
     #[test]

@@ -257,6 +257,15 @@ pub fn process(
 
     let mut plugin_data = body.clone();
     plugin_data.remove("inventory");
+    let mut inventory = inventory.clone();
+    let dropped = crate::lldp::drop_impossible_tlvs(&mut inventory, &mut plugin_data);
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "inspection data: dropped LLDP TLVs longer than 802.1AB allows"
+        );
+    }
+    let inventory = &inventory;
     if let Some(disk) = &root_disk {
         plugin_data.insert("root_disk".to_owned(), disk.clone());
     }

@@ -14,3 +14,4 @@ pub use state::ProvisionState;
 pub mod machine;
 pub mod microversion;
 pub mod resources;
+pub mod secrets;

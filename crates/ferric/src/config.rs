@@ -189,6 +189,13 @@ pub(crate) struct Settings {
     pub(crate) api_tls_cert: Option<PathBuf>,
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `api_tls_cert`.
     pub(crate) api_tls_key: Option<PathBuf>,
+    /// The oldest TLS version Ferric's HTTPS listeners accept and its agents are told to
+    /// accept: `1.3` (the default, as Ironic 2026.2) or `1.2` (Ironic's `[api]tls_min_version`).
+    pub(crate) tls_min_version: String,
+    /// The TLS 1.2/1.3 cipher suites allowed, by IANA name (e.g.
+    /// `TLS13_AES_256_GCM_SHA384`); empty: every suite of the TLS library's safe defaults.
+    /// Applied to the HTTPS listeners and sent to agents at lookup.
+    pub(crate) tls_cipher_suites: Vec<String>,
     /// How the conductor checks agents' HTTPS certificates: `true` (system roots), `false`
     /// (not at all), or the path of a CA file (Ironic's `[agent]verify_ca`).
     #[serde(deserialize_with = "bool_or_string")]
@@ -256,10 +263,16 @@ pub(crate) struct Settings {
     pub(crate) fast_track: bool,
     /// Seconds an agent may stay silent; it heartbeats every 30–60 % of this.
     pub(crate) agent_heartbeat_timeout: u64,
-    /// Refuse heartbeats whose callback URL is not `https://` (Ironic's `[agent]require_tls`),
-    /// so agent tokens never travel in clear text; agents with auto-TLS (ferric-agent,
-    /// ironic-python-agent) send their certificate, which the conductor trusts for that node.
+    /// Refuse heartbeats whose callback URL is not `https://` (Ironic's `[agent]require_tls`,
+    /// on by default as in Ironic 39), so agent tokens never travel in clear text; agents with
+    /// auto-TLS (ferric-agent, ironic-python-agent) send their certificate, which the conductor
+    /// trusts for that node. Turn it off only for agents that cannot serve HTTPS.
     pub(crate) agent_require_tls: bool,
+    /// Let the agent install a BIOS bootloader for a partition image by running the deployed
+    /// image's own `grub-install` as root in a chroot (Ironic's
+    /// `[agent]enable_bios_bootloader_install`, off by default since CVE-2026-43003): only for
+    /// images you trust. Off: BIOS nodes deploy whole-disk images; UEFI is unaffected.
+    pub(crate) agent_enable_bios_bootloader_install: bool,
     /// When the agent ramdisk's logs are collected: `always` (also after each deployment),
     /// `on_failure` (a deployment, cleaning or servicing that fails) or `never` (Ironic's
     /// `[agent]deploy_logs_collect`).
@@ -463,6 +476,8 @@ impl Default for Settings {
             auth_users_file: None,
             auth_policy_file: None,
             api_tls_cert: None,
+            tls_min_version: "1.3".to_owned(),
+            tls_cipher_suites: Vec::new(),
             api_tls_key: None,
             agent_verify_ca: "true".to_owned(),
             api_url: None,
@@ -486,7 +501,8 @@ impl Default for Settings {
             clean_step_priority_override: Vec::new(),
             fast_track: false,
             agent_heartbeat_timeout: 300,
-            agent_require_tls: false,
+            agent_require_tls: true,
+            agent_enable_bios_bootloader_install: false,
             deploy_logs_collect: "on_failure".to_owned(),
             deploy_logs_storage_backend: "local".to_owned(),
             deploy_logs_local_path: PathBuf::from("/var/log/ferric/deploy"),
@@ -634,7 +650,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 106] = [
+    pub(crate) const KEYS: [&'static str; 109] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -680,6 +696,8 @@ impl Settings {
         "auth_policy_file",
         "api_tls_cert",
         "api_tls_key",
+        "tls_min_version",
+        "tls_cipher_suites",
         "agent_verify_ca",
         // network boot and the agent
         "api_url",
@@ -704,6 +722,7 @@ impl Settings {
         "fast_track",
         "agent_heartbeat_timeout",
         "agent_require_tls",
+        "agent_enable_bios_bootloader_install",
         "deploy_logs_collect",
         "deploy_logs_storage_backend",
         "deploy_logs_local_path",

@@ -64,7 +64,11 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     )
     .map_err(anyhow::Error::msg)?;
     let api_tls = match (&settings.api_tls_cert, &settings.api_tls_key) {
-        (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+        (Some(cert), Some(key)) => Some(crate::tls::server_config(
+            cert,
+            key,
+            &settings.tls_policy()?,
+        )?),
         (None, None) => None,
         _ => anyhow::bail!(
             "api_tls_cert and api_tls_key go together: set both for HTTPS, or neither for HTTP"

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use axum::Router;
 use axum::extract::ConnectInfo;
+use ferric_agent::tls::TlsPolicy;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -25,7 +26,11 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 /// The rustls server configuration from a PEM certificate chain and a PEM private key.
-pub(crate) fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+pub(crate) fn server_config(
+    cert: &Path,
+    key: &Path,
+    policy: &TlsPolicy,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .with_context(|| {
             format!(
@@ -51,15 +56,9 @@ pub(crate) fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustl
             key.display()
         )
     })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("rustls refused its own default protocol versions")?
-        .with_no_client_auth()
-        .with_single_cert(chain, private_key)
-        .context("the API certificate and key do not fit together (api_tls_cert, api_tls_key)")?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    policy
+        .server_config(chain, private_key)
+        .map_err(|error| anyhow::anyhow!("{error} (api_tls_cert, api_tls_key, tls_min_version)"))
 }
 
 /// Serves `router` over TLS on `listener` until `shutdown` completes.
@@ -142,7 +141,7 @@ mod tests {
     async fn the_api_speaks_https_and_knows_its_peers() {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key, cert_pem) = self_signed(dir.path());
-        let config = server_config(&cert, &key).unwrap();
+        let config = server_config(&cert, &key, &TlsPolicy::default()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let router = Router::new().route(
@@ -177,20 +176,53 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
+    /// `tls_min_version` (default 1.3, as Ironic 2026.2): a client that offers only TLS 1.2
+    /// is refused at the handshake, and accepted once the setting says 1.2.
+    #[tokio::test]
+    async fn the_minimum_tls_version_is_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, cert_pem) = self_signed(dir.path());
+        let tls12_client = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap())
+            .max_tls_version(reqwest::tls::Version::TLS_1_2)
+            .build()
+            .unwrap();
+        for (policy, accepted) in [
+            (TlsPolicy::default(), false),
+            (TlsPolicy::parse("1.2", &[]).unwrap(), true),
+        ] {
+            let config = server_config(&cert, &key, &policy).unwrap();
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let router = Router::new().route("/", get(|| async { "ok" }));
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(serve(listener, config, router, async {
+                stopped.await.ok();
+            }));
+            let answer = tls12_client
+                .get(format!("https://localhost:{port}/"))
+                .send()
+                .await;
+            assert_eq!(answer.is_ok(), accepted, "{policy:?}: {answer:?}");
+            stop.send(()).unwrap();
+            server.await.unwrap().unwrap();
+        }
+    }
+
     #[test]
     fn unusable_certificates_stop_the_server_with_the_setting_named() {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key, _) = self_signed(dir.path());
         let missing = dir.path().join("missing.pem");
-        let error = server_config(&missing, &key).unwrap_err();
+        let error = server_config(&missing, &key, &TlsPolicy::default()).unwrap_err();
         assert!(format!("{error:#}").contains("api_tls_cert"), "{error:#}");
-        let error = server_config(&cert, &missing).unwrap_err();
+        let error = server_config(&cert, &missing, &TlsPolicy::default()).unwrap_err();
         assert!(format!("{error:#}").contains("api_tls_key"), "{error:#}");
         // A key from another certificate.
         let other = dir.path().join("other");
         std::fs::create_dir(&other).unwrap();
         let (_, other_key, _) = self_signed(&other);
-        let error = server_config(&cert, &other_key).unwrap_err();
+        let error = server_config(&cert, &other_key, &TlsPolicy::default()).unwrap_err();
         assert!(format!("{error:#}").contains("do not fit"), "{error:#}");
     }
 }

@@ -41,6 +41,12 @@ pub struct Request {
     pub efi_system_part_uuid: Option<String>,
     pub target_boot_mode: Option<String>,
     pub ignore_failure: bool,
+    /// Whether a BIOS bootloader may be installed: that runs the deployed image's own
+    /// `/bin/sh` and `grub-install` as root in a chroot with `/dev`, `/proc` and `/sys`
+    /// mounted, i.e. code from a tenant's image with the ramdisk's full power. Off unless the
+    /// lookup's `enable_bios_bootloader_install` says so (Ironic's default since
+    /// CVE-2026-43003).
+    pub allow_bios: bool,
 }
 
 impl Request {
@@ -78,6 +84,7 @@ impl Request {
                 .get("ignore_bootloader_failure")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            allow_bios: false,
         })
     }
 }
@@ -89,7 +96,8 @@ pub(crate) fn validate_install_bootloader(params: &Params) -> Result<(), Command
 pub(crate) fn install_bootloader_command(
     invocation: &Invocation,
 ) -> Result<Option<Value>, CommandError> {
-    let request = Request::from_params(&invocation.params)?;
+    let mut request = Request::from_params(&invocation.params)?;
+    request.allow_bios = invocation.agent.bios_bootloader_install_allowed();
     let disk = super::root_disk(&invocation.agent, None)?;
     // /sys as the agent reads it (a fixture directory in tests).
     let sys = &invocation.agent.config.sys_root;
@@ -165,7 +173,14 @@ pub fn install(
     };
     match esp {
         Some(esp) => install_uefi(&mut file, &root.part, &esp.part, efivars, uefi_firmware),
-        None => install_grub_bios(disk_path, &root.part),
+        None if request.allow_bios => install_grub_bios(disk_path, &root.part),
+        None => Err(bootloader_error(format!(
+            "{} has no EFI system partition, and installing a BIOS bootloader is disabled: it \
+             would run the deployed image's own grub-install as root. Deploy a whole-disk \
+             image, or boot the node in UEFI mode; for images you trust, set \
+             agent_enable_bios_bootloader_install = true in Ferric's settings.",
+            disk_path.display()
+        ))),
     }
 }
 
@@ -703,6 +718,7 @@ mod tests {
                 .map(str::to_owned),
             target_boot_mode: Some("uefi".into()),
             ignore_failure: false,
+            allow_bios: false,
         }
     }
 
@@ -805,6 +821,31 @@ mod tests {
         wrong.root_uuid = "00000000-0000-0000-0000-000000000001".into();
         let error = install(&disk, &wrong, Path::new("/nonexistent"), false).expect_err("root");
         assert_eq!(error.kind, "DeviceNotFound");
+    }
+
+    #[test]
+    fn a_bios_install_is_refused_unless_the_lookup_allowed_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = rootfs(
+            dir.path(),
+            &[("usr/sbin/grub-install", b"#!/bin/sh\nexit 0\n")],
+        );
+        let (disk, uuids) = deployed(dir.path(), &fs);
+        let mut bios = request(&uuids);
+        bios.efi_system_part_uuid = None;
+        bios.target_boot_mode = Some("bios".into());
+        let error = install(&disk, &bios, Path::new("/nonexistent"), false)
+            .expect_err("a BIOS install without permission");
+        assert!(
+            error
+                .details
+                .contains("agent_enable_bios_bootloader_install"),
+            "{}",
+            error.details
+        );
+        let params = |value: Value| value.as_object().expect("object").clone();
+        let parsed = Request::from_params(&params(json!({"root_uuid": "x"}))).expect("valid");
+        assert!(!parsed.allow_bios);
     }
 
     #[test]

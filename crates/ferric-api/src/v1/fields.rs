@@ -195,39 +195,8 @@ pub(crate) fn select(
         .collect()
 }
 
-/// What a masked secret looks like.
-pub(crate) const MASK: &str = "******";
-
-/// The masking rule: a key names a secret when its lowercase form contains `password`,
-/// `secret`, `token` or `key` (e.g. `redfish_password`, `auth_token`, `ssh_key`,
-/// `encryption_key`). This is broader than Ironic's fixed list on purpose: showing a secret
-/// is worse than hiding a harmless value.
-pub(crate) fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    ["password", "secret", "token", "key"]
-        .iter()
-        .any(|word| key.contains(word))
-}
-
-/// Replaces the value of every secret key (at any depth) with [`MASK`].
-pub(crate) fn mask_secrets(object: &Map<String, Value>) -> Value {
-    Value::Object(
-        object
-            .iter()
-            .map(|(key, value)| {
-                let shown = if is_secret_key(key) {
-                    Value::String(MASK.to_owned())
-                } else {
-                    match value {
-                        Value::Object(inner) => mask_secrets(inner),
-                        other => other.clone(),
-                    }
-                };
-                (key.clone(), shown)
-            })
-            .collect(),
-    )
-}
+/// The masking rule and the mask, shared with the conductor (`ferric_model::secrets`).
+pub(crate) use ferric_model::secrets::{MASK, mask_secrets};
 
 /// A logical name as Ironic accepts one for nodes and portgroups: 1 to 255 RFC 3986
 /// unreserved characters (letters, digits, `-`, `.`, `_`, `~`).

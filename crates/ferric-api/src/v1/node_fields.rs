@@ -237,7 +237,7 @@ pub(crate) fn node_object_field<'a>(node: &'a Node, name: &str) -> Option<&'a Ma
 /// `instance_info` as clients see it, as Ironic shows it: secrets masked, and the config drive
 /// (user data, often keys and passwords) and `image_url` (it may carry a temporary URL's
 /// signature) hidden whole when set.
-fn instance_info_json(instance_info: &Map<String, Value>) -> Value {
+pub(crate) fn instance_info_json(instance_info: &Map<String, Value>) -> Value {
     let mut shown = mask_secrets(instance_info);
     if let Value::Object(shown) = &mut shown {
         for hidden in ["configdrive", "image_url"] {

@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::fields::{MASK, mask_secrets};
+use super::node_fields::instance_info_json;
 use super::resource::require_endpoint;
 use super::states::conductor_error;
 use super::{base_url, db_error, json_object_body, links};
@@ -56,6 +57,30 @@ pub(crate) fn normalize_mac(text: &str) -> Option<String> {
             .iter()
             .all(|part| part.len() == 2 && part.chars().all(|c| c.is_ascii_hexdigit()));
     valid.then(|| parts.join(":").to_ascii_lowercase())
+}
+
+/// The node as a ramdisk sees it at lookup and continue_inspection: the four fields the agent
+/// reads, and no secret of any kind. The callers are unauthenticated (anyone on the
+/// provisioning network can send a MAC), so this shows less than the authenticated node GET,
+/// never more: `instance_info` as that GET shows it (the config drive, which carries the
+/// tenant's user data, and the image URL masked), and every secret-named key of the other
+/// fields masked, the agent token removed. The agent receives the config drive and image
+/// location in its deploy command, over its own token-authenticated API.
+fn agent_node_document(node: &Node) -> Map<String, Value> {
+    let mut driver_internal_info = node.driver_internal_info.clone();
+    driver_internal_info.remove(AGENT_TOKEN_KEY);
+    let mut document = Map::new();
+    document.insert("uuid".into(), json!(node.uuid));
+    document.insert("properties".into(), mask_secrets(&node.properties));
+    document.insert(
+        "instance_info".into(),
+        instance_info_json(&node.instance_info),
+    );
+    document.insert(
+        "driver_internal_info".into(),
+        mask_secrets(&driver_internal_info),
+    );
+    document
 }
 
 fn not_found() -> ApiError {
@@ -124,6 +149,19 @@ pub async fn lookup(
         json!(["raw", "qcow2", "iso", "gpt"]),
     );
     config.insert("agent_containers".into(), json!({}));
+    let conductor = state.conductor.config();
+    config.insert(
+        "enable_bios_bootloader_install".into(),
+        conductor.agent_enable_bios_bootloader_install.into(),
+    );
+    config.insert(
+        "tls_min_version".into(),
+        conductor.tls_min_version.clone().into(),
+    );
+    config.insert(
+        "tls_cipher_suites".into(),
+        json!(conductor.tls_cipher_suites),
+    );
     config.insert(
         "agent_skip_bmc_detect".into(),
         node.management_interface
@@ -143,19 +181,12 @@ pub async fn lookup(
         };
         config.insert("agent_token".into(), shown.into());
     }
-    let mut driver_internal_info = node.driver_internal_info.clone();
-    driver_internal_info.remove(AGENT_TOKEN_KEY);
-    let base = base_url(&headers);
-    let body = json!({
-        "node": {
-            "uuid": node.uuid,
-            "properties": node.properties,
-            "instance_info": mask_secrets(&node.instance_info),
-            "driver_internal_info": driver_internal_info,
-            "links": links(&base, &format!("nodes/{}", node.uuid)),
-        },
-        "config": config,
-    });
+    let mut document = agent_node_document(&node);
+    document.insert(
+        "links".into(),
+        links(&base_url(&headers), &format!("nodes/{}", node.uuid)),
+    );
+    let body = json!({"node": document, "config": config});
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
@@ -387,15 +418,8 @@ pub async fn continue_inspection(
     let body = if legacy {
         json!({"uuid": node.uuid})
     } else {
-        let mut driver_internal_info = node.driver_internal_info.clone();
-        driver_internal_info.remove(AGENT_TOKEN_KEY);
         json!({
-            "node": {
-                "uuid": node.uuid,
-                "properties": node.properties,
-                "instance_info": mask_secrets(&node.instance_info),
-                "driver_internal_info": driver_internal_info,
-            },
+            "node": agent_node_document(&node),
             "config": {
                 "agent_token": token.unwrap_or_else(|| MASK.to_owned()),
                 "agent_token_required": true,

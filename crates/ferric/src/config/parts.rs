@@ -92,6 +92,9 @@ impl Settings {
             fast_track: self.fast_track,
             agent_heartbeat_timeout: seconds(self.agent_heartbeat_timeout.max(10)),
             agent_require_tls: self.agent_require_tls,
+            agent_enable_bios_bootloader_install: self.agent_enable_bios_bootloader_install,
+            tls_min_version: self.tls_policy()?.min_version().to_owned(),
+            tls_cipher_suites: self.tls_policy()?.cipher_suites,
             inspection: self.processing()?,
             clean_step_priority_override: ferric_conductor::PriorityOverride::parse_all(
                 &self.clean_step_priority_override,
@@ -104,6 +107,13 @@ impl Settings {
             .with_bmc_settings(bmc)
             .with_settings(self.driver_settings());
         Ok((drivers, config))
+    }
+
+    /// What the HTTPS listeners and the agents accept (`tls_min_version`,
+    /// `tls_cipher_suites`), checked.
+    pub(crate) fn tls_policy(&self) -> anyhow::Result<ferric_agent::tls::TlsPolicy> {
+        ferric_agent::tls::TlsPolicy::parse(&self.tls_min_version, &self.tls_cipher_suites)
+            .map_err(|error| anyhow::anyhow!("invalid TLS settings: {error}"))
     }
 
     /// The consoles' settings (`console_*`), checked.

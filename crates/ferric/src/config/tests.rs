@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 106] = [
+const SAMPLES: [(&str, &str); 109] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -235,6 +235,11 @@ const SAMPLES: [(&str, &str); 106] = [
     ("auth_policy_file", "policy.toml"),
     ("api_tls_cert", "cert.pem"),
     ("api_tls_key", "key.pem"),
+    ("tls_min_version", "1.2"),
+    (
+        "tls_cipher_suites",
+        "TLS13_AES_256_GCM_SHA384,TLS13_AES_128_GCM_SHA256",
+    ),
     ("agent_verify_ca", "false"),
     ("api_url", "http://127.0.0.1:6385"),
     ("boot_http_listen", "127.0.0.1:8080"),
@@ -260,7 +265,8 @@ const SAMPLES: [(&str, &str); 106] = [
     ),
     ("fast_track", "yes"),
     ("agent_heartbeat_timeout", "120"),
-    ("agent_require_tls", "true"),
+    ("agent_require_tls", "false"),
+    ("agent_enable_bios_bootloader_install", "true"),
     ("deploy_logs_collect", "always"),
     // Only `local` exists (any case, as a name); a round trip needs another spelling.
     ("deploy_logs_storage_backend", "Local"),
