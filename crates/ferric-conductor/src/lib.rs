@@ -324,8 +324,8 @@ impl Inner {
 
     /// Checks that this conductor still holds its lock (on PostgreSQL a session that broke is
     /// opened again and the lock taken again), then re-reads who else is alive. Run every
-    /// [`ring::LIVENESS_INTERVAL`]: this is how a crashed conductor's nodes move within about
-    /// a second.
+    /// [`ring::LIVENESS_INTERVAL`] on PostgreSQL: this is how a crashed conductor's nodes move
+    /// within about a second.
     pub(crate) async fn check_liveness(&self) -> Result<(), ConductorError> {
         let held = lock(&self.lock).clone();
         if let Some(held) = held
@@ -434,7 +434,11 @@ impl Conductor {
         }
         if inner.config.periodic {
             reconcilers::spawn_all(inner.clone());
-            spawn_liveness(inner.clone());
+            // On SQLite this process is the only conductor, and its file lock cannot be lost:
+            // nothing to look at every second (and the idle server's connections may close).
+            if inner.store.is_shared() {
+                spawn_liveness(inner.clone());
+            }
             console::spawn_sync(inner.clone());
         }
         if inner.store.is_shared() {
