@@ -51,6 +51,11 @@ if ! command -v genisoimage >/dev/null 2>&1; then
   apt_install genisoimage
 fi
 
+# --- libfaketime: the clock-skew test runs conductors with their clocks minutes off ----------
+if ! command -v faketime >/dev/null 2>&1; then
+  apt_install faketime
+fi
+
 # --- e2fsprogs: the agent's partition-image tests build ext4 root filesystems with mkfs.ext4 -d
 if ! command -v mkfs.ext4 >/dev/null 2>&1; then
   apt_install e2fsprogs

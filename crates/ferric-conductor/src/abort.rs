@@ -270,11 +270,7 @@ impl Conductor {
                 current_step_is_abortable(&interfaces, &current, kind)
                     .map_err(ConductorError::Forbidden)?;
             }
-            let held = inner
-                .store
-                .node_lease_get(node)
-                .await?
-                .is_some_and(|lease| !lease.is_expired_at(chrono::Utc::now()));
+            let held = inner.store.node_lease_get_held(node).await?.is_some();
             if !held {
                 // The flow may have just ended (state saved, lease released) after the read
                 // above: read again, and answer from the new state.

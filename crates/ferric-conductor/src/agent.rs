@@ -149,7 +149,7 @@ impl Conductor {
             } else {
                 // Heartbeats reset the callback deadline of waits that do not end with one
                 // (`inspect wait` ends with the inspection data).
-                task.node.provision_updated_at = Some(Utc::now());
+                task.node.provision_updated_at = Some(task.inner.store.now());
                 task.save().await?;
                 Ok(false)
             }

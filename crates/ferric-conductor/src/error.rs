@@ -60,13 +60,13 @@ pub enum ConductorError {
     /// details are in its log and here; the API shows a generic message).
     #[error("{0}")]
     Remote(String),
-    /// At start-up: another live conductor is registered under this conductor's name.
+    /// At start-up: another live conductor holds this conductor name's liveness lock.
     #[error(
         "Conductor {hostname} already registered: another conductor with this name is alive \
-         (it heartbeated while this one started). Give every conductor its own \
-         conductor_hostname (FERRIC_CONDUCTOR_HOSTNAME), or stop the other one first."
+         (its lock is held by {holder}). Give every conductor its own conductor_hostname \
+         (FERRIC_CONDUCTOR_HOSTNAME), or stop the other one first."
     )]
-    NameTaken { hostname: String },
+    NameTaken { hostname: String, holder: String },
     /// 503: the conductor is shutting down and takes no new work.
     #[error("The conductor is shutting down; retry on another conductor or after it restarts.")]
     ShuttingDown,
@@ -80,6 +80,9 @@ impl From<ferric_db::Error> for ConductorError {
                 ident,
             } => Self::NodeNotFound(ident),
             ferric_db::Error::LeaseHeld { node, holder, .. } => Self::NodeLocked { node, holder },
+            ferric_db::Error::ConductorLocked { hostname, holder } => {
+                Self::NameTaken { hostname, holder }
+            }
             other => Self::Storage(other),
         }
     }

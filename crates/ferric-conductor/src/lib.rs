@@ -45,8 +45,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use chrono::Utc;
-use ferric_db::Store;
+use ferric_db::{ConductorLock, Store};
 use ferric_drivers::Drivers;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -218,6 +217,9 @@ pub(crate) struct Inner {
     pub(crate) membership: Membership,
     /// The consoles this conductor relays (`console.rs`).
     pub(crate) consoles: console::Consoles,
+    /// The lock that proves this conductor alive (`ferric_db::ConductorLock`), from start
+    /// until shutdown.
+    lock: Mutex<Option<Arc<ConductorLock>>>,
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (plain sets and maps).
@@ -293,87 +295,60 @@ impl Inner {
             })
     }
 
-    /// Registers (or re-registers) this conductor with the hardware types it serves; refused
-    /// while another live conductor holds its name.
+    /// Registers (or re-registers) this conductor, under its lock, with the hardware types
+    /// it serves, and tells the other processes to rebuild their rings now rather than at
+    /// their next heartbeat.
     pub(crate) async fn register(&self) -> Result<(), ConductorError> {
-        if self.try_register().await? {
-            Ok(())
-        } else {
-            Err(ConductorError::NameTaken {
-                hostname: self.config.hostname.clone(),
-            })
-        }
-    }
-
-    /// One registration attempt: `false` when a live conductor holds the name.
-    async fn try_register(&self) -> Result<bool, ConductorError> {
+        let Some(lock) = lock(&self.lock).clone() else {
+            return Err(ConductorError::ShuttingDown);
+        };
         let drivers: Vec<String> = self
             .drivers
             .enabled()
             .iter()
             .map(|hardware_type| hardware_type.name.to_owned())
             .collect();
-        let alive_since = Utc::now()
-            - chrono::TimeDelta::from_std(self.config.heartbeat_timeout)
-                .unwrap_or(chrono::TimeDelta::seconds(60));
-        let claimed = self
-            .store
-            .conductor_claim(
-                &self.config.hostname,
-                &self.config.conductor_group,
-                &drivers,
-                alive_since,
-            )
+        self.store
+            .conductor_register_locked(&lock, &self.config.conductor_group, &drivers)
             .await?;
-        if claimed.is_none() {
-            return Ok(false);
-        }
-        // Other processes rebuild their rings now rather than at their next heartbeat.
         self.store
             .notify(ferric_db::MEMBERSHIP_CHANNEL, &self.config.hostname)
             .await?;
-        Ok(true)
+        Ok(())
     }
 
-    /// Registers at start-up, waiting while an earlier registration of the name may still be
-    /// alive. A live holder heartbeats every `heartbeat_interval`, so a heartbeat seen while
-    /// waiting means another conductor runs under this name: refused
-    /// ([`ConductorError::NameTaken`]). A holder that stays silent is an earlier run that
-    /// ended without unregistering (a crash); its registration goes stale after
-    /// `heartbeat_timeout`, the rule the hash ring uses, and is taken over. After a clean
-    /// shutdown the name is free at once.
+    /// Takes this conductor's name at start-up: its liveness lock (`ferric_db::ConductorLock`),
+    /// then the registration. The lock dies with the process that held it, so the name of a
+    /// run that crashed is free at once and a restart takes it back without waiting, while a
+    /// live conductor under the name — which holds the lock — is refused at once
+    /// ([`ConductorError::NameTaken`], naming the holder). A holder whose connection hangs
+    /// (its heartbeat older than `heartbeat_timeout`) is ended on PostgreSQL.
     async fn register_at_start(&self) -> Result<(), ConductorError> {
-        let poll = (self.config.heartbeat_interval / 4)
-            .clamp(Duration::from_millis(50), Duration::from_secs(1));
-        let mut last_seen = None;
-        loop {
-            if self.try_register().await? {
-                return Ok(());
-            }
-            let holder = match self.store.conductor_get(&self.config.hostname).await {
-                Ok(holder) => holder,
-                // Deleted as stale in between: try again.
-                Err(ferric_db::Error::NotFound { .. }) => continue,
-                Err(error) => return Err(error.into()),
-            };
-            match last_seen {
-                None => tracing::warn!(
-                    hostname = %self.config.hostname,
-                    last_heartbeat = %holder.updated_at,
-                    "a conductor with this conductor_hostname is registered and was alive \
-                     recently; waiting to see whether it still is (a crashed earlier run \
-                     goes stale after conductor_heartbeat_timeout)"
-                ),
-                Some(seen) if seen != holder.updated_at => {
-                    return Err(ConductorError::NameTaken {
-                        hostname: self.config.hostname.clone(),
-                    });
-                }
-                Some(_) => {}
-            }
-            last_seen = Some(holder.updated_at);
-            tokio::time::sleep(poll).await;
+        let taken = self
+            .store
+            .conductor_lock(&self.config.hostname, self.config.heartbeat_timeout)
+            .await?;
+        *lock(&self.lock) = Some(Arc::new(taken));
+        self.register().await
+    }
+
+    /// Checks that this conductor still holds its lock (on PostgreSQL a session that broke is
+    /// opened again and the lock taken again), then re-reads who else is alive. Run every
+    /// [`ring::LIVENESS_INTERVAL`] on PostgreSQL: this is how a crashed conductor's nodes move
+    /// within about a second.
+    pub(crate) async fn check_liveness(&self) -> Result<(), ConductorError> {
+        let held = lock(&self.lock).clone();
+        if let Some(held) = held
+            && let Err(error) = held.check(&self.store).await
+        {
+            tracing::error!(
+                %error,
+                "this conductor lost its liveness lock and could not take it back: the others \
+                 take it for dead"
+            );
         }
+        self.refresh_membership().await?;
+        Ok(())
     }
 
     /// Leaves the hash ring: marked offline, and every process told to rebuild its ring.
@@ -389,6 +364,22 @@ impl Inner {
             tracing::warn!(error = %error, "could not announce that the conductor left");
         }
     }
+}
+
+/// Checks this conductor's lock and the others' every [`ring::LIVENESS_INTERVAL`] until
+/// shutdown.
+fn spawn_liveness(inner: Arc<Inner>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = inner.shutdown.cancelled() => return,
+                () = tokio::time::sleep(ring::LIVENESS_INTERVAL) => {}
+            }
+            if let Err(error) = inner.check_liveness().await {
+                tracing::warn!(%error, "could not check which conductors are alive");
+            }
+        }
+    });
 }
 
 impl Conductor {
@@ -411,6 +402,7 @@ impl Conductor {
                 metrics,
                 membership: Membership::new(store.clone(), config.heartbeat_timeout),
                 consoles: console::Consoles::default(),
+                lock: Mutex::new(None),
                 config,
             }),
         }
@@ -452,6 +444,11 @@ impl Conductor {
         }
         if inner.config.periodic {
             reconcilers::spawn_all(inner.clone());
+            // On SQLite this process is the only conductor, and its file lock cannot be lost:
+            // nothing to look at every second (and the idle server's connections may close).
+            if inner.store.is_shared() {
+                spawn_liveness(inner.clone());
+            }
             console::spawn_sync(inner.clone());
         }
         if inner.store.is_shared() {
@@ -489,6 +486,10 @@ impl Conductor {
         }
         // Again: a heartbeat that was under way at the first call may have set it online.
         inner.unregister().await;
+        let held = lock(&inner.lock).take();
+        if let Some(held) = held.and_then(Arc::into_inner) {
+            held.release().await;
+        }
     }
 
     /// Waits until no worker runs (tests use this to step the conductor).
@@ -510,7 +511,7 @@ impl Conductor {
 
     /// Runs the reconciler `name` once, now (tests, and `ferric` operators poking one).
     pub async fn run_reconciler(&self, name: &str) -> Result<usize, ConductorError> {
-        reconcilers::run_named(&self.inner, name, chrono::Utc::now()).await
+        reconcilers::run_named(&self.inner, name, self.inner.store.now()).await
     }
 
     /// Runs the reconciler `name` once as if the clock read `now` (tests of deadlines).

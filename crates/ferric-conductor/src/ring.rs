@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
+use chrono::TimeDelta;
 use ferric_db::{ConductorFilter, Store};
 use ferric_model::resources::Node;
 use uuid::Uuid;
@@ -143,7 +143,13 @@ impl Rings {
     }
 }
 
-/// The live view of which conductors are alive, shared by a process's conductor and API.
+/// How often every process re-reads which conductors are alive. A conductor that dies loses
+/// its lock at once (`ferric_db::ConductorLock`), so this is how long its nodes may still look
+/// like its own; the query is one small statement.
+pub const LIVENESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The live view of which conductors are alive, shared by a process's conductor and API: online
+/// (for a conductor registered under its lock: the lock is held) and heartbeating.
 #[derive(Debug, Clone)]
 pub struct Membership {
     store: Store,
@@ -177,7 +183,7 @@ impl Membership {
     /// Re-reads the alive conductors; rebuilds the rings and returns `true` when the members
     /// changed.
     pub async fn refresh(&self) -> Result<bool, ferric_db::Error> {
-        let since = Utc::now()
+        let since = self.store.now()
             - TimeDelta::from_std(self.heartbeat_timeout).unwrap_or(TimeDelta::seconds(60));
         let alive = self
             .store

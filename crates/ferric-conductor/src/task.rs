@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use chrono::Utc;
 use ferric_drivers::Interfaces;
 use ferric_model::machine::transition;
 use ferric_model::resources::{Ident, Node, NodeHistoryEntry, Port};
@@ -252,7 +251,7 @@ impl Task {
             self.node.inspection_started_at,
             self.node.inspection_finished_at,
         );
-        let now = Utc::now();
+        let now = self.inner.store.now();
         let time_in_from = self
             .node
             .provision_updated_at
@@ -320,7 +319,7 @@ impl Task {
         NodeHistoryEntry {
             uuid: Uuid::new_v4(),
             node: self.uuid(),
-            created_at: Utc::now(),
+            created_at: self.inner.store.now(),
             severity: severity.to_owned(),
             event_type: event_type.to_owned(),
             event,

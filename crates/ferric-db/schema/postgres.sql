@@ -143,7 +143,8 @@ CREATE TABLE conductors (
     drivers         JSONB NOT NULL DEFAULT '[]',
     online          BOOLEAN NOT NULL DEFAULT TRUE,
     created_at      TIMESTAMPTZ NOT NULL,
-    updated_at      TIMESTAMPTZ NOT NULL
+    updated_at      TIMESTAMPTZ NOT NULL,
+    liveness_lock   BOOLEAN NOT NULL DEFAULT FALSE
 );
 
 -- At most one lease per node; the row exists only while someone holds (or held and did not

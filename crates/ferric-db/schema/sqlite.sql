@@ -143,7 +143,8 @@ CREATE TABLE conductors (
     drivers         TEXT NOT NULL DEFAULT '[]',
     online          BOOLEAN NOT NULL DEFAULT 1,
     created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT NOT NULL,
+    liveness_lock   BOOLEAN NOT NULL DEFAULT 0
 );
 
 -- At most one lease per node; the row exists only while someone holds (or held and did not

@@ -1,10 +1,12 @@
 //! Conductors: registration (an upsert, so a restarted conductor simply re-registers),
-//! heartbeats, listing and going offline.
+//! heartbeats, listing and going offline. A conductor registered under its liveness lock
+//! (`liveness.rs`) is listed online only while the lock is held.
 
 use chrono::{DateTime, Utc};
 use ferric_model::resources::Conductor;
 
 use crate::error::{Error, Kind, backend};
+use crate::liveness::{ConductorLock, lock_file, lock_file_held, pg_lock_lost};
 use crate::sql::{Arg, DbRow, SqlBuilder};
 use crate::store::Store;
 
@@ -12,7 +14,7 @@ use crate::store::Store;
 #[derive(Debug, Clone, Default)]
 pub struct ConductorFilter {
     /// Only online conductors whose last heartbeat is at or after this time: the live ones,
-    /// given `now - heartbeat_timeout`.
+    /// given `store.now() - heartbeat_timeout` (the database's clock: `Store::now`).
     pub alive_since: Option<DateTime<Utc>>,
     pub conductor_group: Option<String>,
 }
@@ -33,19 +35,45 @@ const CONDUCTOR_COLUMNS: &str =
 
 impl Store {
     /// Registers `hostname` (or re-registers it after a restart): online, heartbeat now, with
-    /// this group and these hardware types.
+    /// this group and these hardware types, judged alive by its heartbeat alone.
     pub async fn conductor_register(
         &self,
         hostname: &str,
         conductor_group: &str,
         drivers: &[String],
     ) -> Result<Conductor, Error> {
+        self.conductor_register_with(hostname, conductor_group, drivers, false)
+            .await
+    }
+
+    /// Registers the conductor whose liveness lock is `lock` ([`Store::conductor_lock`]):
+    /// holding the lock proves no other live process has the name, so whatever the row says
+    /// (an earlier run that crashed a moment ago) is overwritten. Listed online only while
+    /// the lock is held.
+    pub async fn conductor_register_locked(
+        &self,
+        lock: &ConductorLock,
+        conductor_group: &str,
+        drivers: &[String],
+    ) -> Result<Conductor, Error> {
+        self.conductor_register_with(lock.hostname(), conductor_group, drivers, true)
+            .await
+    }
+
+    async fn conductor_register_with(
+        &self,
+        hostname: &str,
+        conductor_group: &str,
+        drivers: &[String],
+        locked: bool,
+    ) -> Result<Conductor, Error> {
         let drivers = drivers.to_vec();
         let sql = format!(
-            "INSERT INTO conductors ({CONDUCTOR_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5) \
+            "INSERT INTO conductors ({CONDUCTOR_COLUMNS}, liveness_lock) \
+             VALUES ($1, $2, $3, $4, $5, $5, $6) \
              ON CONFLICT (hostname) DO UPDATE SET conductor_group = excluded.conductor_group, \
              drivers = excluded.drivers, online = excluded.online, \
-             updated_at = excluded.updated_at \
+             updated_at = excluded.updated_at, liveness_lock = excluded.liveness_lock \
              RETURNING {CONDUCTOR_COLUMNS}"
         );
         let args = [
@@ -54,6 +82,7 @@ impl Store {
             (&drivers).into(),
             Arg::Bool(true),
             Arg::Time(self.now()),
+            Arg::Bool(locked),
         ];
         self.fetch_optional(&sql, &args, conductor_from_row)
             .await
@@ -62,40 +91,6 @@ impl Store {
                 kind: Kind::Conductor,
                 ident: hostname.to_owned(),
             })
-    }
-
-    /// Registers `hostname` like [`Store::conductor_register`], but only if no live
-    /// conductor holds the name: the row is new, offline (a clean shutdown), or its last
-    /// heartbeat is older than `alive_since`. `None` when a live conductor holds it; one
-    /// statement, so of two conductors starting at once under one name only one gets it.
-    pub async fn conductor_claim(
-        &self,
-        hostname: &str,
-        conductor_group: &str,
-        drivers: &[String],
-        alive_since: DateTime<Utc>,
-    ) -> Result<Option<Conductor>, Error> {
-        let drivers = drivers.to_vec();
-        let sql = format!(
-            "INSERT INTO conductors ({CONDUCTOR_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5) \
-             ON CONFLICT (hostname) DO UPDATE SET conductor_group = excluded.conductor_group, \
-             drivers = excluded.drivers, online = excluded.online, \
-             updated_at = excluded.updated_at \
-             WHERE conductors.online = $6 OR conductors.updated_at < $7 \
-             RETURNING {CONDUCTOR_COLUMNS}"
-        );
-        let args = [
-            Arg::Text(hostname),
-            Arg::Text(conductor_group),
-            (&drivers).into(),
-            Arg::Bool(true),
-            Arg::Time(self.now()),
-            Arg::Bool(false),
-            Arg::Time(alive_since),
-        ];
-        self.fetch_optional(&sql, &args, conductor_from_row)
-            .await
-            .map_err(backend("conductor_claim"))
     }
 
     /// Records that `hostname` is alive now. [`Error::NotFound`] if it never registered (or was
@@ -127,13 +122,26 @@ impl Store {
             })
     }
 
-    /// Conductors in hostname order (the API's paging key for conductors).
+    /// Conductors in hostname order (the API's paging key for conductors). `online` is false
+    /// for a conductor registered under its liveness lock whose lock is gone: its process died.
     pub async fn conductor_list(&self, filter: &ConductorFilter) -> Result<Vec<Conductor>, Error> {
+        // PostgreSQL asks `pg_locks` in the statement; on SQLite the lock files are looked at
+        // after it.
+        let online = if self.is_shared() {
+            format!("(conductors.online AND NOT {})", pg_lock_lost("conductors"))
+        } else {
+            "conductors.online".to_owned()
+        };
         let mut query = SqlBuilder::new("SELECT ");
-        query.push(CONDUCTOR_COLUMNS).push(" FROM conductors");
+        let columns = format!(
+            "hostname, conductor_group, drivers, {online} AS online, created_at, updated_at, \
+             liveness_lock FROM conductors"
+        );
+        query.push(&columns);
         if let Some(since) = filter.alive_since {
             query
-                .and_eq("online", true)
+                .and()
+                .push(&online)
                 .and()
                 .push("updated_at >= ")
                 .arg(since);
@@ -142,9 +150,28 @@ impl Store {
             query.and_eq("conductor_group", group);
         }
         query.push(" ORDER BY hostname");
-        self.fetch_all(query.sql(), query.args(), conductor_from_row)
+        let listed = self
+            .fetch_all(query.sql(), query.args(), |row| {
+                Ok((conductor_from_row(row)?, row.bool("liveness_lock")?))
+            })
             .await
-            .map_err(backend("conductor_list"))
+            .map_err(backend("conductor_list"))?;
+        let database = self.sqlite_file().filter(|_| !self.is_shared());
+        let mut conductors = Vec::with_capacity(listed.len());
+        for (mut conductor, locked) in listed {
+            if let Some(database) = database
+                && locked
+                && conductor.online
+                && !lock_file_held(&lock_file(database, &conductor.hostname))
+            {
+                if filter.alive_since.is_some() {
+                    continue;
+                }
+                conductor.online = false;
+            }
+            conductors.push(conductor);
+        }
+        Ok(conductors)
     }
 
     /// Marks `hostname` offline (a clean shutdown). The row stays, as in Ironic, so the API can

@@ -112,6 +112,23 @@ pub enum Error {
     )]
     LeaseNotHeld { node: Uuid, holder: String },
 
+    /// Another live process holds this conductor name's liveness lock (`liveness.rs`).
+    #[error("conductor name {hostname} is in use: its lock is held by {holder}")]
+    ConductorLocked {
+        hostname: String,
+        /// Who holds it, as far as the database or the lock file tells.
+        holder: String,
+    },
+
+    /// The conductor's liveness lock could not be taken or checked.
+    #[error("cannot take the liveness lock of conductor {hostname} ({what})")]
+    LockFailed {
+        hostname: String,
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// The database could not be opened.
     #[error("cannot open the database at {location}")]
     Open {

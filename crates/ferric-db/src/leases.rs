@@ -9,6 +9,12 @@
 //! open. The holder renews before `expires_at`; if it dies it stops renewing, the lease lapses,
 //! and any other conductor may take the node over. Renew and release only touch a lease the
 //! caller still holds.
+//!
+//! Times are the store's clock, the database's (`clock.rs`), so hosts whose clocks disagree
+//! agree on expiry. On PostgreSQL a lease whose holder registered under its liveness lock and
+//! no longer holds it (its process died: `liveness.rs`) is free too, without waiting for
+//! `expires_at`: that is how a crashed conductor's nodes are taken over at once. (On SQLite one
+//! process runs the conductor; a restart releases its earlier run's leases itself.)
 
 use std::time::Duration;
 
@@ -17,6 +23,7 @@ use ferric_model::resources::NodeLease;
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation};
+use crate::liveness::pg_lock_lost;
 use crate::sql::{Arg, DbRow};
 use crate::store::Store;
 
@@ -29,6 +36,15 @@ fn lease_from_row(row: &dyn DbRow) -> Result<NodeLease, sqlx::Error> {
         acquired_at: row.time("acquired_at")?,
         expires_at: row.time("expires_at")?,
     })
+}
+
+/// PostgreSQL: SQL that is true when the lease row `node_leases` belongs to a conductor whose
+/// process died (its liveness lock is gone).
+fn holder_gone() -> String {
+    format!(
+        "node_leases.holder IN (SELECT hostname FROM conductors WHERE {})",
+        pg_lock_lost("conductors")
+    )
 }
 
 /// `now + ttl`, saturating at the far future for absurd TTLs.
@@ -71,6 +87,10 @@ impl Store {
         ttl: Duration,
         forget_abort: bool,
     ) -> Result<NodeLease, Error> {
+        let holder_gone = match self.backend_name() {
+            "sqlite" => String::new(),
+            _ => format!(" OR {}", holder_gone()),
+        };
         let upsert = format!(
             "INSERT INTO node_leases ({LEASE_COLUMNS}) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (node_uuid) DO UPDATE SET holder = excluded.holder, \
@@ -78,7 +98,7 @@ impl Store {
              acquired_at = CASE WHEN node_leases.holder = excluded.holder \
              THEN node_leases.acquired_at ELSE excluded.acquired_at END \
              WHERE node_leases.holder = excluded.holder \
-             OR node_leases.expires_at <= excluded.acquired_at \
+             OR node_leases.expires_at <= excluded.acquired_at{holder_gone} \
              RETURNING {LEASE_COLUMNS}"
         );
         let sql = match (forget_abort, self.backend_name()) {
@@ -235,14 +255,41 @@ impl Store {
             .map_err(backend("node_lease_get"))
     }
 
-    /// Every lease that has not expired: the nodes some conductor is working on right now. A
-    /// listing reads them once per page instead of once per node; there are at most as many as
-    /// the conductors have worker slots.
+    /// Every lease that is held — not expired, its holder alive: the nodes some conductor is
+    /// working on right now. A listing reads them once per page instead of once per node;
+    /// there are at most as many as the conductors have worker slots.
     pub async fn node_lease_list_held(&self) -> Result<Vec<NodeLease>, Error> {
-        let sql = format!("SELECT {LEASE_COLUMNS} FROM node_leases WHERE expires_at > $1");
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM node_leases WHERE {}",
+            self.lease_held_sql()
+        );
         self.fetch_all(&sql, &[Arg::Time(self.now())], lease_from_row)
             .await
             .map_err(backend("node_lease_list_held"))
+    }
+
+    /// The lease on `node` if it is held: not expired, and its holder alive. `None` for no
+    /// lease, a lapsed one, or one whose holder died (anyone may take it over).
+    pub async fn node_lease_get_held(&self, node: Uuid) -> Result<Option<NodeLease>, Error> {
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM node_leases WHERE node_uuid = $2 AND {}",
+            self.lease_held_sql()
+        );
+        self.fetch_optional(
+            &sql,
+            &[Arg::Time(self.now()), Arg::Uuid(node)],
+            lease_from_row,
+        )
+        .await
+        .map_err(backend("node_lease_get_held"))
+    }
+
+    /// The condition of a held lease row, with now as `$1`.
+    fn lease_held_sql(&self) -> String {
+        match self.backend_name() {
+            "sqlite" => "expires_at > $1".to_owned(),
+            _ => format!("expires_at > $1 AND NOT {}", holder_gone()),
+        }
     }
 
     /// Leases that have expired by now, oldest first: nodes whose holder stopped renewing.

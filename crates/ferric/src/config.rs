@@ -124,13 +124,15 @@ pub(crate) struct Settings {
     /// Seconds a power action may take to show in the BMC's power state before it fails
     /// (Ironic's `[conductor]power_state_change_timeout`). At least 1.
     pub(crate) power_state_change_timeout: u64,
-    /// Seconds a node lease lasts without renewal: how long a dead conductor's nodes stay
-    /// locked before another conductor takes them over.
+    /// Seconds a node lease lasts without renewal: how long the nodes of a conductor that
+    /// stopped renewing stay locked. A conductor whose process died frees its leases at once
+    /// on PostgreSQL (its liveness lock is gone: docs/scale-out.md).
     pub(crate) node_lease_timeout: u64,
     /// Seconds between a conductor's heartbeats.
     pub(crate) conductor_heartbeat_interval: u64,
     /// Seconds without a heartbeat after which a conductor counts as dead: the hash ring
-    /// drops it and its nodes move to the others.
+    /// drops it and its nodes move to the others. A conductor whose process died counts as
+    /// dead at once (its liveness lock is gone); this catches one that hangs.
     pub(crate) conductor_heartbeat_timeout: u64,
     /// Seconds an API process waits for the owning conductor to answer a handed-over
     /// request before it answers 503.

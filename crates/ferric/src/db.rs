@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use chrono::Utc;
 use ferric_db::{SchemaPolicy, SchemaStatus, Store, StoreOptions};
 
 use crate::config::Settings;
@@ -293,7 +292,7 @@ async fn live_conductors(store: &Store, timeout_seconds: u64) -> anyhow::Result<
     if status.database_version == 0 {
         return Ok(Vec::new());
     }
-    let since = Utc::now() - chrono::Duration::seconds(timeout_seconds.try_into()?);
+    let since = store.now() - chrono::Duration::seconds(timeout_seconds.try_into()?);
     let filter = ferric_db::ConductorFilter {
         alive_since: Some(since),
         ..Default::default()

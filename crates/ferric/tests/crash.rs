@@ -56,8 +56,8 @@ fn start(dir: &Path) -> Server {
             ("FERRIC_SYNC_POWER_STATE_INTERVAL", "0"),
             ("FERRIC_CHECK_PROVISION_STATE_INTERVAL", "1"),
             ("FERRIC_NODE_LEASE_TIMEOUT", "3"),
-            // A restart under the killed run's name waits until that run's registration goes
-            // stale (it cannot tell a crashed run from a live twin sooner): keep that short.
+            // A restart takes the killed run's name back at once (its lock died with it); the
+            // heartbeat only matters for hung conductors.
             ("FERRIC_CONDUCTOR_HEARTBEAT_INTERVAL", "2"),
             ("FERRIC_CONDUCTOR_HEARTBEAT_TIMEOUT", "10"),
         ],

@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::Server;
 use serde_json::{Value, json};
@@ -288,33 +287,4 @@ fn fake_interfaces_on_a_bmc_type_are_refused_until_enabled() {
         assert_eq!(node[interface], "fake");
     }
     assert!(server.terminate());
-}
-
-#[test]
-fn a_second_conductor_under_a_live_name_refuses_to_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = [
-        ("FERRIC_CONDUCTOR_HOSTNAME", "twin"),
-        ("FERRIC_CONDUCTOR_HEARTBEAT_INTERVAL", "1"),
-        ("FERRIC_SYNC_POWER_STATE_INTERVAL", "0"),
-    ];
-    let mut first = Server::start_with_env(dir.path(), &["--database-url", "twin.db"], &env);
-    let second = Command::new(env!("CARGO_BIN_EXE_ferric"))
-        .args(["server", "--database-url", "twin.db"])
-        .args(["--api-listen", "127.0.0.1:0"])
-        .envs(env)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(!second.status.success());
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(
-        stderr.contains("Conductor twin already registered")
-            && stderr.contains("conductor_hostname"),
-        "{stderr}"
-    );
-    // The first one is untouched, and once it stopped cleanly the name is free at once.
-    assert!(first.terminate());
-    let mut again = Server::start_with_env(dir.path(), &["--database-url", "twin.db"], &env);
-    assert!(again.terminate());
 }

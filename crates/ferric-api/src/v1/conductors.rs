@@ -48,8 +48,9 @@ pub(crate) const CONDUCTOR_FIELDS: &[FieldSpec] = &[
 
 const DEFAULT_LIST_FIELDS: &[&str] = &["hostname", "conductor_group", "alive"];
 
-/// Whether a conductor counts as alive at `now`: online, with a heartbeat no older than
-/// `timeout`.
+/// Whether a conductor counts as alive at `now` (the store's clock, the database's): online —
+/// for a conductor registered under its liveness lock, the lock held — with a heartbeat no
+/// older than `timeout`.
 pub fn is_alive(conductor: &Conductor, now: DateTime<Utc>, timeout: TimeDelta) -> bool {
     conductor.online && now - conductor.updated_at <= timeout
 }
@@ -169,7 +170,7 @@ pub async fn conductor_list(
     conductors.truncate(usize::try_from(params.limit).unwrap_or(usize::MAX));
 
     let base = base_url(&headers);
-    let now = Utc::now();
+    let now = state.store.now();
     let timeout = heartbeat_timeout(&state);
     let items = conductors
         .iter()

@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use chrono::Utc;
 use ferric_db::ConductorFilter;
 use ferric_drivers::{Drivers, HardwareType};
 use ferric_model::Microversion;
@@ -18,7 +17,7 @@ use crate::{ApiError, ApiState};
 async fn hosts_by_driver(state: &ApiState) -> Result<Vec<(String, Vec<String>)>, ApiError> {
     let filter = ConductorFilter {
         // A conductor whose heartbeat is older no longer serves its drivers.
-        alive_since: Some(Utc::now() - super::conductors::heartbeat_timeout(state)),
+        alive_since: Some(state.store.now() - super::conductors::heartbeat_timeout(state)),
         ..ConductorFilter::default()
     };
     let conductors = state

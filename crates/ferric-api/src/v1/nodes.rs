@@ -11,7 +11,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use ferric_db::{Kind, NodeFilter, NodeHead, Store};
 use ferric_model::microversion::{gate, initial_provision_state};
 use ferric_model::resources::{Ident, InterfaceKind, Node};
@@ -145,12 +144,10 @@ fn node_filter(
     Ok(NodeListFilter { filter, conductor })
 }
 
-/// The conductor holding an unexpired lease on the node, if any (`reservation`).
+/// The conductor holding the node's lease (unexpired, the holder alive), if any (`reservation`).
 pub(crate) async fn lease_holder(store: &Store, node: Uuid) -> Result<Option<String>, ApiError> {
-    let lease = store.node_lease_get(node).await.map_err(db_error)?;
-    Ok(lease
-        .filter(|lease| lease.expires_at > Utc::now())
-        .map(|lease| lease.holder))
+    let lease = store.node_lease_get_held(node).await.map_err(db_error)?;
+    Ok(lease.map(|lease| lease.holder))
 }
 
 /// Whether `selection` includes the field `name`.

@@ -232,7 +232,7 @@ pub(crate) fn spawn_all(inner: Arc<Inner>) {
                 // The periodic power sync spreads its reads over half the period (see
                 // power_sync.rs); one woken on purpose answers at once.
                 let spread = (name == POWER_SYNC && !woken).then(|| period / 2);
-                let _ = run_paced(&inner, name, Utc::now(), spread).await;
+                let _ = run_paced(&inner, name, inner.store.now(), spread).await;
             }
         });
     }

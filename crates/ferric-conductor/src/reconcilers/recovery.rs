@@ -5,11 +5,12 @@
 //! when a conductor starts (after releasing its own previous leases) and periodically, which
 //! is how nodes of a conductor that died are taken over: once the hash ring drops the dead
 //! conductor, each of its nodes has a new owner, whose recovery fails what was left half-done
-//! (nodes in wait states hold no lease and simply keep waiting for their callback).
+//! (nodes in wait states hold no lease and simply keep waiting for their callback). A lease
+//! whose holder died is free at once on PostgreSQL (`ferric_db`'s liveness lock), so this
+//! does not wait for it to lapse.
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use ferric_db::{NodeFilter, Page};
 use ferric_model::ProvisionState;
 use ferric_model::resources::Node;
@@ -42,11 +43,16 @@ pub(crate) async fn run_once(inner: &Arc<Inner>) -> Result<usize, ConductorError
         if inner.is_busy(node.uuid) || !inner.owns(&node) {
             continue;
         }
-        let previous_holder = match inner.store.node_lease_get(node.uuid).await? {
-            Some(lease) if !lease.is_expired_at(Utc::now()) => continue,
-            Some(lease) => Some(lease.holder),
-            None => None,
-        };
+        // A lease that lapsed, or whose holder's process died (its liveness lock is gone),
+        // is free: its work will never be finished.
+        if inner.store.node_lease_get_held(node.uuid).await?.is_some() {
+            continue;
+        }
+        let previous_holder = inner
+            .store
+            .node_lease_get(node.uuid)
+            .await?
+            .map(|lease| lease.holder);
         let mut task = match Task::acquire(inner, node.uuid).await {
             Ok(task) => task,
             // Someone else got there first: fine.

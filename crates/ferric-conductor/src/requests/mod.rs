@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
+use chrono::TimeDelta;
 use ferric_db::{MEMBERSHIP_CHANNEL, REPLIES_CHANNEL, Store};
 use ferric_drivers::Drivers;
 use ferric_model::Verb;
@@ -111,7 +111,7 @@ impl Handoff {
     }
 
     /// Starts listening for replies and membership changes, and re-reads the membership
-    /// every heartbeat interval until `shutdown` (an API-only process has no conductor to do
+    /// every [`crate::ring::LIVENESS_INTERVAL`] until `shutdown` (an API-only process has no conductor to do
     /// it). Call once, in a server; in-process use needs none of it.
     pub async fn start(
         &self,
@@ -124,7 +124,9 @@ impl Handoff {
             .listen(&[REPLIES_CHANNEL, MEMBERSHIP_CHANNEL])
             .await?;
         let handoff = self.clone();
-        let period = self.inner.config.heartbeat_interval;
+        // A conductor that died loses its lock at once: look every second, not only at
+        // heartbeats, so its nodes move on promptly.
+        let period = crate::ring::LIVENESS_INTERVAL.min(self.inner.config.heartbeat_interval);
         tokio::spawn(async move {
             let mut refresh = tokio::time::interval(period);
             loop {
@@ -248,7 +250,7 @@ impl Handoff {
         let store = &self.inner.store;
         let body = self.inner.config.handoff.encode(action).map_err(refused)?;
         let timeout = self.inner.config.request_timeout;
-        let deadline = Utc::now() + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::seconds(30));
+        let deadline = store.now() + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::seconds(30));
         let id = store
             .conductor_request_create(conductor, node, &body, deadline)
             .await?;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
+use chrono::TimeDelta;
 use ferric_db::{MEMBERSHIP_CHANNEL, REQUESTS_CHANNEL};
 use ferric_model::action::{self, Action, ActionReply, HandoffError};
 use uuid::Uuid;
@@ -207,7 +207,7 @@ async fn serve(conductor: &Conductor, request: ferric_db::ConductorRequest) {
 
 /// Drops requests whose deadline passed long ago (replies nobody read: the API process died).
 pub(crate) async fn purge(inner: &Inner) {
-    let before = Utc::now()
+    let before = inner.store.now()
         - TimeDelta::from_std(inner.config.request_timeout * 2).unwrap_or(TimeDelta::minutes(1));
     if let Err(error) = inner.store.conductor_request_purge(before).await {
         tracing::warn!(error = %error, "could not purge old conductor requests");

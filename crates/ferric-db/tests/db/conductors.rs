@@ -8,7 +8,7 @@ use crate::harness::backend_tests;
 backend_tests!(
     register_heartbeat_list_unregister,
     get_by_hostname_online_or_not,
-    a_live_name_cannot_be_claimed
+    a_conductor_is_alive_while_it_holds_its_lock
 );
 
 async fn register_heartbeat_list_unregister(store: Store) {
@@ -111,40 +111,81 @@ async fn get_by_hostname_online_or_not(store: Store) {
     ));
 }
 
-/// A name is claimed while free, refused while its holder is alive, and free again once the
-/// holder went offline or its heartbeat is older than the limit.
-async fn a_live_name_cannot_be_claimed(store: Store) {
+/// A conductor name's liveness lock is held by one process at a time; a second attempt is
+/// refused at once, naming the holder. A conductor registered under the lock is listed online
+/// while the lock is held and offline as soon as it is gone, whatever its last heartbeat says;
+/// its name is then free at once.
+async fn a_conductor_is_alive_while_it_holds_its_lock(store: Store) {
     let drivers = vec!["fake-hardware".to_owned()];
-    let minute_ago = || Utc::now() - Duration::seconds(60);
-    let first = store
-        .conductor_claim("c1", "", &drivers, minute_ago())
-        .await
-        .unwrap()
-        .expect("a new name is free");
-    assert!(first.online);
-    let taken = store
-        .conductor_claim("c1", "rack2", &drivers, minute_ago())
+    let minute = std::time::Duration::from_secs(60);
+    let lock = store.conductor_lock("c1", minute).await.unwrap();
+    let refused = store.conductor_lock("c1", minute).await.unwrap_err();
+    let Error::ConductorLocked { hostname, holder } = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(hostname, "c1");
+    assert!(
+        holder.contains("PostgreSQL session") || holder.contains(".conductor-c1.lock"),
+        "{refused}"
+    );
+    // Another name is another lock.
+    let other = store.conductor_lock("c2", minute).await.unwrap();
+    store
+        .conductor_register_locked(&lock, "", &drivers)
         .await
         .unwrap();
-    assert!(taken.is_none(), "{taken:?}");
-    assert_eq!(store.conductor_get("c1").await.unwrap().conductor_group, "");
-
-    // Silent for longer than the limit (here: any heartbeat before now + 1 s): free.
-    let again = store
-        .conductor_claim("c1", "rack2", &drivers, Utc::now() + Duration::seconds(1))
+    store
+        .conductor_register_locked(&other, "", &drivers)
         .await
-        .unwrap()
-        .expect("a silent holder's name is free");
-    assert_eq!(again.conductor_group, "rack2");
-    assert_eq!(again.created_at, first.created_at);
-
-    // A clean shutdown frees it at once.
-    store.conductor_unregister("c1").await.unwrap();
-    assert!(
-        store
-            .conductor_claim("c1", "", &drivers, minute_ago())
-            .await
-            .unwrap()
-            .is_some()
+        .unwrap();
+    // Registered without a lock (a release before locks): judged by its heartbeat alone.
+    store.conductor_register("old", "", &drivers).await.unwrap();
+    let alive = ConductorFilter {
+        alive_since: Some(store.now() - Duration::seconds(60)),
+        ..Default::default()
+    };
+    let names = |conductors: Vec<ferric_model::resources::Conductor>| {
+        conductors
+            .into_iter()
+            .filter(|c| c.online)
+            .map(|c| c.hostname)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(store.conductor_list(&alive).await.unwrap()),
+        ["c1", "c2", "old"]
     );
+
+    // The holder goes away (as its process would die): offline at once, name free at once.
+    lock.release().await;
+    assert_eq!(
+        names(store.conductor_list(&alive).await.unwrap()),
+        ["c2", "old"]
+    );
+    let all = store
+        .conductor_list(&ConductorFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    assert!(!all[0].online, "{all:?}");
+    let again = store.conductor_lock("c1", minute).await.unwrap();
+    store
+        .conductor_register_locked(&again, "", &drivers)
+        .await
+        .unwrap();
+    assert_eq!(
+        names(store.conductor_list(&alive).await.unwrap()),
+        ["c1", "c2", "old"]
+    );
+    again.check(&store).await.unwrap();
+    // Dropped rather than released: gone too once the database noticed.
+    drop(other);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while names(store.conductor_list(&alive).await.unwrap()).len() != 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped lock is still held"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
