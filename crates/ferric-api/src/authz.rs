@@ -264,7 +264,36 @@ async fn authorize_check(
             if touches_owner {
                 rules.push("baremetal:node:update:owner");
             }
-            (rules, Subject::Node(ident))
+            check_subject(authz, caller, &rules, Subject::Node(ident)).await?;
+            if let Some(parent) = patched_value(&bytes, "/parent_node") {
+                check_named_node(authz, caller, &parent, "baremetal:node:get", "parent_node")
+                    .await?;
+            }
+            return Ok(request);
+        }
+        Check::Rule(rule @ "baremetal:node:create", Subject::Nothing) => {
+            let (back, bytes) = peek_body(request).await?;
+            request = back;
+            check_subject(authz, caller, &[rule], Subject::Nothing).await?;
+            if let Some(Value::String(parent)) = body_field(&bytes, "/parent_node") {
+                check_named_node(authz, caller, &parent, "baremetal:node:get", "parent_node")
+                    .await?;
+            }
+            return Ok(request);
+        }
+        // A port or portgroup moved to another node: the caller must be allowed the same
+        // update on the node it moves to, which it must be able to see.
+        Check::Rule(
+            rule @ ("baremetal:port:update" | "baremetal:portgroup:update"),
+            subject @ (Subject::Port(_) | Subject::Portgroup(_)),
+        ) => {
+            let (back, bytes) = peek_body(request).await?;
+            request = back;
+            check_subject(authz, caller, &[rule], subject).await?;
+            if let Some(node) = patched_value(&bytes, "/node_uuid") {
+                check_named_node(authz, caller, &node, rule, "Node").await?;
+            }
+            return Ok(request);
         }
         Check::Rule(rule, Subject::BodyNode) => {
             let (back, bytes) = peek_body(request).await?;
@@ -292,6 +321,43 @@ async fn authorize_check(
     };
     check_subject(authz, caller, &rules, subject).await?;
     Ok(request)
+}
+
+/// The value a JSON patch gives `path` (`add` or `replace`), if it is a string.
+fn patched_value(bytes: &[u8], path: &str) -> Option<String> {
+    let patch = serde_json::from_slice::<Value>(bytes).ok()?;
+    patch.as_array()?.iter().rev().find_map(|operation| {
+        let op = operation.get("op").and_then(Value::as_str)?;
+        let at = operation.get("path").and_then(Value::as_str)?;
+        (matches!(op, "add" | "replace") && at.trim_end_matches('/') == path)
+            .then(|| operation.get("value")?.as_str().map(str::to_owned))
+            .flatten()
+    })
+}
+
+/// Another node a request names in its body (a `parent_node`, the node a port moves to): a
+/// caller who may not see it is answered exactly as if it did not exist (the handler's 400,
+/// `what` naming the field as the handler does), so the answer tells nothing about other
+/// projects' nodes; one who may see it but not `rule` on it gets 403.
+async fn check_named_node(
+    authz: &Authz,
+    caller: &Caller,
+    ident: &str,
+    rule: &'static str,
+    what: &str,
+) -> Result<(), Response> {
+    let Ok(node) = authz.store.node_get(&Ident::parse(ident)).await else {
+        // Missing: the handler answers its own 400.
+        return Ok(());
+    };
+    let target = node_target(&node);
+    if !authz.policy.allows("baremetal:node:get", caller, target) {
+        tracing::info!(caller = %caller.describe(), node = ident, "a request named a node the caller may not see");
+        return Err(
+            ApiError::bad_request(format!("{what} {ident} could not be found.")).into_response(),
+        );
+    }
+    check_rules(&authz.policy, &[rule], caller, target).map_err(IntoResponse::into_response)
 }
 
 /// 403 for the first of `rules` the caller fails on `target`.

@@ -21,6 +21,7 @@ pub mod error;
 pub mod fuzzing;
 mod health;
 pub mod limits;
+pub mod listener;
 mod metrics;
 pub mod openapi;
 pub mod policy;
@@ -90,6 +91,8 @@ pub struct ApiConfig {
     pub body_limits: BodyLimits,
     /// The per-address rate of `/v1/lookup` (shared by every router made with this config).
     pub lookup_rate: Arc<limits::LookupRateLimit>,
+    /// What this listener serves (`enable_ramdisk_endpoints`, `ramdisk_listen`).
+    pub endpoints: listener::Endpoints,
 }
 
 /// The whole HTTP surface with the default [`ApiConfig`] (`noauth`, Ironic's body limits).
@@ -125,6 +128,10 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             config.lookup_rate,
             limits::limit_lookups,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            config.endpoints,
+            listener::serve_only,
         ))
         .layer(axum::middleware::from_fn(error::ironic_error_bodies))
         .layer(axum::middleware::from_fn(version::negotiate_version))

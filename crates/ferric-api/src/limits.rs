@@ -2,9 +2,11 @@
 //! the provisioning and inspection endpoints): a body over the limit is answered 413 before
 //! any handler parses it.
 //!
-//! A declared `Content-Length` over the limit is refused without reading; any other body is
-//! read up to the limit (so a chunked upload cannot grow without bound either) and handed on
-//! in memory — every handler reads whole bodies anyway.
+//! A declared `Content-Length` over the limit is refused without keeping it; any other body
+//! is read up to the limit (so a chunked upload cannot grow without bound either) and handed
+//! on in memory — every handler reads whole bodies anyway. What is left of a refused body is
+//! read and thrown away (boundedly) before the 413 goes out with `Connection: close`, so the
+//! client reads the answer instead of a connection reset.
 //!
 //! Lookups (`GET /v1/lookup`, public and answered from the database) are also rate-limited per
 //! peer address with a token bucket: a flood from one address gets 429 with `Retry-After`
@@ -13,15 +15,15 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header::{CONTENT_LENGTH, RETRY_AFTER};
+use axum::http::header::{CONNECTION, CONTENT_LENGTH, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Limited};
 
 use crate::ApiError;
 
@@ -70,11 +72,30 @@ fn too_large(path: &str, size: Option<usize>, limit: usize) -> Response {
         limit,
         "request body over the size limit refused"
     );
-    ApiError::new(
+    let mut response = ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
+        // Ironic's words, which clients match.
         "Request body is too large. Please contact the service administrator.",
     )
-    .into_response()
+    .into_response();
+    // The rest of the body is not read: the connection ends after this answer.
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// How much of an oversized body is read and thrown away so the client, still sending, gets
+/// to read the 413 (a server that closes a connection with unread data makes the kernel
+/// reset it, and the client sees "connection reset" instead of the answer). Past this, or
+/// after [`DRAIN_TIME`], the connection is closed anyway.
+const DRAIN_BYTES: usize = 64 * 1024 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// Reads and discards what is left of `body`, within [`DRAIN_BYTES`] and [`DRAIN_TIME`].
+async fn drain(body: Body) {
+    let drained = Limited::new(body, DRAIN_BYTES).collect();
+    let _ = tokio::time::timeout(DRAIN_TIME, drained).await;
 }
 
 /// Middleware: 413 for a body over the limit of its path.
@@ -93,17 +114,30 @@ pub(crate) async fn limit_body(
     if let Some(size) = declared
         && size > limit
     {
+        drain(request.into_body()).await;
         return too_large(&path, Some(size), limit);
     }
-    let (parts, body) = request.into_parts();
-    let bytes = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.is::<LengthLimitError>() => return too_large(&path, None, limit),
-        Err(error) => {
-            tracing::info!(%error, path, "could not read a request body");
-            return ApiError::bad_request("Could not read the request body.").into_response();
+    let (parts, mut body) = request.into_parts();
+    let mut read = Vec::new();
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if read.len() + data.len() > limit {
+                    drain(body).await;
+                    return too_large(&path, None, limit);
+                }
+                read.extend_from_slice(&data);
+            }
+            Err(error) => {
+                tracing::info!(%error, path, "could not read a request body");
+                return ApiError::bad_request("Could not read the request body.").into_response();
+            }
         }
-    };
+    }
+    let bytes = axum::body::Bytes::from(read);
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }

@@ -193,3 +193,149 @@ async fn bodies_over_the_limit_are_refused_with_413() {
         .unwrap();
     assert_eq!(server.request(small).await.status, StatusCode::CREATED);
 }
+
+/// Issue 41: a client still sending an oversized body reads the 413 over a real socket instead
+/// of a connection reset (the server used to close with the body unread).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_upload_reads_its_413_over_a_real_socket() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let api = common::Api::new().await;
+    let config = ApiConfig {
+        body_limits: BodyLimits {
+            general: 1024,
+            provision: 1024,
+            inspection: 1024,
+        },
+        ..ApiConfig::default()
+    };
+    let router = ferric_api::router_with(api.state.clone(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    // 8 MiB: more than the kernel buffers of both ends hold, so the client is still writing
+    // when the server decides.
+    let body = vec![b' '; 8 * 1024 * 1024];
+    for chunked in [false, true] {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let head = if chunked {
+            "POST /v1/nodes HTTP/1.1\r\nHost: ferric.test\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: chunked\r\n\r\n"
+                .to_owned()
+        } else {
+            format!(
+                "POST /v1/nodes HTTP/1.1\r\nHost: ferric.test\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n",
+                body.len()
+            )
+        };
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let (mut reader, mut writer) = stream.into_split();
+        let upload = body.clone();
+        let sender = tokio::spawn(async move {
+            for piece in upload.chunks(64 * 1024) {
+                let sent = if chunked {
+                    let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+                    framed.extend_from_slice(piece);
+                    framed.extend_from_slice(b"\r\n");
+                    writer.write_all(&framed).await
+                } else {
+                    writer.write_all(piece).await
+                };
+                sent?;
+            }
+            if chunked {
+                writer.write_all(b"0\r\n\r\n").await?;
+            }
+            Ok::<_, std::io::Error>(writer)
+        });
+        let mut answer = Vec::new();
+        let read = reader.read_to_end(&mut answer).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            read.is_ok(),
+            "chunked {chunked}: the connection was reset: {read:?}"
+        );
+        assert!(
+            text.starts_with("HTTP/1.1 413"),
+            "chunked {chunked}: {}",
+            text.lines().next().unwrap_or("")
+        );
+        assert!(text.contains("Request body is too large"), "{text}");
+        let _ = sender.await;
+    }
+}
+
+/// Ironic's `enable_ramdisk_endpoints`, per listener: off, the agent's endpoints answer 403;
+/// the ramdisk listener serves them and version discovery, and nothing else.
+#[tokio::test]
+async fn each_listener_serves_what_it_is_configured_for() {
+    use ferric_api::listener::Endpoints;
+
+    let api = common::Api::new().await;
+    let send = |endpoints: Endpoints, method: Method, path: &str| {
+        let router = ferric_api::router_with(
+            api.state.clone(),
+            ApiConfig {
+                endpoints,
+                ..ApiConfig::default()
+            },
+        );
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "ferric.test")
+            .header("content-type", "application/json")
+            .header("X-OpenStack-Ironic-API-Version", "1.110")
+            .body(Body::from(if path.contains("heartbeat") {
+                "{}"
+            } else {
+                ""
+            }))
+            .unwrap();
+        async move { answer(router.oneshot(request).await.unwrap()).await }
+    };
+    let lookup = "/v1/lookup?addresses=52:54:00:00:00:01";
+    let heartbeat = "/v1/heartbeat/1be26c0b-03f2-4d2e-ae87-c02d7f33c123";
+    // Everything (the default): a lookup of an unknown MAC is the usual 404.
+    assert_eq!(send(Endpoints::All, Method::GET, lookup).await.status, 404);
+    // Without the ramdisk endpoints: 403 saying where they are, the API as usual.
+    let refused = send(Endpoints::WithoutRamdisk, Method::GET, lookup).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(faultstring(&refused.body).contains("ramdisk_listen"));
+    assert_eq!(
+        send(Endpoints::WithoutRamdisk, Method::POST, heartbeat)
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        send(Endpoints::WithoutRamdisk, Method::GET, "/v1/nodes")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // The ramdisk listener: the agent's endpoints and discovery only.
+    assert_eq!(
+        send(Endpoints::RamdiskOnly, Method::GET, lookup)
+            .await
+            .status,
+        404
+    );
+    let refused = send(Endpoints::RamdiskOnly, Method::GET, "/v1/nodes").await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND);
+    assert!(
+        faultstring(&refused.body).contains("api_listen"),
+        "{}",
+        refused.body
+    );
+    for discovery in ["/", "/v1"] {
+        assert_eq!(
+            send(Endpoints::RamdiskOnly, Method::GET, discovery)
+                .await
+                .status,
+            StatusCode::OK
+        );
+    }
+}

@@ -672,3 +672,108 @@ async fn deploy_templates_are_for_admins_and_runbooks_follow_their_owner() {
     assert_eq!(owned.status, StatusCode::ACCEPTED, "{}", owned.body);
     server.api.settle().await;
 }
+
+/// Issue 41, item 3: a node or port cannot be tied to a node of another project by naming
+/// it, and the answer for such a node is the answer for one that does not exist.
+#[tokio::test]
+async fn other_projects_nodes_cannot_be_named_as_parent_or_port_target() {
+    // A site that lets project members manage their nodes' ports (Ferric's default keeps
+    // ports for admins, who act system-wide).
+    let server = Server::new(Some(
+        "\"baremetal:port:update\" = [\"admin\", \"owner_member\"]\n",
+    ))
+    .await;
+    let mine = server.project_node().await;
+    let theirs = server.api.enroll(json!({"driver": "fake-hardware"})).await;
+    let given = server
+        .api
+        .send_latest(
+            Method::PATCH,
+            &format!("/v1/nodes/{theirs}"),
+            Some(json!([{"op": "add", "path": "/owner", "value": "p-other"}])),
+        )
+        .await;
+    assert_eq!(given.status, StatusCode::OK, "{}", given.body);
+    let missing = uuid::Uuid::new_v4().to_string();
+
+    // parent_node: another project's node answers as a node that does not exist.
+    let parent = |uuid: &str| json!([{"op": "add", "path": "/parent_node", "value": uuid}]);
+    let path = format!("/v1/nodes/{mine}");
+    let hidden = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            &path,
+            Some(parent(&theirs)),
+        )
+        .await;
+    let absent = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            &path,
+            Some(parent(&missing)),
+        )
+        .await;
+    assert_eq!(hidden.status, StatusCode::BAD_REQUEST, "{}", hidden.body);
+    assert_eq!(absent.status, hidden.status);
+    assert_eq!(
+        faultstring(&hidden.body).replace(&theirs, "X"),
+        faultstring(&absent.body).replace(&missing, "X")
+    );
+    let shown = server.api.node(&mine).await;
+    assert_eq!(shown["parent_node"], Value::Null);
+    // A system admin may.
+    let admin = server
+        .send(Some("admin"), Method::PATCH, &path, Some(parent(&theirs)))
+        .await;
+    assert_eq!(admin.status, StatusCode::OK, "{}", admin.body);
+
+    // A port moved to another project's node by a member of the owning project.
+    let port = server
+        .api
+        .send_latest(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": mine, "address": "52:54:00:41:00:03"})),
+        )
+        .await;
+    assert_eq!(port.status, StatusCode::CREATED, "{}", port.body);
+    let port_path = format!("/v1/ports/{}", port.body["uuid"].as_str().unwrap());
+    let move_to = |uuid: &str| json!([{"op": "replace", "path": "/node_uuid", "value": uuid}]);
+    let hidden = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            &port_path,
+            Some(move_to(&theirs)),
+        )
+        .await;
+    let absent = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            &port_path,
+            Some(move_to(&missing)),
+        )
+        .await;
+    assert_eq!(hidden.status, StatusCode::BAD_REQUEST, "{}", hidden.body);
+    assert_eq!(absent.status, hidden.status, "{}", absent.body);
+    assert_eq!(
+        faultstring(&hidden.body).replace(&theirs, "X"),
+        faultstring(&absent.body).replace(&missing, "X")
+    );
+    let shown = server.api.send_latest(Method::GET, &port_path, None).await;
+    assert_eq!(shown.body["node_uuid"], mine.as_str());
+    // Within its own project the member may move it.
+    let other_mine = server.project_node().await;
+    let moved = server
+        .send(
+            Some("member-owner"),
+            Method::PATCH,
+            &port_path,
+            Some(move_to(&other_mine)),
+        )
+        .await;
+    assert_eq!(moved.status, StatusCode::OK, "{}", moved.body);
+}

@@ -198,6 +198,13 @@ pub(crate) struct Settings {
     /// `TLS13_AES_256_GCM_SHA384`); empty: every suite of the TLS library's safe defaults.
     /// Applied to the HTTPS listeners and sent to agents at lookup.
     pub(crate) tls_cipher_suites: Vec<String>,
+    /// Serve the agent's unauthenticated endpoints (lookup, heartbeat, continue_inspection) on
+    /// `api_listen` (Ironic's `[api]enable_ramdisk_endpoints`); off, they answer 403 there and
+    /// agents use `ramdisk_listen`.
+    pub(crate) enable_ramdisk_endpoints: bool,
+    /// A second listener, on the provisioning network, serving only the agent's endpoints and
+    /// version discovery (with the API's TLS settings); point `api_url` at it.
+    pub(crate) ramdisk_listen: Option<SocketAddr>,
     /// How the conductor checks agents' HTTPS certificates: `true` (system roots), `false`
     /// (not at all), or the path of a CA file (Ironic's `[agent]verify_ca`).
     #[serde(deserialize_with = "bool_or_string")]
@@ -480,6 +487,8 @@ impl Default for Settings {
             api_tls_cert: None,
             tls_min_version: "1.3".to_owned(),
             tls_cipher_suites: Vec::new(),
+            enable_ramdisk_endpoints: true,
+            ramdisk_listen: None,
             api_tls_key: None,
             agent_verify_ca: "true".to_owned(),
             api_url: None,
@@ -652,7 +661,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 109] = [
+    pub(crate) const KEYS: [&'static str; 111] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -700,6 +709,8 @@ impl Settings {
         "api_tls_key",
         "tls_min_version",
         "tls_cipher_suites",
+        "enable_ramdisk_endpoints",
+        "ramdisk_listen",
         "agent_verify_ca",
         // network boot and the agent
         "api_url",

@@ -187,6 +187,29 @@ async fn serve_api(
             Duration::from_secs(settings.api_render_cache_idle),
         ))
     });
+    // The agents' own listener on the provisioning network (`ramdisk_listen`): the same
+    // state, only the ramdisk endpoints and version discovery, stopped with the API.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let ramdisk = match settings.ramdisk_listen {
+        Some(address) => Some(
+            serve_ramdisk(
+                address,
+                state.clone(),
+                api_config.clone(),
+                api_tls.clone(),
+                stop.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let shutdown = {
+        let stop = stop.clone();
+        async move {
+            shutdown.await;
+            stop.cancel();
+        }
+    };
     // The web UI's static files beside the API; its pages call `/v1` like any client.
     let api = ferric_ui::router().merge(ferric_api::router_with(state, api_config));
     let served = match api_tls {
@@ -204,7 +227,46 @@ async fn serve_api(
     if let Some(sweep) = sweep {
         sweep.abort();
     }
+    stop.cancel();
+    if let Some(ramdisk) = ramdisk {
+        let _ = ramdisk.await;
+    }
     served
+}
+
+/// Binds `ramdisk_listen` and serves the agents' endpoints there until `stop`.
+async fn serve_ramdisk(
+    address: std::net::SocketAddr,
+    state: ApiState,
+    api_config: ferric_api::ApiConfig,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} (ramdisk_listen)"))?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%address, scheme, "agent endpoints listening (ramdisk_listen)");
+    let config = ferric_api::ApiConfig {
+        endpoints: ferric_api::listener::Endpoints::RamdiskOnly,
+        ..api_config
+    };
+    let router = ferric_api::router_with(state, config);
+    Ok(tokio::spawn(async move {
+        let served = match tls {
+            Some(tls) => crate::tls::serve(listener, tls, router, stop.cancelled_owned()).await,
+            None => axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+            .context("the ramdisk listener failed"),
+        };
+        if let Err(error) = served {
+            tracing::error!(error = %format!("{error:#}"), "the ramdisk listener stopped");
+        }
+    }))
 }
 
 /// Every `idle / 4` (at most 15 s), drops the API's caches that nothing used for `idle`, so

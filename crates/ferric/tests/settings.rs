@@ -100,7 +100,12 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("AGENT_REQUIRE_TLS", "true"),
         ("AGENT_ENABLE_BIOS_BOOTLOADER_INSTALL", "false"),
         ("TLS_MIN_VERSION", "1.2"),
-        ("TLS_CIPHER_SUITES", "TLS13_AES_256_GCM_SHA384,TLS13_AES_128_GCM_SHA256"),
+        (
+            "TLS_CIPHER_SUITES",
+            "TLS13_AES_256_GCM_SHA384,TLS13_AES_128_GCM_SHA256",
+        ),
+        ("ENABLE_RAMDISK_ENDPOINTS", "false"),
+        ("RAMDISK_LISTEN", "127.0.0.1:0"),
         ("DEPLOY_LOGS_COLLECT", "always"),
         ("DEPLOY_LOGS_STORAGE_BACKEND", "local"),
         ("DEPLOY_LOGS_LOCAL_PATH", "deploy-logs"),

@@ -443,6 +443,11 @@ impl Settings {
                 general: self.api_max_body_size,
                 ..ferric_api::BodyLimits::default()
             },
+            endpoints: if self.enable_ramdisk_endpoints {
+                ferric_api::listener::Endpoints::All
+            } else {
+                ferric_api::listener::Endpoints::WithoutRamdisk
+            },
         })
     }
 }

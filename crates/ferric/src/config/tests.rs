@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 109] = [
+const SAMPLES: [(&str, &str); 111] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -240,6 +240,8 @@ const SAMPLES: [(&str, &str); 109] = [
         "tls_cipher_suites",
         "TLS13_AES_256_GCM_SHA384,TLS13_AES_128_GCM_SHA256",
     ),
+    ("enable_ramdisk_endpoints", "false"),
+    ("ramdisk_listen", "127.0.0.1:6386"),
     ("agent_verify_ca", "false"),
     ("api_url", "http://127.0.0.1:6385"),
     ("boot_http_listen", "127.0.0.1:8080"),
