@@ -601,3 +601,81 @@ async fn heartbeats_cannot_point_the_conductor_at_a_non_http_or_new_callback() {
         "{node:#}"
     );
 }
+
+/// CVE-2026-46447: a `kernel_append_params` (driver_info or instance_info) carrying iPXE
+/// script syntax took over the node's boot. A project member may set both on its node; the
+/// boot script is never written with them, and the deploy is refused or fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cve_2026_46447_kernel_parameters_cannot_inject_ipxe_commands() {
+    let root = tempfile::tempdir().unwrap();
+    let drivers = Drivers::default().with_settings(DriverSettings {
+        boot: BootSettings {
+            http_url: Some("http://10.9.0.1:8080".into()),
+            http_root: root.path().to_owned(),
+            api_url: Some("http://10.9.0.1:6385".into()),
+            ..BootSettings::default()
+        },
+        ..DriverSettings::default()
+    });
+    let api =
+        common::Api::with_drivers(TestDb::sqlite().await, ConductorConfig::default(), drivers)
+            .await;
+    let site = Site::new(api).await;
+    let injected = "quiet ; chain http://elsewhere.test/x";
+    for (index, field) in ["driver_info", "instance_info"].into_iter().enumerate() {
+        let created = site
+            .setup(
+                Method::POST,
+                "/v1/nodes",
+                Some(json!({
+                    "driver": "fake-hardware", "boot_interface": "ipxe",
+                    "deploy_interface": "direct", "owner": "p-owner", "automated_clean": false,
+                    "instance_info": {"image_source": "http://images.test/os.raw",
+                        "image_os_hash_algo": "sha256", "image_os_hash_value": "ab".repeat(32)},
+                })),
+            )
+            .await;
+        let uuid = created.body["uuid"].as_str().unwrap().to_owned();
+        site.setup(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": format!("52:54:00:0a:d7:{index:02x}")})),
+        )
+        .await;
+        site.api.provision(&uuid, "manage").await;
+        site.api.settle().await;
+        site.api.provision(&uuid, "provide").await;
+        site.api.settle().await;
+        let patch = json!([{"op": "add", "path": format!("/{field}/kernel_append_params"),
+            "value": injected}]);
+        let patched = site
+            .send(
+                Some("member-owner"),
+                Method::PATCH,
+                &format!("/v1/nodes/{uuid}"),
+                Some(patch),
+            )
+            .await;
+        if patched.status != StatusCode::OK {
+            assert_eq!(patched.status, StatusCode::BAD_REQUEST, "{}", patched.body);
+            continue;
+        }
+        site.send(
+            Some("member-owner"),
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(json!({"target": "active"})),
+        )
+        .await;
+        site.api.settle().await;
+        // Either the deploy is refused, or the agent boots from a script without them (Ferric
+        // takes no agent kernel parameters from instance_info).
+        let scripts = std::fs::read_dir(root.path().join("ipxe"))
+            .map(|dir| dir.flatten().collect::<Vec<_>>())
+            .unwrap_or_default();
+        for script in scripts {
+            let text = std::fs::read_to_string(script.path()).unwrap_or_default();
+            assert!(!text.contains("elsewhere.test"), "{field}: {text}");
+        }
+    }
+}
