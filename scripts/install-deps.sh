@@ -46,6 +46,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-nextest
 fi
 
+# --- cargo-deny: `cargo xtask lint` checks licenses, duplicates and sources (deny.toml) -----
+# 0.20.2 builds with the machine's Rust (it needs 1.88 or newer).
+if ! cargo deny --version 2>/dev/null | grep -q '^cargo-deny 0\.20\.2$'; then
+  log "installing cargo-deny 0.20.2"
+  cargo install --locked --quiet cargo-deny@0.20.2
+fi
+
 # --- tools the conductor calls: genisoimage renders config drives given as JSON -------------
 if ! command -v genisoimage >/dev/null 2>&1; then
   apt_install genisoimage

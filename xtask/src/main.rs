@@ -202,6 +202,13 @@ fn lint() -> anyhow::Result<()> {
             "warnings",
         ],
         &[],
+    )?;
+    // Licenses, duplicate crates and where crates come from (deny.toml). Not `advisories`:
+    // its database is a git repository this machine and CI cannot reach (docs/security.md).
+    run(
+        "cargo",
+        &["deny", "check", "licenses", "bans", "sources"],
+        &[],
     )
 }
 
