@@ -158,6 +158,8 @@ def main():
             out.write(f"  {cloud}:\n")
             out.write(f"    region_name: {REGION}\n")
             out.write("    identity_api_version: 3\n")
+            # The `baremetal` CLI (python-ironicclient) defaults to no auth without it.
+            out.write("    auth_type: password\n")
             out.write("    auth:\n")
             out.write(f"      auth_url: {args.auth_url}\n")
             out.write(f"      username: {user}\n")
