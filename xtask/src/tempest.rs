@@ -20,7 +20,7 @@ use crate::clients::{RunningServer, free_port, target_dir};
 use crate::keystone;
 
 const HELP: &str = "\
-usage: cargo xtask tempest [--regex REGEX] [--concurrency N] [--keep]
+usage: cargo xtask tempest [--regex REGEX] [--concurrency N] [--keep] [--summary]
 
 Runs ironic-tempest-plugin's API tests against a debug ferric behind a real Keystone and
 prints passed/failed/skipped and the failing tests. Files: <target>/tempest/.
@@ -29,6 +29,7 @@ prints passed/failed/skipped and the failing tests. Files: <target>/tempest/.
   --concurrency N   test workers (default 2)
   --keep            leave Ferric and Keystone running afterwards (stop Keystone with
                     `cargo xtask keystone purge --dir <target>/tempest/keystone`)
+  --summary         only print the summary of the last run again
 ";
 
 /// The Ironic settings Tempest is told about, and Ferric is started with.
@@ -39,6 +40,22 @@ struct Options {
     regex: String,
     concurrency: u32,
     keep: bool,
+    summary_only: bool,
+}
+
+/// Stops and removes the run's Keystone when dropped (also on errors), unless kept.
+struct KeystoneGuard<'a> {
+    root: &'a Path,
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for KeystoneGuard<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            keystone::purge(self.root, &self.dir);
+        }
+    }
 }
 
 fn parse(args: &[String]) -> anyhow::Result<Option<Options>> {
@@ -46,6 +63,7 @@ fn parse(args: &[String]) -> anyhow::Result<Option<Options>> {
         regex: r"^ironic_tempest_plugin\.tests\.api".to_owned(),
         concurrency: 2,
         keep: false,
+        summary_only: false,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -59,6 +77,7 @@ fn parse(args: &[String]) -> anyhow::Result<Option<Options>> {
                     .context("--concurrency takes a number")?;
             }
             "--keep" => options.keep = true,
+            "--summary" => options.summary_only = true,
             "-h" | "--help" => {
                 print!("{HELP}");
                 return Ok(None);
@@ -75,6 +94,9 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
     };
     let venv = tempest_venv(root)?;
     let dir = target_dir(root).join("tempest");
+    if options.summary_only {
+        return summarize(&venv, &dir.join("workspace"), &dir);
+    }
     let keystone_dir = dir.join("keystone");
     keystone::purge(root, &keystone_dir);
     let _ = std::fs::remove_dir_all(&dir);
@@ -108,6 +130,11 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
         .stderr(Stdio::inherit())
         .output()
         .context("run scripts/keystone.sh")?;
+    let keystone_guard = KeystoneGuard {
+        root,
+        dir: keystone_dir.clone(),
+        keep: options.keep,
+    };
     if !output.status.success() {
         bail!("Keystone did not start ({})", output.status);
     }
@@ -142,10 +169,8 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
     if options.keep {
         std::mem::forget(ferric);
         eprintln!("xtask: ferric and keystone left running (--keep)");
-    } else {
-        drop(ferric);
-        keystone::purge(root, &keystone_dir);
     }
+    drop(keystone_guard);
     Ok(())
 }
 
@@ -180,31 +205,32 @@ fn summarize(venv: &Path, workspace: &Path, dir: &Path) -> anyhow::Result<()> {
         .current_dir(workspace)
         .output()
         .context("stestr last --subunit")?;
-    let mut csv = Command::new(venv.join("bin/subunit2csv"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
+    // Through a file: a pipe written whole before reading the answer deadlocks once
+    // subunit2csv's output fills its pipe.
+    let stream = dir.join("last.subunit");
+    std::fs::write(&stream, &subunit.stdout)?;
+    let csv = Command::new(venv.join("bin/subunit2csv"))
+        .stdin(std::fs::File::open(&stream)?)
+        .output()
         .context("subunit2csv")?;
-    {
-        use std::io::Write as _;
-        let mut stdin = csv.stdin.take().context("subunit2csv stdin")?;
-        stdin.write_all(&subunit.stdout)?;
-    }
-    let csv = csv.wait_with_output()?;
     let text = String::from_utf8_lossy(&csv.stdout);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut failing = Vec::new();
     for line in text.lines().skip(1) {
-        let mut fields = line.split(',');
-        let (Some(test), Some(status)) = (fields.next(), fields.next()) else {
+        // test,status,start_time,stop_time — test ids may hold commas (`[id-…,negative]`).
+        let mut fields = line.rsplitn(4, ',');
+        let (Some(_stop), Some(_start), Some(status), Some(test)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
             continue;
         };
         // Class-level fixtures (setUpClass) report as tests too; their failure fails the class.
         match status {
             "success" => passed += 1,
             "skip" => skipped += 1,
-            "fail" => {
+            "fail" | "failure" => {
                 failed += 1;
+                let test = test.trim_matches('"');
                 failing.push(test.split('[').next().unwrap_or(test).to_owned());
             }
             _ => {}
