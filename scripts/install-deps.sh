@@ -101,6 +101,31 @@ if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
 fi
 "$(dirname "${BASH_SOURCE[0]}")/inspector-client-venv.sh" >/dev/null
 
+# --- OpenStack Keystone for crates/ferric/tests/keystone.rs and `cargo xtask keystone|tempest` --
+# Keystone from PyPI in a pinned venv (scripts/keystone.sh; tests/keystone/requirements.txt);
+# its database is on the local MariaDB (Keystone on SQLite fails under load with "database is
+# locked"), reached as root without a password on 127.0.0.1:3306, as on the project's machines.
+if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
+  fresh_mariadb=""
+  if ! command -v mariadbd >/dev/null 2>&1; then
+    apt_install mariadb-server
+    fresh_mariadb=1
+  fi
+  log "starting MariaDB"
+  service mariadb start >/dev/null 2>&1 || (setsid mariadbd-safe >/dev/null 2>&1 &)
+  for _ in $(seq 1 30); do
+    (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null && break
+    sleep 1
+  done
+  (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null || { log "MariaDB did not come up on 127.0.0.1:3306"; exit 1; }
+  if [ -n "$fresh_mariadb" ]; then
+    # A server we just installed: let local test clients in as root over TCP without a
+    # password. Never done to a server we found already configured.
+    mariadb -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('')" >/dev/null
+  fi
+fi
+"$(dirname "${BASH_SOURCE[0]}")/keystone.sh" install >/dev/null
+
 # --- the web UI's browser test (`cargo xtask ui-test`): Debian's chromium and Playwright ------
 # Playwright (PyPI, pinned in tests/ui/requirements.txt) drives this chromium by its executable
 # path; it never downloads a browser of its own. The venv is quick when it exists.

@@ -10,8 +10,10 @@ mod compare;
 mod deb;
 mod fleet;
 mod fuzz;
+mod keystone;
 mod scale;
 mod scale_load;
+mod tempest;
 #[cfg(test)]
 mod tidy;
 mod ui;
@@ -83,6 +85,13 @@ commands:
           headless chromium driven by Playwright (tests/ui/test_ui.py): log in, overview,
           table filters and search timed, deploy and abort from the UI, a reader's read-only
           page, the console terminal; a screenshot of each page (`cargo xtask ui-test --help`)
+  keystone
+          a real OpenStack Keystone (PyPI, unmodified) on 127.0.0.1 with test users and a
+          `baremetal` catalog entry: start|stop|env|status|purge; `start` prints the OS_* and
+          FERRIC_KEYSTONE_* environment and writes a clouds.yaml (docs/keystone.md)
+  tempest ironic-tempest-plugin's API tests (tempest and the plugin unmodified from PyPI,
+          pinned) against a debug ferric behind that Keystone; prints passed/failed/skipped
+          and the failing tests (`cargo xtask tempest --help`; docs/keystone.md)
   fuzz    every cargo-fuzz target in fuzz/ for a bounded time, then schemathesis against
           docs/openapi.json on a running ferric server; prints crashes, 5xx and schema
           violations, and fails unless all are zero (`cargo xtask fuzz --help`;
@@ -129,6 +138,8 @@ fn main() -> anyhow::Result<()> {
         "bench-compare" => compare::bench_compare(&extra),
         "bench-scale" => scale::bench_scale(&extra),
         "fuzz" => fuzz::fuzz(&extra),
+        "keystone" => keystone::keystone(&workspace_root(), &extra),
+        "tempest" => tempest::tempest(&workspace_root(), &extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

@@ -1,6 +1,7 @@
-//! Who may call the API: `noauth` (everyone) or `http_basic` — HTTP basic authentication
+//! Who may call the API: `noauth` (everyone), `http_basic` — HTTP basic authentication
 //! against an Apache-style user file of bcrypt hashes, as Ironic's `auth_strategy =
-//! http_basic` with `http_basic_auth_user_file`.
+//! http_basic` with `http_basic_auth_user_file` — or `keystone` (tokens validated by
+//! `crate::keystone`).
 //!
 //! Theory of operation: the middleware lets the public routes through (version discovery,
 //! `/health` and the ramdisk's lookup, heartbeat and continue-inspection endpoints, which
@@ -35,6 +36,8 @@ pub enum AuthStrategy {
     NoAuth,
     /// HTTP basic authentication against a user file.
     HttpBasic(BasicAuth),
+    /// OpenStack Keystone tokens in `X-Auth-Token` (`crate::keystone`).
+    Keystone(crate::keystone::KeystoneAuth),
 }
 
 /// The user an `http_basic` request authenticated as; a request extension for handlers.
@@ -345,12 +348,14 @@ pub(crate) async fn require_auth(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let AuthStrategy::HttpBasic(auth) = strategy else {
-        return next.run(request).await;
-    };
     if is_public_route(request.uri().path()) {
         return next.run(request).await;
     }
+    let auth = match strategy {
+        AuthStrategy::NoAuth => return next.run(request).await,
+        AuthStrategy::Keystone(keystone) => return keystone_auth(&keystone, request, next).await,
+        AuthStrategy::HttpBasic(auth) => auth,
+    };
     let (user, password) = match credentials(&request) {
         Ok(credentials) => credentials,
         Err(error) if error.status == StatusCode::UNAUTHORIZED => {
@@ -378,6 +383,44 @@ pub(crate) async fn require_auth(
         Ok(Ok(None)) => unauthorized("Incorrect username or password"),
         Ok(Err(error)) => error.into_response(),
         Err(error) => ApiError::internal(&error).into_response(),
+    }
+}
+
+/// `auth_strategy = keystone`: the caller of the `X-Auth-Token`, or 401/503.
+async fn keystone_auth(
+    keystone: &crate::keystone::KeystoneAuth,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let token = request
+        .headers()
+        .get("X-Auth-Token")
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .map(str::to_owned);
+    let result = match token {
+        Some(token) => keystone.authenticate(&token).await,
+        None => Err(crate::keystone::KeystoneError::Unauthenticated),
+    };
+    match result {
+        Ok(caller) => {
+            request
+                .extensions_mut()
+                .insert(AuthenticatedUser(caller.user.clone()));
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(error) => {
+            let unauthenticated = matches!(error, crate::keystone::KeystoneError::Unauthenticated);
+            let mut response = error.api_error().into_response();
+            if unauthenticated
+                && let Ok(value) = HeaderValue::from_str(&keystone.www_authenticate())
+            {
+                response.headers_mut().insert(WWW_AUTHENTICATE, value);
+            }
+            response
+        }
     }
 }
 

@@ -5,7 +5,8 @@
 //! effective microversion (or answers 406) and stamps the version headers on the response;
 //! then [`error::ironic_error_bodies`] makes sure any 4xx/5xx — ours or axum's own (404, 405,
 //! 415) — carries Ironic's double-encoded `error_message` body that clients parse; then
-//! [`auth::require_auth`] checks credentials (`http_basic`; public routes pass),
+//! [`auth::require_auth`] checks credentials (`http_basic`, or Keystone tokens with
+//! [`keystone`]; public routes pass),
 //! [`limits::limit_body`] refuses oversized bodies (413) and [`authz::authorize`] checks the
 //! caller's roles and project against the [`policy::Policy`] (403, or 404 for a node outside
 //! the caller's project), before any handler runs.
@@ -20,6 +21,7 @@ pub mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod health;
+pub mod keystone;
 pub mod limits;
 pub mod listener;
 mod metrics;
@@ -86,7 +88,8 @@ impl ApiState {
 #[derive(Debug, Clone, Default)]
 pub struct ApiConfig {
     pub auth: AuthStrategy,
-    /// The rules `http_basic` callers are checked against (unused with `noauth`).
+    /// The rules `http_basic` and Keystone callers are checked against (unused with
+    /// `noauth`).
     pub policy: Arc<policy::Policy>,
     pub body_limits: BodyLimits,
     /// The per-address rate of `/v1/lookup` (shared by every router made with this config).

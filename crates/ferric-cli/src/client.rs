@@ -16,6 +16,8 @@ pub struct Connection {
     pub url: String,
     pub username: Option<String>,
     pub password: Option<String>,
+    /// A Keystone token, sent as `X-Auth-Token`.
+    pub token: Option<String>,
     /// Sent as `X-OpenStack-Ironic-API-Version`: `latest` or `1.N`.
     pub api_version: String,
 }
@@ -69,6 +71,9 @@ impl Client {
             .header("Accept", "application/json");
         if let Some(username) = &self.connection.username {
             request = request.basic_auth(username, self.connection.password.as_deref());
+        }
+        if let Some(token) = &self.connection.token {
+            request = request.header("X-Auth-Token", token);
         }
         (url, request)
     }

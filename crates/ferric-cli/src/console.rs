@@ -166,6 +166,11 @@ fn connect(context: &Context, node: &str) -> Result<WebSocket<TcpStream>, CliErr
             headers.insert("Authorization", value);
         }
     }
+    if let Some(token) = &connection.token
+        && let Ok(value) = HeaderValue::from_str(token)
+    {
+        headers.insert("X-Auth-Token", value);
+    }
     let uri = request.uri();
     let host = (
         uri.host().unwrap_or_default().to_owned(),

@@ -12,6 +12,7 @@ mod console;
 mod node;
 mod node_data;
 mod node_states;
+pub mod openstack;
 pub mod output;
 mod ports;
 mod resources;
@@ -75,16 +76,27 @@ pub enum ClientCommand {
 /// before or after the subcommand's name.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// The Bare Metal API's URL.
+    /// The Bare Metal API's URL (default: the `baremetal` endpoint of the Keystone catalog
+    /// when OS_CLOUD or OS_AUTH_URL is set, else http://127.0.0.1:6385).
     #[arg(
         long,
         env = "FERRIC_URL",
-        default_value = "http://127.0.0.1:6385",
         global = true,
         help_heading = "Global options",
         value_name = "URL"
     )]
-    pub url: String,
+    pub url: Option<String>,
+
+    /// A cloud of clouds.yaml to authenticate with Keystone as (the `OS_*` variables
+    /// override its settings, as with the `baremetal` CLI).
+    #[arg(
+        long,
+        env = "OS_CLOUD",
+        global = true,
+        help_heading = "Global options",
+        value_name = "CLOUD"
+    )]
+    pub os_cloud: Option<String>,
 
     /// User name for http_basic authentication.
     #[arg(
@@ -246,6 +258,9 @@ fn dispatch(command: ClientCommand) -> Result<(), CliError> {
     }
 }
 
+/// The API's URL when nothing names one.
+const DEFAULT_URL: &str = "http://127.0.0.1:6385";
+
 /// What every command runs with: the client and the output format.
 #[derive(Debug)]
 pub(crate) struct Context {
@@ -255,10 +270,26 @@ pub(crate) struct Context {
 
 impl Context {
     fn new(global: &GlobalArgs) -> Result<Self, CliError> {
+        // Keystone when a cloud, an auth URL or a token says so (http_basic flags win).
+        let keystone = openstack::KeystoneConfig::from_env(global.os_cloud.as_deref(), &|name| {
+            std::env::var(name).ok()
+        })?;
+        let (token, catalog_url) = if keystone.in_use() && global.username.is_none() {
+            let session = keystone.login()?;
+            (Some(session.token), session.endpoint)
+        } else {
+            (None, None)
+        };
+        let url = global
+            .url
+            .clone()
+            .or(catalog_url)
+            .unwrap_or_else(|| DEFAULT_URL.to_owned());
         let client = Client::new(Connection {
-            url: global.url.clone(),
+            url,
             username: global.username.clone(),
             password: global.password.clone(),
+            token,
             api_version: global.api_version.clone(),
         })?;
         Ok(Self {

@@ -36,6 +36,9 @@ pub(crate) enum AuthStrategySetting {
     /// HTTP basic authentication against `http_basic_auth_user_file`.
     #[value(name = "http_basic")]
     HttpBasic,
+    /// OpenStack Keystone tokens (`X-Auth-Token`), validated with the `keystone_*` settings.
+    #[value(name = "keystone")]
+    Keystone,
 }
 
 /// Which parts of Ferric a `ferric server` process runs (docs/scale-out.md).
@@ -169,7 +172,7 @@ pub(crate) struct Settings {
     // --- end of BMC settings ---
 
     // --- API access: authentication and request limits ---
-    /// `noauth` (the default) or `http_basic`.
+    /// `noauth` (the default), `http_basic` or `keystone` (docs/keystone.md).
     pub(crate) auth_strategy: AuthStrategySetting,
     /// For `http_basic`: an Apache-style user file of bcrypt hashes (`htpasswd -B`).
     pub(crate) http_basic_auth_user_file: Option<PathBuf>,
@@ -187,6 +190,42 @@ pub(crate) struct Settings {
     pub(crate) auth_users_file: Option<PathBuf>,
     /// A TOML file overriding authorization rules (`"baremetal:node:get" = [personas]`).
     pub(crate) auth_policy_file: Option<PathBuf>,
+    /// For `keystone`: Keystone's identity v3 URL, where Ferric's service user logs in and,
+    /// unless the catalog names another identity endpoint, validates tokens (e.g.
+    /// `http://keystone:5000/v3`).
+    pub(crate) keystone_auth_url: Option<String>,
+    /// For `keystone`: Ferric's service user, which needs the `service` role (or a reader
+    /// role on the system) to validate tokens.
+    pub(crate) keystone_username: String,
+    /// For `keystone`: the service user's password. Prefer `keystone_password_file` or the
+    /// environment (`FERRIC_KEYSTONE_PASSWORD`) to writing it in the configuration file.
+    pub(crate) keystone_password: Option<String>,
+    /// For `keystone`: a file holding the service user's password (its first line), read at
+    /// start; wins over `keystone_password`.
+    pub(crate) keystone_password_file: Option<PathBuf>,
+    /// For `keystone`: the project the service user's token is scoped to.
+    pub(crate) keystone_project_name: String,
+    /// For `keystone`: the domain of the service user.
+    pub(crate) keystone_user_domain_name: String,
+    /// For `keystone`: the domain of `keystone_project_name`.
+    pub(crate) keystone_project_domain_name: String,
+    /// For `keystone`: the region of the identity endpoint to use (unset: any).
+    pub(crate) keystone_region_name: Option<String>,
+    /// For `keystone`: the catalog interface (`public`, `internal` or `admin`) of the identity
+    /// endpoint tokens are validated at; `keystone_auth_url` when the catalog has none.
+    pub(crate) keystone_interface: String,
+    /// For `keystone`: PEM CA certificates to trust for Keystone's HTTPS, besides the
+    /// system's.
+    pub(crate) keystone_cafile: Option<PathBuf>,
+    /// For `keystone`: seconds one request to Keystone may take (connecting included); past
+    /// it the API answers 503 naming Keystone. At least 1.
+    pub(crate) keystone_timeout: u64,
+    /// For `keystone`: how many validated tokens are remembered (a least-recently-used
+    /// cache). At least 1.
+    pub(crate) keystone_token_cache_size: usize,
+    /// For `keystone`: seconds a token validation is remembered, never past the token's expiry
+    /// (keystonemiddleware's `token_cache_time`); a revoked token works for up to this long.
+    pub(crate) keystone_token_cache_time: u64,
     /// A PEM certificate chain for the API listener: with `api_tls_key` it speaks HTTPS only.
     pub(crate) api_tls_cert: Option<PathBuf>,
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `api_tls_cert`.
@@ -484,6 +523,19 @@ impl Default for Settings {
             api_render_cache_idle: 60,
             auth_users_file: None,
             auth_policy_file: None,
+            keystone_auth_url: None,
+            keystone_username: "ferric".to_owned(),
+            keystone_password: None,
+            keystone_password_file: None,
+            keystone_project_name: "service".to_owned(),
+            keystone_user_domain_name: "Default".to_owned(),
+            keystone_project_domain_name: "Default".to_owned(),
+            keystone_region_name: None,
+            keystone_interface: "internal".to_owned(),
+            keystone_cafile: None,
+            keystone_timeout: 5,
+            keystone_token_cache_size: 10_000,
+            keystone_token_cache_time: 300,
             api_tls_cert: None,
             tls_min_version: "1.3".to_owned(),
             tls_cipher_suites: Vec::new(),
@@ -605,7 +657,8 @@ pub(crate) struct SettingsOverrides {
     role: Option<Role>,
 
     // --- API access: authentication and request limits ---
-    /// Who may call the API: noauth (default) or http_basic. [env: FERRIC_AUTH_STRATEGY]
+    /// Who may call the API: noauth (default), http_basic or keystone.
+    /// [env: FERRIC_AUTH_STRATEGY]
     #[arg(long, value_enum, value_name = "STRATEGY")]
     #[serde(skip_serializing_if = "Option::is_none")]
     auth_strategy: Option<AuthStrategySetting>,
@@ -661,7 +714,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 111] = [
+    pub(crate) const KEYS: [&'static str; 124] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -705,6 +758,19 @@ impl Settings {
         "api_render_cache_idle",
         "auth_users_file",
         "auth_policy_file",
+        "keystone_auth_url",
+        "keystone_username",
+        "keystone_password",
+        "keystone_password_file",
+        "keystone_project_name",
+        "keystone_user_domain_name",
+        "keystone_project_domain_name",
+        "keystone_region_name",
+        "keystone_interface",
+        "keystone_cafile",
+        "keystone_timeout",
+        "keystone_token_cache_size",
+        "keystone_token_cache_time",
         "api_tls_cert",
         "api_tls_key",
         "tls_min_version",

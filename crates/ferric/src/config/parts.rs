@@ -408,6 +408,44 @@ impl Settings {
         }
     }
 
+    /// `auth_strategy = keystone`: the service credentials and client settings, checked (the
+    /// password file read); Keystone itself is first contacted by the first request.
+    fn keystone_auth(&self) -> anyhow::Result<ferric_api::keystone::KeystoneAuth> {
+        let Some(auth_url) = self.keystone_auth_url.clone() else {
+            anyhow::bail!(
+                "auth_strategy is keystone but keystone_auth_url is not set; name Keystone's \
+                 identity v3 URL (e.g. http://keystone:5000/v3)"
+            );
+        };
+        let password = match &self.keystone_password_file {
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read keystone_password_file {}", path.display()))?
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            None => self.keystone_password.clone().unwrap_or_default(),
+        };
+        if self.keystone_timeout == 0 || self.keystone_token_cache_size == 0 {
+            anyhow::bail!("keystone_timeout and keystone_token_cache_size must be at least 1");
+        }
+        let settings = ferric_api::keystone::KeystoneSettings {
+            auth_url,
+            username: self.keystone_username.clone(),
+            password,
+            project_name: self.keystone_project_name.clone(),
+            user_domain_name: self.keystone_user_domain_name.clone(),
+            project_domain_name: self.keystone_project_domain_name.clone(),
+            region_name: self.keystone_region_name.clone(),
+            interface: self.keystone_interface.clone(),
+            ca_file: self.keystone_cafile.clone(),
+            timeout: std::time::Duration::from_secs(self.keystone_timeout),
+            cache_size: self.keystone_token_cache_size,
+            cache_time: std::time::Duration::from_secs(self.keystone_token_cache_time),
+        };
+        Ok(ferric_api::keystone::KeystoneAuth::new(settings)?)
+    }
+
     /// The API's access settings, checked: `http_basic` needs a readable user file of bcrypt
     /// hashes, and the body limit must leave room for a request.
     pub(crate) fn api_config(&self) -> anyhow::Result<ferric_api::ApiConfig> {
@@ -424,6 +462,9 @@ impl Settings {
                 "auth_strategy is http_basic but http_basic_auth_user_file is not set; name an \
                  htpasswd file of bcrypt hashes (htpasswd -B)"
             ),
+            (AuthStrategySetting::Keystone, _) => {
+                ferric_api::AuthStrategy::Keystone(self.keystone_auth()?)
+            }
         };
         if self.api_max_body_size < 4096 {
             anyhow::bail!(

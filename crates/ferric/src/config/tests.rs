@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 111] = [
+const SAMPLES: [(&str, &str); 124] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -233,6 +233,19 @@ const SAMPLES: [(&str, &str); 111] = [
     ("api_render_cache_idle", "30"),
     ("auth_users_file", "users.toml"),
     ("auth_policy_file", "policy.toml"),
+    ("keystone_auth_url", "http://127.0.0.1:5000/v3"),
+    ("keystone_username", "baremetal"),
+    ("keystone_password", "sample-password"),
+    ("keystone_password_file", "keystone-password"),
+    ("keystone_project_name", "services"),
+    ("keystone_user_domain_name", "users"),
+    ("keystone_project_domain_name", "projects"),
+    ("keystone_region_name", "RegionTwo"),
+    ("keystone_interface", "public"),
+    ("keystone_cafile", "keystone-ca.pem"),
+    ("keystone_timeout", "3"),
+    ("keystone_token_cache_size", "100"),
+    ("keystone_token_cache_time", "60"),
     ("api_tls_cert", "cert.pem"),
     ("api_tls_key", "key.pem"),
     ("tls_min_version", "1.2"),

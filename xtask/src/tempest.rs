@@ -1,0 +1,379 @@
+//! `cargo xtask tempest`: Ironic's own API conformance tests — ironic-tempest-plugin's
+//! `ironic_tempest_plugin.tests.api`, run by Tempest, both unmodified from PyPI and pinned in
+//! tests/tempest/requirements.txt — against Ferric behind a real Keystone
+//! (`auth_strategy = keystone`, fake-hardware enabled), then a summary: passed, failed,
+//! skipped and the failing tests' names (docs/keystone.md#tempest).
+//!
+//! Steps: the Tempest venv (~/.cache/ferric/tempest-venv, rebuilt when the requirements
+//! change), the debug `ferric` built and started on a free port, Keystone started with its
+//! catalog's `baremetal` endpoint pointing there (`scripts/keystone.sh`), a Tempest workspace
+//! with a generated tempest.conf in `<target>/tempest/`, `tempest run`, and the summary from
+//! `stestr`. Everything stays in that directory for the reader: ferric.log, the Keystone
+//! logs, tempest.log and `failures.txt` (every failing test's traceback).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use crate::clients::{RunningServer, free_port, target_dir};
+use crate::keystone;
+
+const HELP: &str = "\
+usage: cargo xtask tempest [--regex REGEX] [--concurrency N] [--keep] [--summary]
+
+Runs ironic-tempest-plugin's API tests against a debug ferric behind a real Keystone and
+prints passed/failed/skipped and the failing tests. Files: <target>/tempest/.
+
+  --regex REGEX     the tests to run (default ^ironic_tempest_plugin\\.tests\\.api)
+  --concurrency N   test workers (default 2)
+  --keep            leave Ferric and Keystone running afterwards (stop Keystone with
+                    `cargo xtask keystone purge --dir <target>/tempest/keystone`)
+  --summary         only print the summary of the last run again
+";
+
+/// The Ironic settings Tempest is told about, and Ferric is started with.
+const HARDWARE_TYPES: &str = "fake-hardware";
+
+#[derive(Debug)]
+struct Options {
+    regex: String,
+    concurrency: u32,
+    keep: bool,
+    summary_only: bool,
+}
+
+/// Stops and removes the run's Keystone when dropped (also on errors), unless kept.
+struct KeystoneGuard<'a> {
+    root: &'a Path,
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for KeystoneGuard<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            keystone::purge(self.root, &self.dir);
+        }
+    }
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Option<Options>> {
+    let mut options = Options {
+        regex: r"^ironic_tempest_plugin\.tests\.api".to_owned(),
+        concurrency: 2,
+        keep: false,
+        summary_only: false,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--regex" => options.regex = args.next().context("--regex needs a value")?.clone(),
+            "--concurrency" => {
+                options.concurrency = args
+                    .next()
+                    .context("--concurrency needs a value")?
+                    .parse()
+                    .context("--concurrency takes a number")?;
+            }
+            "--keep" => options.keep = true,
+            "--summary" => options.summary_only = true,
+            "-h" | "--help" => {
+                print!("{HELP}");
+                return Ok(None);
+            }
+            other => bail!("unknown option {other}\n\n{HELP}"),
+        }
+    }
+    Ok(Some(options))
+}
+
+pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let Some(options) = parse(args)? else {
+        return Ok(());
+    };
+    let venv = tempest_venv(root)?;
+    let dir = target_dir(root).join("tempest");
+    if options.summary_only {
+        return summarize(&venv, &dir.join("workspace"), &dir);
+    }
+    let keystone_dir = dir.join("keystone");
+    keystone::purge(root, &keystone_dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+
+    // Ferric first, on a port chosen now; Keystone (on a port chosen now too) next, its
+    // catalog pointing at Ferric. Ferric contacts Keystone only when requests come.
+    let keystone_port = free_port()?;
+    let auth_url = format!("http://127.0.0.1:{keystone_port}/v3");
+    let settings = [
+        ("FERRIC_AUTH_STRATEGY", "keystone"),
+        ("FERRIC_KEYSTONE_AUTH_URL", auth_url.as_str()),
+        ("FERRIC_KEYSTONE_USERNAME", "ferric"),
+        ("FERRIC_KEYSTONE_PASSWORD", "ferric-test-ferric"),
+        ("FERRIC_KEYSTONE_PROJECT_NAME", "service"),
+        ("FERRIC_ENABLED_HARDWARE_TYPES", HARDWARE_TYPES),
+        ("FERRIC_SYNC_POWER_STATE_INTERVAL", "0"),
+    ];
+    let started = std::time::Instant::now();
+    let ferric = RunningServer::ferric_with(root, &dir, free_port()?, &settings)?;
+    eprintln!(
+        "xtask: ferric at {} ({:?})",
+        ferric.endpoint,
+        started.elapsed()
+    );
+    let started = std::time::Instant::now();
+    let output = Command::new(keystone::script(root))
+        .args(["start", "--port", &keystone_port.to_string(), "--dir"])
+        .arg(&keystone_dir)
+        .args(["--baremetal-url", &ferric.endpoint])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("run scripts/keystone.sh")?;
+    let keystone_guard = KeystoneGuard {
+        root,
+        dir: keystone_dir.clone(),
+        keep: options.keep,
+    };
+    if !output.status.success() {
+        bail!("Keystone did not start ({})", output.status);
+    }
+    eprintln!("xtask: keystone at {auth_url} ({:?})", started.elapsed());
+
+    let workspace = dir.join("workspace");
+    run_in(
+        &venv.join("bin/tempest"),
+        &["init".as_ref(), workspace.as_os_str()],
+        &dir,
+    )?;
+    std::fs::write(
+        workspace.join("etc/tempest.conf"),
+        tempest_conf(&auth_url, &workspace),
+    )?;
+    let started = std::time::Instant::now();
+    let status = Command::new(venv.join("bin/tempest"))
+        .args(["run", "--regex", &options.regex])
+        .args(["--concurrency", &options.concurrency.to_string()])
+        .current_dir(&workspace)
+        .env("PATH", path_with(&venv))
+        .stdout(std::fs::File::create(dir.join("tempest-run.txt"))?)
+        .stderr(Stdio::inherit())
+        .status()
+        .context("run tempest")?;
+    let elapsed = started.elapsed();
+    summarize(&venv, &workspace, &dir)?;
+    eprintln!(
+        "xtask: tempest run took {elapsed:?} (exit {status}); files in {}",
+        dir.display()
+    );
+    if options.keep {
+        std::mem::forget(ferric);
+        eprintln!("xtask: ferric and keystone left running (--keep)");
+    }
+    drop(keystone_guard);
+    Ok(())
+}
+
+/// PATH with the venv's bin first (tempest runs stestr, stestr runs python).
+fn path_with(venv: &Path) -> std::ffi::OsString {
+    let mut paths = vec![venv.join("bin")];
+    if let Some(path) = std::env::var_os("PATH") {
+        paths.extend(std::env::split_paths(&path));
+    }
+    std::env::join_paths(paths).unwrap_or_default()
+}
+
+fn run_in(program: &Path, args: &[&std::ffi::OsStr], dir: &Path) -> anyhow::Result<()> {
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("run {}", program.display()))?;
+    if !status.success() {
+        bail!("{} failed ({status})", program.display());
+    }
+    Ok(())
+}
+
+/// Prints passed/failed/skipped (stestr's last run) and the failing tests; writes their
+/// tracebacks to `dir/failures.txt`.
+fn summarize(venv: &Path, workspace: &Path, dir: &Path) -> anyhow::Result<()> {
+    let stestr = venv.join("bin/stestr");
+    let subunit = Command::new(&stestr)
+        .args(["last", "--subunit"])
+        .current_dir(workspace)
+        .output()
+        .context("stestr last --subunit")?;
+    // Through a file: a pipe written whole before reading the answer deadlocks once
+    // subunit2csv's output fills its pipe.
+    let stream = dir.join("last.subunit");
+    std::fs::write(&stream, &subunit.stdout)?;
+    let csv = Command::new(venv.join("bin/subunit2csv"))
+        .stdin(std::fs::File::open(&stream)?)
+        .output()
+        .context("subunit2csv")?;
+    let text = String::from_utf8_lossy(&csv.stdout);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut failing = Vec::new();
+    for line in text.lines().skip(1) {
+        // test,status,start_time,stop_time — test ids may hold commas (`[id-…,negative]`).
+        let mut fields = line.rsplitn(4, ',');
+        let (Some(_stop), Some(_start), Some(status), Some(test)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        // Class-level fixtures (setUpClass) report as tests too; their failure fails the class.
+        match status {
+            "success" => passed += 1,
+            "skip" => skipped += 1,
+            "fail" | "failure" => {
+                failed += 1;
+                let test = test.trim_matches('"');
+                failing.push(test.split('[').next().unwrap_or(test).to_owned());
+            }
+            _ => {}
+        }
+    }
+    let failures = Command::new(&stestr)
+        .arg("failing")
+        .current_dir(workspace)
+        .output()
+        .context("stestr failing")?;
+    std::fs::write(dir.join("failures.txt"), &failures.stdout)?;
+    failing.sort();
+    println!("tempest (ironic_tempest_plugin.tests.api) against ferric:");
+    println!("  passed {passed}, failed {failed}, skipped {skipped}");
+    for test in &failing {
+        println!("  FAILED {test}");
+    }
+    println!("  tracebacks: {}", dir.join("failures.txt").display());
+    Ok(())
+}
+
+/// tempest.conf: Keystone's admin for dynamic credentials, only Ironic available, the fake
+/// hardware type, system-scoped admin for the baremetal client (`enforce_scope`).
+fn tempest_conf(auth_url: &str, workspace: &Path) -> String {
+    let base = auth_url.trim_end_matches("/v3");
+    let log = workspace.join("tempest.log");
+    let log = log.display();
+    format!(
+        "# Written by cargo xtask tempest (xtask/src/tempest.rs).
+[DEFAULT]
+log_file = {log}
+
+[auth]
+use_dynamic_credentials = true
+admin_username = admin
+admin_password = ferric-test-admin
+admin_project_name = admin
+admin_domain_name = Default
+admin_system = all
+
+[identity]
+uri = {base}/v3
+uri_v3 = {base}/v3
+auth_version = v3
+region = RegionOne
+v3_endpoint_type = public
+
+[identity-feature-enabled]
+api_v2 = false
+api_v3 = true
+
+[enforce_scope]
+ironic = true
+keystone = true
+
+[service_available]
+ironic = true
+nova = false
+neutron = false
+glance = false
+cinder = false
+swift = false
+ironic_inspector = false
+
+[baremetal]
+driver = fake-hardware
+enabled_hardware_types = {HARDWARE_TYPES}
+min_microversion = 1.1
+max_microversion = latest
+endpoint_type = public
+power_timeout = 60
+unprovision_timeout = 120
+deploywait_timeout = 60
+active_timeout = 120
+association_timeout = 60
+"
+    )
+}
+
+/// Creates or reuses the Tempest venv; its path.
+fn tempest_venv(root: &Path) -> anyhow::Result<PathBuf> {
+    let requirements = root.join("tests/tempest/requirements.txt");
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let venv = PathBuf::from(home).join(".cache/ferric/tempest-venv");
+    let python = Command::new("python3").arg("--version").output()?;
+    let stamp = format!(
+        "{} {}",
+        std::fs::read_to_string(&requirements)?.len(),
+        String::from_utf8_lossy(&python.stdout).trim()
+    );
+    let stamp_file = venv.join(".ferric-stamp");
+    if venv.join("bin/tempest").is_file()
+        && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
+    {
+        return Ok(venv);
+    }
+    eprintln!(
+        "xtask: creating {} (tempest, ironic-tempest-plugin; about a minute)",
+        venv.display()
+    );
+    let _ = std::fs::remove_dir_all(&venv);
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()?;
+    if !status.success() {
+        bail!("python3 -m venv failed");
+    }
+    let status = Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "-r",
+        ])
+        .arg(&requirements)
+        .status()?;
+    if !status.success() {
+        bail!("pip install -r {} failed", requirements.display());
+    }
+    std::fs::write(&stamp_file, stamp)?;
+    Ok(venv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse() {
+        let options = parse(&["--concurrency".to_owned(), "4".to_owned()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(options.concurrency, 4);
+        assert!(options.regex.contains("tests"));
+        assert!(parse(&["--bogus".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn the_configuration_names_keystone_and_the_fake_driver() {
+        let conf = tempest_conf("http://127.0.0.1:5000/v3", Path::new("/w"));
+        assert!(conf.contains("uri_v3 = http://127.0.0.1:5000/v3"));
+        assert!(conf.contains("driver = fake-hardware"));
+    }
+}
