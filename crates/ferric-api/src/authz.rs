@@ -231,10 +231,11 @@ async fn authorize_check(
             } else {
                 "baremetal:node:set_provision_state"
             };
-            check_subject(authz, caller, &[rule], Subject::Node(ident)).await?;
+            check_subject(authz, caller, &[rule], Subject::Node(ident.clone())).await?;
             if let Some(Value::String(runbook)) = body_field(&bytes, "/runbook") {
                 check_runbook_use(authz, caller, &runbook).await?;
             }
+            check_steps(authz, caller, &ident, &bytes).await?;
             return Ok(request);
         }
         Check::RunbookUpdate(ident) => {
@@ -321,6 +322,43 @@ async fn authorize_check(
     };
     check_subject(authz, caller, &rules, subject).await?;
     Ok(request)
+}
+
+/// The per-step rules (`baremetal:step:execute:<interface>.<step>`, set in a policy file) of
+/// every step a provision request names in `clean_steps`, `deploy_steps` or `service_steps`:
+/// 403 naming the first rule the caller fails.
+async fn check_steps(
+    authz: &Authz,
+    caller: &Caller,
+    node: &str,
+    bytes: &[u8],
+) -> Result<(), Response> {
+    let steps: Vec<(String, String)> = ["/clean_steps", "/deploy_steps", "/service_steps"]
+        .iter()
+        .filter_map(|field| body_field(bytes, field))
+        .filter_map(|steps| steps.as_array().cloned())
+        .flatten()
+        .filter_map(|step| {
+            Some((
+                step.get("interface")?.as_str()?.to_owned(),
+                step.get("step")?.as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let Ok(node) = authz.store.node_get(&Ident::parse(node)).await else {
+        return Ok(());
+    };
+    let target = node_target(&node);
+    for (interface, step) in steps {
+        if !authz.policy.allows_step(&interface, &step, caller, target) {
+            let rule = format!("{}{interface}.{step}", crate::policy::STEP_RULE_PREFIX);
+            return Err(forbidden(caller, &rule).into_response());
+        }
+    }
+    Ok(())
 }
 
 /// The value a JSON patch gives `path` (`add` or `replace`), if it is a string.

@@ -586,7 +586,13 @@ pub enum PolicyError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     rules: BTreeMap<&'static str, Vec<Persona>>,
+    /// `baremetal:step:execute:<interface>.<step>` rules a policy file sets (none by default:
+    /// whoever may start a clean, deploy or service may name any step in it).
+    step_rules: BTreeMap<String, Vec<Persona>>,
 }
+
+/// The prefix of the per-step rules (`baremetal:step:execute:deploy.erase_devices_metadata`).
+pub const STEP_RULE_PREFIX: &str = "baremetal:step:execute:";
 
 impl Default for Policy {
     fn default() -> Self {
@@ -595,8 +601,45 @@ impl Default for Policy {
                 .iter()
                 .map(|(name, personas, _)| (*name, personas.to_vec()))
                 .collect(),
+            step_rules: BTreeMap::new(),
         }
     }
+}
+
+/// The personas a policy file gives `rule`, each a known name.
+fn parse_personas(
+    path: &Path,
+    rule: &str,
+    personas: Vec<String>,
+) -> Result<Vec<Persona>, PolicyError> {
+    personas
+        .into_iter()
+        .map(|persona| {
+            Persona::parse(&persona).ok_or_else(|| {
+                let known: Vec<&str> = Persona::ALL.iter().map(|p| p.as_str()).collect();
+                PolicyError::UnknownPersona {
+                    path: path.to_owned(),
+                    rule: rule.to_owned(),
+                    persona,
+                    known: known.join(", "),
+                }
+            })
+        })
+        .collect()
+}
+
+/// Whether `name` is a per-step rule: the prefix, then `<interface>.<step>` of plain words.
+fn is_step_rule(name: &str) -> bool {
+    name.strip_prefix(STEP_RULE_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(interface, step)| {
+            [interface, step].iter().all(|word| {
+                !word.is_empty()
+                    && word
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+        })
 }
 
 impl Policy {
@@ -617,28 +660,36 @@ impl Policy {
             })?;
         let mut policy = Self::default();
         for (rule, personas) in overrides {
+            if is_step_rule(&rule) {
+                let parsed = parse_personas(path, &rule, personas)?;
+                policy.step_rules.insert(rule, parsed);
+                continue;
+            }
             let Some((name, _, _)) = RULES.iter().find(|(name, _, _)| *name == rule) else {
                 return Err(PolicyError::UnknownRule {
                     path: path.to_owned(),
                     rule,
                 });
             };
-            let mut parsed = Vec::new();
-            for persona in personas {
-                let Some(found) = Persona::parse(&persona) else {
-                    let known: Vec<&str> = Persona::ALL.iter().map(|p| p.as_str()).collect();
-                    return Err(PolicyError::UnknownPersona {
-                        path: path.to_owned(),
-                        rule,
-                        persona,
-                        known: known.join(", "),
-                    });
-                };
-                parsed.push(found);
-            }
+            let parsed = parse_personas(path, &rule, personas)?;
             policy.rules.insert(name, parsed);
         }
         Ok(policy)
+    }
+
+    /// Whether `caller` may run `interface.step` on `target` in a clean, deploy or service it
+    /// may start: yes unless a policy file sets that step's rule.
+    pub fn allows_step(
+        &self,
+        interface: &str,
+        step: &str,
+        caller: &Caller,
+        target: Target<'_>,
+    ) -> bool {
+        let rule = format!("{STEP_RULE_PREFIX}{interface}.{step}");
+        self.step_rules
+            .get(&rule)
+            .is_none_or(|personas| personas.iter().any(|persona| persona.matches(caller, target)))
     }
 
     /// Whether `caller` may do what `rule` guards on `target`. An unknown rule name is a

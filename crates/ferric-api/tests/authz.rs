@@ -777,3 +777,46 @@ async fn other_projects_nodes_cannot_be_named_as_parent_or_port_target() {
         .await;
     assert_eq!(moved.status, StatusCode::OK, "{}", moved.body);
 }
+
+/// Issue 41: per-step rules. A site lets project members run cleaning but not
+/// `bios.apply_configuration`; steps without a rule stay allowed.
+#[tokio::test]
+async fn a_policy_file_can_forbid_single_steps() {
+    let server = Server::new(Some(
+        "\"baremetal:step:execute:bios.apply_configuration\" = [\"admin\"]\n",
+    ))
+    .await;
+    let node = server.project_node().await;
+    server.api.provision(&node, "manage").await;
+    server
+        .api
+        .run_until_state(&node, "manageable", common::STATE_TIMEOUT)
+        .await;
+    let path = format!("/v1/nodes/{node}/states/provision");
+    let clean = |interface: &str, step: &str| {
+        json!({"target": "clean", "clean_steps": [{"interface": interface, "step": step}]})
+    };
+    let refused = server
+        .send(
+            Some("member-owner"),
+            Method::PUT,
+            &path,
+            Some(clean("bios", "apply_configuration")),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        faultstring(&refused.body).contains("baremetal:step:execute:bios.apply_configuration"),
+        "{}",
+        refused.body
+    );
+    let allowed = server
+        .send(
+            Some("member-owner"),
+            Method::PUT,
+            &path,
+            Some(clean("deploy", "erase_devices_metadata")),
+        )
+        .await;
+    assert_eq!(allowed.status, StatusCode::ACCEPTED, "{}", allowed.body);
+}
