@@ -21,6 +21,7 @@
 
 mod abort;
 pub mod agent;
+pub mod allocations;
 mod catalog;
 mod console;
 mod console_relay;
@@ -196,6 +197,8 @@ pub(crate) struct Inner {
     /// Nodes a task of this process works on right now, each with the token that tells that
     /// task an abort was accepted (`abort.rs`).
     busy: Mutex<HashMap<Uuid, BusyMark>>,
+    /// Allocations this process is matching (`allocations.rs`).
+    pub(crate) allocating: allocations::Allocating,
     /// Inspection data posted to `/v1/continue_inspection`, handed to the worker that
     /// processes it (in this process: the API calls the conductor directly).
     pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
@@ -432,6 +435,7 @@ impl Conductor {
                 tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
                 busy: Mutex::new(HashMap::new()),
+                allocating: Mutex::default(),
                 inspection_data: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
@@ -473,6 +477,8 @@ impl Conductor {
             .await?;
         inner.membership.refresh().await?;
         reconcilers::recovery::run_once(inner).await?;
+        // Allocations a previous life was matching are matched again.
+        allocations::recover(inner, true).await?;
         // Consoles enabled before a restart come back (Ironic's `_start_consoles`).
         if let Err(error) = console::sync_once(inner).await {
             tracing::warn!(%error, "could not restore the enabled consoles");

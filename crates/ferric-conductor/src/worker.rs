@@ -269,7 +269,7 @@ fn has_plan(task: &Task, kind: StepKind) -> bool {
         .contains_key(&format!("{}_steps", kind.as_str()))
 }
 
-/// `deleting`: remove the instance, then automated cleaning.
+/// `deleting`: remove the instance (and its allocation), then automated cleaning.
 async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
     let result = async {
         let interfaces = task.interfaces()?;
@@ -282,6 +282,16 @@ async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
             task.node.instance_info.clear();
             task.node.instance_uuid = None;
             task.node.instance_name = None;
+            // Ironic destroys the node's allocation at tear-down, so the node can be
+            // allocated again once cleaned.
+            if let Some(allocation) = task.node.allocation_uuid.take() {
+                match task.inner.store.allocation_delete(allocation).await {
+                    Ok(()) | Err(ferric_db::Error::NotFound { .. }) => {}
+                    Err(error) => {
+                        tracing::warn!(node = %task.uuid(), %allocation, %error, "could not delete the torn-down node's allocation");
+                    }
+                }
+            }
             // The deploy interface records the power it changed: the agent's and the ramdisk
             // interfaces power off (unless `disable_power_off`), the fake one, as Ironic's,
             // leaves the machine as it was.

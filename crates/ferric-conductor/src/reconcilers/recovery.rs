@@ -6,6 +6,7 @@
 //! is how nodes of a conductor that died are taken over: once the hash ring drops the dead
 //! conductor, each of its nodes has a new owner, whose recovery fails what was left half-done
 //! (nodes in wait states hold no lease and simply keep waiting for their callback).
+//! Allocations left `allocating` for a while are processed again (`allocations.rs`).
 
 use std::sync::Arc;
 
@@ -63,6 +64,8 @@ pub(crate) async fn run_once(inner: &Arc<Inner>) -> Result<usize, ConductorError
             acted += 1;
         }
     }
+    // Allocations a dead process left `allocating` are matched again.
+    acted += crate::allocations::recover(inner, false).await?;
     Ok(acted)
 }
 
