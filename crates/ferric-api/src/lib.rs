@@ -14,6 +14,7 @@
 //! Architecture Invariant: handlers never change a node's provision state; they validate,
 //! record intent and hand over to the conductor.
 
+mod aliases;
 pub mod auth;
 pub mod authz;
 mod endpoints;
@@ -37,6 +38,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use ferric_conductor::Handoff;
 use ferric_db::Store;
+use tower::Layer;
 use tower_http::normalize_path::NormalizePath;
 
 pub use auth::AuthStrategy;
@@ -145,6 +147,10 @@ pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
             metrics::record_request,
         ));
     // Clients add a trailing slash now and then (`GET /v1/nodes/?fields=…` from the
-    // baremetal CLI); Ironic serves both spellings, so every path is tried without it.
-    Router::new().fallback_service(NormalizePath::trim_trailing_slash(routes))
+    // baremetal CLI); Ironic serves both spellings, so every path is tried without it. Before
+    // anything routes, version-less and `.json` spellings become the declared path
+    // (`aliases.rs`): the same handler, authentication and policy serve them.
+    let canonical = axum::middleware::map_request(aliases::canonical)
+        .layer(NormalizePath::trim_trailing_slash(routes));
+    Router::new().fallback_service(canonical)
 }

@@ -1,6 +1,8 @@
 //! Allocations (1.52) through the real router on a real SQLite file: matching by resource
 //! class, traits and candidates, errors when nothing matches, the node's allocation, deleting
-//! frees the node; and the small node-data resources: BIOS settings (1.40), inventory (1.81),
+//! frees the node, matching in the background (201 `allocating`, then `active`/`error`),
+//! allocations left `allocating` by a dead process matched at start, and a node allocated,
+//! deployed, undeployed and allocated again; and the small node-data resources: BIOS settings (1.40), inventory (1.81),
 //! shards (1.82) and events (1.54).
 #![allow(
     clippy::unwrap_used,
@@ -11,8 +13,10 @@ mod common;
 
 use axum::http::{Method, StatusCode};
 use chrono::Utc;
-use common::{Api, faultstring};
+use common::{Api, NodeSpec, STATE_TIMEOUT, faultstring};
+use ferric_db::testing::TestDb;
 use ferric_model::ProvisionState;
+use ferric_model::resources::{Allocation, AllocationState};
 use ferric_model::resources::{BiosSetting, Ident, Node};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -29,6 +33,28 @@ async fn available(api: &Api, name: &str, resource_class: &str, traits: &[&str])
     api.store().node_create(&node).await.unwrap()
 }
 
+/// Creates an allocation as a client does: 201 with the allocation `allocating` (Ironic
+/// matches in the background), then polls it until it is `active` or `error`; returns the
+/// creation's answer with the allocation as it ended.
+async fn allocate(api: &Api, body: Value) -> common::Answer {
+    let mut created = api
+        .send_at(V, Method::POST, "/v1/allocations", Some(body))
+        .await;
+    if created.status != StatusCode::CREATED {
+        return created;
+    }
+    assert_eq!(created.body["state"], "allocating", "{}", created.body);
+    assert_eq!(created.body["node_uuid"], Value::Null);
+    let uuid = created.body["uuid"].as_str().unwrap().to_owned();
+    api.settle().await;
+    let ended = api
+        .send_at(V, Method::GET, &format!("/v1/allocations/{uuid}"), None)
+        .await;
+    assert_ne!(ended.body["state"], "allocating", "{}", ended.body);
+    created.body = ended.body;
+    created
+}
+
 #[tokio::test]
 async fn an_allocation_takes_a_matching_node_and_deleting_frees_it() {
     let api = Api::new().await;
@@ -36,14 +62,11 @@ async fn an_allocation_takes_a_matching_node_and_deleting_frees_it() {
     let gpu = available(&api, "gpu", "gold", &["CUSTOM_GPU"]).await;
     available(&api, "silver", "silver", &["CUSTOM_GPU"]).await;
 
-    let created = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold", "traits": ["CUSTOM_GPU"], "name": "job-1"})),
-        )
-        .await;
+    let created = allocate(
+        &api,
+        json!({"resource_class": "gold", "traits": ["CUSTOM_GPU"], "name": "job-1"}),
+    )
+    .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     assert_eq!(created.body["state"], "active");
     assert_eq!(created.body["node_uuid"], gpu.uuid.to_string());
@@ -58,6 +81,8 @@ async fn an_allocation_takes_a_matching_node_and_deleting_frees_it() {
         node.allocation_uuid.map(|u| u.to_string()),
         Some(uuid.clone())
     );
+    // The traits asked for become the instance's (deploy templates are chosen by them).
+    assert_eq!(node.instance_info["traits"], json!(["CUSTOM_GPU"]));
     assert_eq!(
         node.instance_uuid.map(|u| u.to_string()),
         Some(uuid.clone())
@@ -77,14 +102,11 @@ async fn an_allocation_takes_a_matching_node_and_deleting_frees_it() {
     assert_eq!(listed.body["allocations"].as_array().unwrap().len(), 1);
 
     // Nothing else has the trait in this class: the second allocation fails, with a reason.
-    let second = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold", "traits": ["CUSTOM_GPU"]})),
-        )
-        .await;
+    let second = allocate(
+        &api,
+        json!({"resource_class": "gold", "traits": ["CUSTOM_GPU"]}),
+    )
+    .await;
     assert_eq!(second.status, StatusCode::CREATED);
     assert_eq!(second.body["state"], "error");
     assert!(
@@ -114,14 +136,11 @@ async fn candidates_names_and_versions_are_checked() {
     let first = available(&api, "a", "gold", &[]).await;
     let second = available(&api, "b", "gold", &[]).await;
 
-    let picked = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold", "candidate_nodes": ["b"]})),
-        )
-        .await;
+    let picked = allocate(
+        &api,
+        json!({"resource_class": "gold", "candidate_nodes": ["b"]}),
+    )
+    .await;
     assert_eq!(picked.body["node_uuid"], second.uuid.to_string());
     assert_eq!(
         picked.body["candidate_nodes"],
@@ -129,14 +148,11 @@ async fn candidates_names_and_versions_are_checked() {
     );
     assert_ne!(picked.body["node_uuid"], first.uuid.to_string());
 
-    let unknown = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold", "candidate_nodes": ["nope"]})),
-        )
-        .await;
+    let unknown = allocate(
+        &api,
+        json!({"resource_class": "gold", "candidate_nodes": ["nope"]}),
+    )
+    .await;
     assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
     assert!(faultstring(&unknown.body).contains("nope"));
 
@@ -144,23 +160,13 @@ async fn candidates_names_and_versions_are_checked() {
         .send_at(V, Method::POST, "/v1/allocations", Some(json!({})))
         .await;
     assert_eq!(no_class.status, StatusCode::BAD_REQUEST);
-    let bad_trait = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold", "traits": ["lowercase"]})),
-        )
-        .await;
+    let bad_trait = allocate(
+        &api,
+        json!({"resource_class": "gold", "traits": ["lowercase"]}),
+    )
+    .await;
     assert_eq!(bad_trait.status, StatusCode::BAD_REQUEST);
-    let closed = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold", "state": "active"})),
-        )
-        .await;
+    let closed = allocate(&api, json!({"resource_class": "gold", "state": "active"})).await;
     assert_eq!(closed.status, StatusCode::BAD_REQUEST);
 
     // Below 1.52 the endpoint does not exist; PATCH needs 1.57.
@@ -202,14 +208,7 @@ async fn candidates_names_and_versions_are_checked() {
 async fn an_active_node_keeps_its_allocation_until_maintenance() {
     let api = Api::new().await;
     let node = available(&api, "a", "gold", &[]).await;
-    let created = api
-        .send_at(
-            V,
-            Method::POST,
-            "/v1/allocations",
-            Some(json!({"resource_class": "gold"})),
-        )
-        .await;
+    let created = allocate(&api, json!({"resource_class": "gold"})).await;
     let uuid = created.body["uuid"].as_str().unwrap().to_owned();
     let mut deployed = api.store().node_get(&Ident::Uuid(node.uuid)).await.unwrap();
     let version = deployed.version;
@@ -327,4 +326,81 @@ async fn bios_inventory_shards_and_events() {
         )
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
+
+/// An allocation a killed process left `allocating` is matched when a conductor starts.
+#[tokio::test]
+async fn an_allocation_left_allocating_is_matched_at_start() {
+    let db = TestDb::sqlite().await;
+    let store = db.store.clone();
+    let mut node = Node::new(Uuid::new_v4(), "fake-hardware", ProvisionState::Available);
+    node.resource_class = Some("gold".to_owned());
+    let node = store.node_create(&node).await.unwrap();
+    let mut left = Allocation::new(Uuid::new_v4());
+    left.resource_class = Some("gold".to_owned());
+    let left = store.allocation_create(&left).await.unwrap();
+    let mut unmatchable = Allocation::new(Uuid::new_v4());
+    unmatchable.resource_class = Some("none-such".to_owned());
+    let unmatchable = store.allocation_create(&unmatchable).await.unwrap();
+    assert_eq!(left.state, AllocationState::Allocating);
+
+    // A new process on that database: its conductor's start takes them up.
+    let api = Api::on(db).await;
+    api.settle().await;
+    let matched = api
+        .store()
+        .allocation_get(&Ident::Uuid(left.uuid))
+        .await
+        .unwrap();
+    assert_eq!(matched.state, AllocationState::Active);
+    assert_eq!(matched.node_uuid, Some(node.uuid));
+    let failed = api
+        .store()
+        .allocation_get(&Ident::Uuid(unmatchable.uuid))
+        .await
+        .unwrap();
+    assert_eq!(failed.state, AllocationState::Error);
+    assert!(failed.last_error.unwrap().contains("none-such"));
+}
+
+/// metalsmith's and Ansible's walk: allocate, deploy, undeploy (the allocation goes with the
+/// instance, as Ironic's tear-down destroys it), then allocate and deploy the node again.
+async fn allocate_deploy_undeploy_twice(api: Api) {
+    let node = api
+        .node_in(
+            "available",
+            NodeSpec::fake().with("resource_class", json!("gold")),
+        )
+        .await;
+    for round in 0..2 {
+        let allocation = allocate(&api, json!({"resource_class": "gold"})).await;
+        assert_eq!(
+            allocation.body["state"], "active",
+            "round {round}: {}",
+            allocation.body
+        );
+        assert_eq!(allocation.body["node_uuid"], node.as_str());
+        let uuid = allocation.body["uuid"].as_str().unwrap().to_owned();
+        api.provision(&node, "active").await;
+        let deployed = api.run_until_state(&node, "active", STATE_TIMEOUT).await;
+        assert_eq!(deployed["allocation_uuid"], uuid.as_str());
+        api.provision(&node, "deleted").await;
+        let cleaned = api.run_until_state(&node, "available", STATE_TIMEOUT).await;
+        assert_eq!(cleaned["allocation_uuid"], Value::Null, "round {round}");
+        assert_eq!(cleaned["instance_uuid"], Value::Null, "round {round}");
+        let gone = api
+            .send_at(V, Method::GET, &format!("/v1/allocations/{uuid}"), None)
+            .await;
+        assert_eq!(gone.status, StatusCode::NOT_FOUND, "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_a_node_is_allocated_deployed_undeployed_and_allocated_again() {
+    allocate_deploy_undeploy_twice(Api::new().await).await;
+}
+
+#[tokio::test]
+async fn postgres_a_node_is_allocated_deployed_undeployed_and_allocated_again() {
+    allocate_deploy_undeploy_twice(Api::postgres().await).await;
 }

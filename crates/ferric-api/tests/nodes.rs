@@ -79,6 +79,7 @@ impl Api {
             ApiVersion(Microversion::new(minor)),
             host(),
             Path(ident.to_owned()),
+            Query(Vec::new()),
             Bytes::from(ops.to_string()),
         )
         .await
@@ -467,18 +468,40 @@ async fn patch_adds_replaces_and_removes() {
         .enroll(json!({"driver": "fake-hardware", "extra": {"keep": 1}}))
         .await;
     let path = format!("/v1/nodes/{uuid}");
-    let patched = api
-        .send(
+    let ops = json!([
+        {"op": "add", "path": "/extra/rack", "value": "r4"},
+        {"op": "replace", "path": "/driver", "value": "manual-management"},
+        {"op": "add", "path": "/properties", "value": {"cpus": 8}},
+        {"op": "remove", "path": "/extra/keep"},
+    ]);
+    // The fake interfaces do not suit manual-management: Ironic refuses the new driver
+    // unless asked to reset them (1.45), and the parameter needs a driver change.
+    let kept = api.send(Method::PATCH, &path, Some(ops.clone())).await;
+    assert_eq!(kept.status, StatusCode::BAD_REQUEST, "{}", kept.body);
+    let reset = format!("{path}?reset_interfaces=true");
+    let too_old = api
+        .send_at(44, Method::PATCH, &reset, Some(ops.clone()))
+        .await;
+    assert_eq!(
+        too_old.status,
+        StatusCode::NOT_ACCEPTABLE,
+        "{}",
+        too_old.body
+    );
+    let no_driver = api
+        .send_latest(
             Method::PATCH,
-            &path,
-            Some(json!([
-                {"op": "add", "path": "/extra/rack", "value": "r4"},
-                {"op": "replace", "path": "/driver", "value": "manual-management"},
-                {"op": "add", "path": "/properties", "value": {"cpus": 8}},
-                {"op": "remove", "path": "/extra/keep"},
-            ])),
+            &reset,
+            Some(json!([{"op": "add", "path": "/extra/x", "value": 1}])),
         )
         .await;
+    assert_eq!(
+        no_driver.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        no_driver.body
+    );
+    let patched = api.send_at(45, Method::PATCH, &reset, Some(ops)).await;
     assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
     assert_eq!(patched.body["extra"], json!({"rack": "r4"}));
     assert_eq!(patched.body["driver"], "manual-management");
@@ -751,29 +774,74 @@ async fn delete_follows_the_state_protection_and_instance_rules() {
         .as_str()
         .unwrap()
         .to_owned();
-    let set = api
-        .patch_at(
-            48,
-            &protected,
-            json!([
-                {"op": "replace", "path": "/protected", "value": true},
-                {"op": "add", "path": "/protected_reason", "value": "prod"},
-            ]),
-        )
+    let protect = json!([
+        {"op": "replace", "path": "/protected", "value": true},
+        {"op": "add", "path": "/protected_reason", "value": "prod"},
+    ]);
+    // Ironic protects only nodes in active or rescue (409 elsewhere).
+    let too_early = api.patch_at(48, &protected, protect.clone()).await;
+    assert_eq!(too_early.status, StatusCode::CONFLICT, "{}", too_early.body);
+    assert!(faultstring(&too_early.body).contains("'active' or 'rescue'"));
+    api.set_state(&protected, ProvisionState::Active, None)
         .await;
+    let set = api.patch_at(48, &protected, protect).await;
     assert_eq!(set.status, StatusCode::OK, "{}", set.body);
     let forbidden = api
         .send(Method::DELETE, &format!("/v1/nodes/{protected}"), None)
         .await;
     assert_eq!(forbidden.status, StatusCode::FORBIDDEN);
-    let reason_alone = api
+    // Nor is it rebuilt (Ironic's NodeProtected, 403).
+    let rebuild = api
+        .send_latest(
+            Method::PUT,
+            &format!("/v1/nodes/{protected}/states/provision"),
+            Some(json!({"target": "rebuild"})),
+        )
+        .await;
+    assert_eq!(rebuild.status, StatusCode::FORBIDDEN, "{}", rebuild.body);
+    assert!(faultstring(&rebuild.body).contains("protected"));
+    // Unsetting protected clears its reason, as Ironic's conductor does.
+    let unprotected = api
         .patch_at(
             48,
             &protected,
             json!([{"op": "replace", "path": "/protected", "value": false}]),
         )
         .await;
+    assert_eq!(unprotected.status, StatusCode::OK, "{}", unprotected.body);
+    assert_eq!(unprotected.body["protected_reason"], Value::Null);
+    let reason_alone = api
+        .patch_at(
+            48,
+            &protected,
+            json!([{"op": "add", "path": "/protected_reason", "value": "prod"}]),
+        )
+        .await;
     assert_eq!(reason_alone.status, StatusCode::BAD_REQUEST);
+
+    // Retired: not set on an available node; unsetting it clears its reason.
+    let retire = json!([
+        {"op": "replace", "path": "/retired", "value": true},
+        {"op": "add", "path": "/retired_reason", "value": "old"},
+    ]);
+    api.set_state(&protected, ProvisionState::Available, None)
+        .await;
+    let refused = api.patch_at(61, &protected, retire.clone()).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    api.set_state(&protected, ProvisionState::Manageable, None)
+        .await;
+    let retired = api.patch_at(61, &protected, retire).await;
+    assert_eq!(retired.status, StatusCode::OK, "{}", retired.body);
+    assert_eq!(retired.body["retired_reason"], "old");
+    let unretired = api
+        .patch_at(
+            61,
+            &protected,
+            json!([{"op": "replace", "path": "/retired", "value": false}]),
+        )
+        .await;
+    assert_eq!(unretired.status, StatusCode::OK, "{}", unretired.body);
+    assert_eq!(unretired.body["retired_reason"], Value::Null);
 }
 
 #[tokio::test]

@@ -7,6 +7,9 @@ use serde_json::{Map, Value, json};
 use crate::node::{fields_query, node_path};
 use crate::{CliError, Context, Patch, fields_of, insert_pairs, key_value, segment};
 
+/// How long `allocation create` waits for the server to match the allocation.
+const ALLOCATION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `--long`, `--fields` and `--limit`, which every listing takes.
 #[derive(Debug, Args)]
 pub(crate) struct Listing {
@@ -264,8 +267,9 @@ pub(crate) enum AllocationCommand {
     ///
     /// Example: `ferric allocation show job-42`.
     Show(Showing),
-    /// Ask for a node (POST /v1/allocations): the answer is `active` with the node, or
-    /// `error` (exit code 1, with the reason) when no available node fits.
+    /// Ask for a node (POST /v1/allocations) and wait while the server matches it: the answer
+    /// is `active` with the node, or `error` (exit code 1, with the reason) when no available
+    /// node fits.
     ///
     /// Example: `ferric allocation create --resource-class baremetal --trait CUSTOM_GPU
     /// --name job-42`.
@@ -370,11 +374,23 @@ pub(crate) fn run_allocation(
                 body.insert("candidate_nodes".into(), json!(candidate_nodes));
             }
             insert_pairs(&mut body, "extra", &extra);
-            let record = context
+            let mut record = context
                 .client
                 .post("/v1/allocations", &Value::Object(body))?;
+            // The server matches in the background (`allocating`), as Ironic's does: wait for
+            // the outcome, as `baremetal allocation create --wait` does, for a bounded time.
+            let started = std::time::Instant::now();
+            while record.get("state").and_then(Value::as_str) == Some("allocating")
+                && started.elapsed() < ALLOCATION_WAIT
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let uuid = record.get("uuid").and_then(Value::as_str).unwrap_or("");
+                record = context
+                    .client
+                    .get(&format!("/v1/allocations/{uuid}"), &[])?;
+            }
             context.show(&record, None)?;
-            // The API matches at once: `error` means no node fits, and scripts must notice.
+            // `error` means no node fits, and scripts must notice.
             if record.get("state").and_then(Value::as_str) == Some("error") {
                 let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("");
                 return Err(CliError::AllocationFailed {

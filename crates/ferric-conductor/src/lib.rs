@@ -21,6 +21,7 @@
 
 mod abort;
 pub mod agent;
+pub mod allocations;
 mod catalog;
 mod console;
 mod console_relay;
@@ -204,7 +205,9 @@ pub(crate) struct Inner {
     shutdown: CancellationToken,
     /// Nodes a task of this process works on right now, each with the token that tells that
     /// task an abort was accepted (`abort.rs`).
-    busy: Mutex<HashMap<Uuid, CancellationToken>>,
+    busy: Mutex<HashMap<Uuid, BusyMark>>,
+    /// Allocations this process is matching (`allocations.rs`).
+    pub(crate) allocating: allocations::Allocating,
     /// Inspection data posted to `/v1/continue_inspection`, handed to the worker that
     /// processes it (in this process: the API calls the conductor directly).
     pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
@@ -229,16 +232,53 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A node a task of this process works on (`Inner::busy`).
+struct BusyMark {
+    /// Tells the task an abort was accepted (`abort.rs`).
+    abort: CancellationToken,
+    /// The task's last write, which gives the lease back, is committing or committed: the
+    /// mark goes next (`task.rs`).
+    ending: bool,
+}
+
+/// What [`Inner::mark_busy`] found.
+pub(crate) enum Busy {
+    /// The node is marked for the caller now; its abort token.
+    Marked(CancellationToken),
+    /// A task here works on the node.
+    Working,
+    /// A task here has given the node's lease back with its last write and is about to unmark
+    /// it: worth a moment's wait.
+    Ending,
+}
+
 impl Inner {
-    /// Marks `node` busy; its abort token, or `None` when a task here already works on it.
-    pub(crate) fn mark_busy(&self, node: Uuid) -> Option<CancellationToken> {
+    /// Marks `node` busy, unless a task here already works on it.
+    pub(crate) fn mark_busy(&self, node: Uuid) -> Busy {
         let mut busy = lock(&self.busy);
-        if busy.contains_key(&node) {
-            return None;
+        if let Some(mark) = busy.get(&node) {
+            return if mark.ending {
+                Busy::Ending
+            } else {
+                Busy::Working
+            };
         }
         let token = CancellationToken::new();
-        busy.insert(node, token.clone());
-        Some(token)
+        busy.insert(
+            node,
+            BusyMark {
+                abort: token.clone(),
+                ending: false,
+            },
+        );
+        Busy::Marked(token)
+    }
+
+    /// Says whether the task marking `node` is giving its lease back with its last write.
+    pub(crate) fn mark_ending(&self, node: Uuid, ending: bool) {
+        if let Some(mark) = lock(&self.busy).get_mut(&node) {
+            mark.ending = ending;
+        }
     }
 
     pub(crate) fn unmark_busy(&self, node: Uuid) {
@@ -251,8 +291,8 @@ impl Inner {
 
     /// Tells the task working on `node` in this process, if any, that an abort was accepted.
     pub(crate) fn signal_abort(&self, node: Uuid) {
-        if let Some(token) = lock(&self.busy).get(&node) {
-            token.cancel();
+        if let Some(mark) = lock(&self.busy).get(&node) {
+            mark.abort.cancel();
         }
     }
 
@@ -396,6 +436,7 @@ impl Conductor {
                 tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
                 busy: Mutex::new(HashMap::new()),
+                allocating: Mutex::default(),
                 inspection_data: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
                 reconcilers: reconcilers::Registry::new(&config),
@@ -438,6 +479,8 @@ impl Conductor {
             .await?;
         inner.membership.refresh().await?;
         reconcilers::recovery::run_once(inner).await?;
+        // Allocations a previous life was matching are matched again.
+        allocations::recover(inner, true).await?;
         // Consoles enabled before a restart come back (Ironic's `_start_consoles`).
         if let Err(error) = console::sync_once(inner).await {
             tracing::warn!(%error, "could not restore the enabled consoles");

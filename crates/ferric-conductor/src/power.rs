@@ -32,7 +32,11 @@ impl Conductor {
         tracker.spawn(async move {
             let _permit = permit;
             finish_power(&mut task, action, timeout).await;
-            task.release().await;
+            // The result and the lease go in one write: a client that sees the new power
+            // state can act on the node at once.
+            if let Err(error) = task.save_and_release().await {
+                tracing::error!(node = %node, error = %error, "could not record the power action's result");
+            }
         });
         Ok(())
     }
@@ -207,8 +211,5 @@ async fn finish_power(task: &mut Task, action: PowerAction, timeout: Option<Dura
             task.node.last_error = Some(message.clone());
             task.history("ERROR", "power", message).await;
         }
-    }
-    if let Err(error) = task.save().await {
-        tracing::error!(node = %node, error = %error, "could not record the power action's result");
     }
 }

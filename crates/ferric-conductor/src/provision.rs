@@ -107,6 +107,13 @@ async fn start(
     // (`Task::acquire_for_request`).
     match event {
         Event::Deploy | Event::Rebuild => {
+            // Ironic's NodeProtected (403): a protected node keeps its instance.
+            if event == Event::Rebuild && task.node.protected {
+                return Err(ConductorError::Forbidden(format!(
+                    "Node {node_uuid} is protected and cannot be undeployed, rebuilt or \
+                     deleted; unset protected first."
+                )));
+            }
             if task.node.maintenance {
                 return Err(ConductorError::Invalid(format!(
                     "Cannot deploy node {node_uuid}: it is in maintenance mode. Clear \

@@ -9,6 +9,13 @@
 //! state change goes through [`Task::fire`], which follows the model's transition table and
 //! records the change in the node's history. [`Task::release`] gives the lease back; a task
 //! dropped without it (an early return, a panic) releases in the background.
+//!
+//! A task's last write gives the lease back in the same transaction
+//! ([`Task::release_at_rest`], [`Task::save_and_release`]): a client that reads the state a
+//! task ended in must be able to act on the node at once, never to find it still leased (409
+//! NodeLocked) for the moment between the write and a separate release. In this process the
+//! node stays marked busy for a moment after that commit; [`Task::acquire`] waits out a mark
+//! whose task has already given its lease up ([`Inner::mark_busy`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,10 +29,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use ferric_db::WriteGuard;
+use ferric_db::{LeaseRelease, WriteGuard};
 
 use crate::abort::AbortSignal;
-use crate::{ConductorError, Inner};
+use crate::{Busy, ConductorError, Inner};
+
+/// How long [`Task::acquire`] waits for a task of this process that has already given the
+/// node's lease up (its last write committed) to unmark the node: microseconds normally; the
+/// bound only matters on a starved machine.
+const ENDING_TASK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How a transition came about, for the history entry it leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +61,9 @@ pub(crate) struct Task {
     lost: Arc<AtomicBool>,
     renewal: Option<JoinHandle<()>>,
     released: bool,
+    /// Whether a transition into a resting state (one no worker drives on from) gives the
+    /// lease back with its write: set for a worker's task, whose flow ends there.
+    release_at_rest: bool,
 }
 
 impl Task {
@@ -73,11 +88,21 @@ impl Task {
         node: Uuid,
         for_request: bool,
     ) -> Result<Task, ConductorError> {
-        let Some(abort) = inner.mark_busy(node) else {
-            return Err(ConductorError::NodeLocked {
-                node,
-                holder: inner.config.hostname.clone(),
-            });
+        let deadline = tokio::time::Instant::now() + ENDING_TASK_WAIT;
+        let abort = loop {
+            match inner.mark_busy(node) {
+                Busy::Marked(abort) => break abort,
+                // Its lease is gone with its last write; it unmarks the node next.
+                Busy::Ending if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                Busy::Working | Busy::Ending => {
+                    return Err(ConductorError::NodeLocked {
+                        node,
+                        holder: inner.config.hostname.clone(),
+                    });
+                }
+            }
         };
         let (store, hostname, ttl) = (&inner.store, &inner.config.hostname, inner.config.lease_ttl);
         let leased = if for_request {
@@ -113,7 +138,16 @@ impl Task {
             lost,
             renewal: Some(renewal),
             released: false,
+            release_at_rest: false,
         })
+    }
+
+    /// From now on, the transition that brings the node to rest (a state no worker drives on
+    /// from: stable, waiting, holding or failed) also gives the lease back, in the same
+    /// transaction, with any abort mark left on the node; the task must write nothing after
+    /// it. A worker's flow ends with that transition.
+    pub(crate) fn release_at_rest(&mut self) {
+        self.release_at_rest = true;
     }
 
     pub(crate) fn uuid(&self) -> Uuid {
@@ -162,22 +196,51 @@ impl Task {
 
     /// Writes the node back (see the module comment for how concurrent API edits survive).
     pub(crate) async fn save(&mut self) -> Result<(), ConductorError> {
-        self.save_guarded(false, None).await.map(drop)
+        self.save_guarded(false, None, None).await.map(drop)
+    }
+
+    /// Writes the node back and gives the lease back in the same transaction (see the module
+    /// comment). If the write fails, the lease is released on its own and the error returned.
+    pub(crate) async fn save_and_release(mut self) -> Result<(), ConductorError> {
+        let saved = self
+            .save_guarded(false, None, Some(ReleaseKind::Plain))
+            .await;
+        self.release().await;
+        saved.map(drop)
+    }
+
+    /// [`Task::save_and_release`] at the end of a worker's flow: an abort mark left on the
+    /// node goes too (as [`Task::release_ending`]).
+    pub(crate) async fn save_and_release_ending(mut self) -> Result<(), ConductorError> {
+        let saved = self
+            .save_guarded(false, None, Some(ReleaseKind::Ending))
+            .await;
+        self.release_ending().await;
+        saved.map(drop)
     }
 
     /// Writes the node back unless its flow is marked for abort: `false` then, and nothing
     /// was written. The check and the write are one statement, so an abort accepted before
     /// it is never overtaken, and one accepted after it finds the node moved on.
     pub(crate) async fn save_unless_aborted(&mut self) -> Result<bool, ConductorError> {
-        self.save_guarded(true, None).await
+        self.save_guarded(true, None, None).await
     }
 
-    /// Saves; with `entry`, the history entry is written in the same transaction.
+    /// Saves; with `entry`, the history entry is written in the same transaction, and with
+    /// `release` the lease is given back in it too.
     async fn save_guarded(
         &mut self,
         unless_aborted: bool,
         entry: Option<&NodeHistoryEntry>,
+        release: Option<ReleaseKind>,
     ) -> Result<bool, ConductorError> {
+        if self.released {
+            return Err(ConductorError::Conflict(format!(
+                "The conductor already gave its lease on node {} back; nothing more is \
+                 written by this task.",
+                self.node.uuid
+            )));
+        }
         if self.lost.load(Ordering::SeqCst) {
             return Err(ConductorError::Conflict(format!(
                 "The conductor lost its lease on node {} while working on it; another \
@@ -193,13 +256,36 @@ impl Task {
                 WriteGuard::Revision
             };
             // Over `original`: only the fields this task changed are written.
-            let saved = store
-                .node_save(&self.node, &self.original, guard, entry)
-                .await;
+            let saved = match release {
+                None => {
+                    store
+                        .node_save(&self.node, &self.original, guard, entry)
+                        .await
+                }
+                Some(kind) => {
+                    let release = LeaseRelease {
+                        holder: &self.inner.config.hostname,
+                        forget_abort: kind == ReleaseKind::Ending,
+                    };
+                    // Marked before the commit: from then on an acquire here waits for the
+                    // unmark instead of answering NodeLocked.
+                    self.inner.mark_ending(self.node.uuid, true);
+                    let saved = store
+                        .node_save_releasing(&self.node, &self.original, guard, entry, release)
+                        .await;
+                    if !matches!(saved, Ok(Some(_))) {
+                        self.inner.mark_ending(self.node.uuid, false);
+                    }
+                    saved
+                }
+            };
             match saved {
                 Ok(Some(saved)) => {
                     self.original = saved.clone();
                     self.node = saved;
+                    if release.is_some() {
+                        self.lease_given_back();
+                    }
                     return Ok(true);
                 }
                 Ok(None) => return Ok(false),
@@ -283,9 +369,15 @@ impl Task {
         } else {
             "INFO"
         };
-        // The state and its history entry commit together.
+        // The state and its history entry commit together; a worker's flow ends here when
+        // the node comes to rest, and its lease goes in the same commit.
         let entry = self.history_entry(severity, "provisioning", text);
-        if !self.save_guarded(unless_aborted, Some(&entry)).await? {
+        let release = (self.release_at_rest && !edge.to.is_stuck_treated_as_failure())
+            .then_some(ReleaseKind::Ending);
+        if !self
+            .save_guarded(unless_aborted, Some(&entry), release)
+            .await?
+        {
             // Undo the edge in memory: the abort is carried out from where the node was.
             let node = &mut self.node;
             (node.provision_state, node.target_provision_state) = (from, before.0);
@@ -340,6 +432,10 @@ impl Task {
     }
 
     async fn release_with(mut self, forget_abort: bool) {
+        if self.released {
+            // Given back with the last write already.
+            return;
+        }
         self.stop_renewal();
         self.released = true;
         let node = self.uuid();
@@ -354,6 +450,13 @@ impl Task {
             tracing::warn!(node = %node, error = %error, "could not release node lease; it will expire");
         }
         self.inner.unmark_busy(node);
+    }
+
+    /// The lease went with the write just committed: stop renewing it and unmark the node.
+    fn lease_given_back(&mut self) {
+        self.stop_renewal();
+        self.released = true;
+        self.inner.unmark_busy(self.node.uuid);
     }
 
     fn stop_renewal(&mut self) {
@@ -384,6 +487,15 @@ impl Drop for Task {
             Err(_) => inner.unmark_busy(node),
         }
     }
+}
+
+/// Which release a save carries ([`Task::save_guarded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReleaseKind {
+    /// The lease only.
+    Plain,
+    /// The lease and an abort mark left on the node: a worker's flow ends.
+    Ending,
 }
 
 /// Renews the lease at a third of its lifetime until the task ends; marks it lost if another

@@ -26,8 +26,11 @@ pub(crate) enum Job {
     AfterRescueAbort,
 }
 
-/// Runs `job` on `task` in the background; the lease and the slot go when it ends.
-pub(crate) fn spawn(task: Task, job: Job, permit: OwnedSemaphorePermit) {
+/// Runs `job` on `task` in the background; the lease and the slot go when it ends. The lease
+/// goes with the write that brings the node to rest (`Task::release_at_rest`), so a client
+/// that sees the node's new state can act on it at once.
+pub(crate) fn spawn(mut task: Task, job: Job, permit: OwnedSemaphorePermit) {
+    task.release_at_rest();
     let tracker = task.inner.tracker.clone();
     tracker.spawn(async move {
         let _permit = permit;
@@ -37,12 +40,28 @@ pub(crate) fn spawn(task: Task, job: Job, permit: OwnedSemaphorePermit) {
 
 async fn run(mut task: Task, job: Job) {
     let node = task.uuid();
-    let result = match job {
-        Job::Drive { resume } => drive(&mut task, resume).await,
-        Job::AfterDeployAbort => after_abort(&mut task, Flow::Deploy).await,
-        Job::AfterCleanAbort => after_abort(&mut task, Flow::Clean).await,
-        Job::AfterRescueAbort => after_abort(&mut task, Flow::Rescue).await,
+    let flow = match job {
+        Job::Drive { resume } => {
+            drive_to_rest(task, resume).await;
+            return;
+        }
+        Job::AfterDeployAbort => Flow::Deploy,
+        Job::AfterCleanAbort => Flow::Clean,
+        Job::AfterRescueAbort => Flow::Rescue,
     };
+    // The node already rests in its failed state: what the clean-up did is the last write,
+    // and the lease goes with it.
+    after_abort(&mut task, flow).await;
+    if let Err(error) = task.save_and_release_ending().await {
+        tracing::error!(node = %node, error = %error, "conductor task failed");
+    }
+}
+
+/// [`drive`], failing the node if the conductor could not finish; the lease goes with the
+/// node's last transition, or at the end.
+async fn drive_to_rest(mut task: Task, resume: bool) {
+    let node = task.uuid();
+    let result = drive(&mut task, resume).await;
     if let Err(error) = result {
         tracing::error!(node = %node, error = %error, "conductor task failed");
         if task.node.provision_state.is_stuck_treated_as_failure() {
@@ -250,7 +269,7 @@ fn has_plan(task: &Task, kind: StepKind) -> bool {
         .contains_key(&format!("{}_steps", kind.as_str()))
 }
 
-/// `deleting`: remove the instance, then automated cleaning.
+/// `deleting`: remove the instance (and its allocation), then automated cleaning.
 async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
     let result = async {
         let interfaces = task.interfaces()?;
@@ -263,6 +282,16 @@ async fn tear_down(task: &mut Task) -> Result<(), ConductorError> {
             task.node.instance_info.clear();
             task.node.instance_uuid = None;
             task.node.instance_name = None;
+            // Ironic destroys the node's allocation at tear-down, so the node can be
+            // allocated again once cleaned.
+            if let Some(allocation) = task.node.allocation_uuid.take() {
+                match task.inner.store.allocation_delete(allocation).await {
+                    Ok(()) | Err(ferric_db::Error::NotFound { .. }) => {}
+                    Err(error) => {
+                        tracing::warn!(node = %task.uuid(), %allocation, %error, "could not delete the torn-down node's allocation");
+                    }
+                }
+            }
             // The deploy interface records the power it changed: the agent's and the ramdisk
             // interfaces power off (unless `disable_power_off`), the fake one, as Ironic's,
             // leaves the machine as it was.
@@ -396,12 +425,13 @@ async fn unrescue(task: &mut Task) -> Result<(), ConductorError> {
 /// After the `abort` verb (a node that waited for its agent): tell the agent to stop, remove
 /// the network boot and power the machine off (`abort.rs`). Failures are recorded in
 /// `last_error`; the node stays in its failed state either way.
-async fn after_abort(task: &mut Task, flow: Flow) -> Result<(), ConductorError> {
+async fn after_abort(task: &mut Task, flow: Flow) {
     let problems = abort::stop_and_power_off(task, flow).await;
-    record_problems(task, problems).await
+    record_problems(task, problems).await;
 }
 
-async fn record_problems(task: &mut Task, problems: Vec<String>) -> Result<(), ConductorError> {
+/// Adds what went wrong to `last_error` and the history; the caller saves the node.
+async fn record_problems(task: &mut Task, problems: Vec<String>) {
     if !problems.is_empty() {
         let detail = problems.join("; ");
         let message = match &task.node.last_error {
@@ -411,5 +441,4 @@ async fn record_problems(task: &mut Task, problems: Vec<String>) -> Result<(), C
         task.node.last_error = Some(message.clone());
         task.history("ERROR", "provisioning", message).await;
     }
-    task.save().await
 }

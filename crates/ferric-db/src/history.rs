@@ -21,6 +21,16 @@ pub enum WriteGuard {
     RevisionUnlessAborted,
 }
 
+/// A lease given up by the write that ends a task ([`Store::node_save_releasing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRelease<'a> {
+    /// The holder whose lease goes; someone else's lease is never removed.
+    pub holder: &'a str,
+    /// Whether an abort mark left on the node goes too (a flow ends, and an abort marked too
+    /// late to matter with it, as [`Store::node_lease_release_ending`]).
+    pub forget_abort: bool,
+}
+
 const HISTORY_COLUMNS: &str =
     "uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name";
 
@@ -101,7 +111,7 @@ impl Store {
         entry: &NodeHistoryEntry,
     ) -> Result<Option<Node>, Error> {
         let values = node_values(node);
-        self.node_write(node, &values, expected_version, guard, Some(entry))
+        self.node_write(node, &values, expected_version, guard, Some(entry), None)
             .await
     }
 
@@ -124,12 +134,33 @@ impl Store {
         } else {
             node_values(node)
         };
-        self.node_write(node, &values, node.version, guard, entry)
+        self.node_write(node, &values, node.version, guard, entry, None)
+            .await
+    }
+
+    /// [`Store::node_save`] that also gives up `release.holder`'s lease on the node in the
+    /// same transaction, so nobody ever sees the state a task ended in while the node is
+    /// still leased: a client that reads the new state can act on the node at once. Nothing
+    /// is released when nothing is written (`Ok(None)`, or an error).
+    pub async fn node_save_releasing(
+        &self,
+        node: &Node,
+        base: &Node,
+        guard: WriteGuard,
+        entry: Option<&NodeHistoryEntry>,
+        release: LeaseRelease<'_>,
+    ) -> Result<Option<Node>, Error> {
+        let values = if base.uuid == node.uuid && base.version == node.version {
+            node_changes(node, base)
+        } else {
+            node_values(node)
+        };
+        self.node_write(node, &values, node.version, guard, entry, Some(release))
             .await
     }
 
     /// Writes `values` of `node` over revision `expected_version` as `guard` says, with
-    /// `entry` in the same transaction if given.
+    /// `entry` and `release` in the same transaction if given.
     pub(crate) async fn node_write(
         &self,
         node: &Node,
@@ -137,6 +168,7 @@ impl Store {
         expected_version: i64,
         guard: WriteGuard,
         entry: Option<&NodeHistoryEntry>,
+        release: Option<LeaseRelease<'_>>,
     ) -> Result<Option<Node>, Error> {
         let condition = match guard {
             WriteGuard::Revision => "",
@@ -153,8 +185,36 @@ impl Store {
             values,
             condition,
         );
-        let updated = match entry {
-            Some(entry) => {
+        let updated = match (entry, release) {
+            (entry, Some(release)) => {
+                let into = format!("node_history ({HISTORY_COLUMNS})");
+                let history_args = entry.map(entry_args);
+                let insert = history_args.as_ref().map(|args| InsertRow {
+                    into: &into,
+                    values: "$1, $2, $3, $4, $5, $6, $7, $8",
+                    args,
+                });
+                let insert_sql = insert.map(|insert| insert.sql());
+                let lease_args = [Arg::Uuid(node.uuid), Arg::Text(release.holder)];
+                let node_args = [Arg::Uuid(node.uuid)];
+                let mut then: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(3);
+                if let (Some(sql), Some(insert)) = (&insert_sql, &insert) {
+                    then.push((sql, insert.args));
+                }
+                then.push((
+                    "DELETE FROM node_leases WHERE node_uuid = $1 AND holder = $2",
+                    &lease_args,
+                ));
+                if release.forget_abort {
+                    then.push((
+                        "DELETE FROM node_abort_requests WHERE node_uuid = $1",
+                        &node_args,
+                    ));
+                }
+                self.fetch_optional_then_each((query.sql(), query.args(), node_from_row), &then)
+                    .await
+            }
+            (Some(entry), None) => {
                 let into = format!("node_history ({HISTORY_COLUMNS})");
                 let args = entry_args(entry);
                 self.fetch_optional_then(
@@ -167,7 +227,7 @@ impl Store {
                 )
                 .await
             }
-            None => {
+            (None, None) => {
                 self.fetch_optional(query.sql(), query.args(), node_from_row)
                     .await
             }

@@ -38,7 +38,7 @@ pub use allocations::{AllocationFilter, AllocationSortKey};
 pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;
 pub use error::{Error, Kind, redact};
-pub use history::WriteGuard;
+pub use history::{LeaseRelease, WriteGuard};
 pub use introspections::{Introspection, IntrospectionRule};
 pub use liveness::ConductorLock;
 pub use node_listing::{NODE_COLUMNS, NodeHead};

@@ -361,12 +361,19 @@ impl Store {
     /// first, nothing is written and the error is [`Error::StaleRevision`].
     pub async fn node_update(&self, node: &Node, expected_version: i64) -> Result<Node, Error> {
         let values = node_values(node);
-        self.node_write(node, &values, expected_version, WriteGuard::Revision, None)
-            .await?
-            .ok_or_else(|| Error::NotFound {
-                kind: Kind::Node,
-                ident: node.uuid.to_string(),
-            })
+        self.node_write(
+            node,
+            &values,
+            expected_version,
+            WriteGuard::Revision,
+            None,
+            None,
+        )
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            kind: Kind::Node,
+            ident: node.uuid.to_string(),
+        })
     }
 
     /// Deletes the node and, with it, its ports, portgroups, lease and history.

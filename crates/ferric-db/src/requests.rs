@@ -262,6 +262,7 @@ impl Store {
             expected_version,
             WriteGuard::RevisionUnlessAborted,
             None,
+            None,
         )
         .await
     }

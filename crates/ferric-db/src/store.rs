@@ -615,6 +615,19 @@ impl Store {
         first: (&str, &[Arg<'_>], RowMapper<T>),
         then: InsertRow<'_>,
     ) -> Result<Option<T>, sqlx::Error> {
+        let sql = then.sql();
+        self.fetch_optional_then_each(first, &[(&sql, then.args)])
+            .await
+    }
+
+    /// [`Store::fetch_optional_then`] with any number of statements after `first` (each an SQL
+    /// text and its arguments), all run only if `first` returned a row, all in its
+    /// transaction: a node's last write of a task and the release of its lease commit together.
+    pub(crate) async fn fetch_optional_then_each<T>(
+        &self,
+        first: (&str, &[Arg<'_>], RowMapper<T>),
+        then: &[(&str, &[Arg<'_>])],
+    ) -> Result<Option<T>, sqlx::Error> {
         if let Some(mut slot) = self.write_turn(first.0).await {
             let row: Option<LocalRow> = slot.with(|connection| {
                 connection.batch("BEGIN")?;
@@ -622,7 +635,9 @@ impl Store {
                     connection.batch("ROLLBACK")?;
                     return Ok(None);
                 };
-                connection.run(&then.sql(), then.args)?;
+                for (sql, args) in then {
+                    connection.run(sql, args)?;
+                }
                 connection.batch("COMMIT")?;
                 Ok(Some(row))
             })?;
@@ -639,7 +654,9 @@ impl Store {
                 return Ok(None);
             };
             let record = first.2(&row)?;
-            sqlx::query(&then.sql()).bind_args(then.args).execute(&mut *transaction).await?;
+            for (sql, args) in then {
+                sqlx::query(sql).bind_args(args).execute(&mut *transaction).await?;
+            }
             transaction.commit().await?;
             Ok(Some(record))
         })
@@ -694,7 +711,7 @@ pub(crate) struct InsertRow<'a> {
 }
 
 impl InsertRow<'_> {
-    fn sql(&self) -> String {
+    pub(crate) fn sql(&self) -> String {
         format!("INSERT INTO {} VALUES ({})", self.into, self.values)
     }
 }

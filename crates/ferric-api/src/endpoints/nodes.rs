@@ -57,6 +57,10 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(NodeUpdate)
         .summary("Update a node (JSON patch)")
         .refs(NODE)
+        .param(
+            json!({ "name": "reset_interfaces", "in": "query", "required": false,
+                "schema": { "type": "boolean" }, "x-ironic-since": "1.45" }),
+        )
         .body("JsonPatch")
         .ok(200, Some("Node"))
         .errors(&[409]),

@@ -347,7 +347,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .since(since::RAID)
         .refs(&["driver_name"])
         .ok(200, Some("DriverProperties")),
-        // Allocations.
+        // Allocations: below 1.52, GET answers 404 and the other methods 405, as Ironic.
         op(
             Get,
             "/v1/allocations",
@@ -357,6 +357,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(List("allocation"))
             .summary("List allocations")
             .since(since::ALLOCATIONS)
+            .resource_gate("allocations")
             .listing(allocations::ALLOCATION_FILTERS, false)
             .ok(200, Some("AllocationCollection"))
             .errors(&[400]),
@@ -367,8 +368,9 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
             allocations::allocation_create,
         )
         .guard(Rule("baremetal:allocation:create", On::Nothing))
-            .summary("Ask for a node: matched at once, answered active or error")
+            .summary("Ask for a node: answered allocating, matched in the background")
             .since(since::ALLOCATIONS)
+            .resource_gate("allocations")
             .body("AllocationCreate")
             .ok(201, Some("Allocation"))
             .errors(&[409]),
@@ -381,6 +383,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:allocation:get", On::Allocation))
             .summary("Show an allocation")
             .since(since::ALLOCATIONS)
+            .resource_gate("allocations")
             .refs(&["allocation_ident", "fields"])
             .ok(200, Some("Allocation"))
             .errors(&[400]),
@@ -393,6 +396,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:allocation:update", On::Allocation))
             .summary("Rename an allocation or change its extra (1.57)")
             .since(since::ALLOCATIONS)
+            .resource_gate("allocations")
             .refs(&["allocation_ident"])
             .body("JsonPatch")
             .ok(200, Some("Allocation"))
@@ -406,6 +410,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:allocation:delete", On::Allocation))
             .summary("Delete an allocation, freeing its node")
             .since(since::ALLOCATIONS)
+            .resource_gate("allocations")
             .refs(&["allocation_ident"])
             .ok(204, None)
             .errors(&[409]),

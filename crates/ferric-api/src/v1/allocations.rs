@@ -2,22 +2,21 @@
 //! that matches a resource class, traits and optionally a list of candidates
 //! (`reference/ironic.md` §2.7).
 //!
-//! Theory of operation: Ironic hands a new allocation to a conductor, which matches it and
-//! moves it from `allocating` to `active` or `error`. Ferric matches at create time, in the
-//! API process, through the store: it lists the free available nodes of the resource class,
-//! keeps those with every requested trait (and among the candidates, and of the owner), and
-//! claims one with a revision-guarded node write — two allocations racing for a node cannot
-//! both win; the loser tries the next match. The claim sets the node's `allocation_uuid` and
-//! `instance_uuid` (to the allocation's UUID, as Ironic does); deleting the allocation clears
-//! both. No provision state changes: allocations only reserve.
+//! Theory of operation: as Ironic, a new allocation is stored `allocating` and the answer is
+//! 201 at once; the matching runs in the background (`ferric_conductor::allocations`, on this
+//! process's conductor, or in this process when it runs no conductor) and moves it to
+//! `active` or `error`; clients poll. A claimed node gets the allocation's UUID as
+//! `allocation_uuid` and `instance_uuid`, and its traits in `instance_info.traits`; deleting
+//! the allocation clears both UUIDs, and so does tearing the node down (the conductor
+//! deletes its allocation). No provision state changes: allocations only reserve.
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use ferric_db::{AllocationFilter, AllocationSortKey, Kind, NodeFilter, NodeSortKey, Page};
-use ferric_model::resources::{Allocation, AllocationState, Ident, Node};
+use ferric_db::{AllocationFilter, AllocationSortKey, Kind};
+use ferric_model::resources::{Allocation, AllocationState, Ident};
 use ferric_model::{Microversion, ProvisionState};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -270,7 +269,7 @@ pub async fn allocation_get(
     )))
 }
 
-/// `POST /v1/allocations`: 201 with the allocation, already `active` or `error`.
+/// `POST /v1/allocations`: 201 with the allocation `allocating` (or, backfilled, `active`).
 pub async fn allocation_create(
     State(state): State<ApiState>,
     ApiVersion(version): ApiVersion,
@@ -323,7 +322,8 @@ pub async fn allocation_create(
                 .allocation_create(&allocation)
                 .await
                 .map_err(db_error)?;
-            allocate(&state, saved).await?
+            start_allocating(&state, saved.clone());
+            saved
         }
     };
     let base = base_url(&headers);
@@ -353,105 +353,23 @@ async fn candidate_uuids(state: &ApiState, candidates: &[String]) -> Result<Vec<
     Ok(uuids)
 }
 
-/// Whether `node` satisfies `allocation` beyond what the store filtered (traits, candidates,
-/// owner).
-fn matches(allocation: &Allocation, node: &Node) -> bool {
-    let traits = allocation
-        .traits
-        .iter()
-        .all(|wanted| node.traits.contains(wanted));
-    let candidate = allocation.candidate_nodes.is_empty()
-        || allocation.candidate_nodes.contains(&node.uuid.to_string());
-    let owner = allocation.owner.as_ref().is_none_or(|owner| {
-        node.owner.as_ref() == Some(owner) || node.lessee.as_ref() == Some(owner)
-    });
-    traits && candidate && owner
-}
-
-/// Finds and claims a node for a freshly stored allocation; returns it `active` or `error`.
-async fn allocate(state: &ApiState, allocation: Allocation) -> Result<Allocation, ApiError> {
-    let filter = NodeFilter {
-        provision_state: Some(ProvisionState::Available),
-        maintenance: Some(false),
-        associated: Some(false),
-        allocated: Some(false),
-        resource_class: allocation.resource_class.clone(),
-        ..NodeFilter::default()
-    };
-    let mut page = Page::<NodeSortKey>::first(1000);
-    let mut saw_any = false;
-    loop {
-        let nodes = state
-            .store
-            .node_list(&filter, &page)
-            .await
-            .map_err(db_error)?;
-        saw_any |= !nodes.is_empty();
-        for node in nodes.iter().filter(|node| matches(&allocation, node)) {
-            if let Some(saved) = claim(state, &allocation, node).await? {
-                return Ok(saved);
-            }
-        }
-        match nodes.last() {
-            Some(last) if nodes.len() == 1000 => page = page.after(last.uuid),
-            _ => break,
+/// Hands a stored `allocating` allocation to the background matching: this process's
+/// conductor when it has one, else a task of this process (a conductor's recovery takes it
+/// over if this process dies before it is done).
+fn start_allocating(state: &ApiState, allocation: Allocation) {
+    match state.conductor.local() {
+        Some(conductor) => conductor.allocate(allocation),
+        None => {
+            let store = state.store.clone();
+            tokio::spawn(async move {
+                let uuid = allocation.uuid;
+                if let Err(error) = ferric_conductor::allocations::process(&store, allocation).await
+                {
+                    tracing::error!(allocation = %uuid, %error, "could not process the allocation");
+                }
+            });
         }
     }
-    let resource_class = allocation.resource_class.clone().unwrap_or_default();
-    let why = if !saw_any {
-        format!("no available nodes match the resource class {resource_class}")
-    } else if !allocation.candidate_nodes.is_empty() {
-        format!(
-            "none of the requested nodes are available and match the resource class \
-             {resource_class}"
-        )
-    } else {
-        format!(
-            "no available nodes match the requested traits {}",
-            allocation.traits.join(", ")
-        )
-    };
-    let mut failed = allocation.clone();
-    failed.state = AllocationState::Error;
-    failed.last_error = Some(format!(
-        "Failed to process allocation {}: {why}.",
-        allocation.uuid
-    ));
-    state
-        .store
-        .allocation_update(&failed, allocation.version)
-        .await
-        .map_err(db_error)
-}
-
-/// Claims `node` for `allocation` (node first, guarded by its revision). `None` when someone
-/// else changed the node first: the caller tries the next one.
-async fn claim(
-    state: &ApiState,
-    allocation: &Allocation,
-    node: &Node,
-) -> Result<Option<Allocation>, ApiError> {
-    let mut claimed = node.clone();
-    claimed.allocation_uuid = Some(allocation.uuid);
-    claimed.instance_uuid = Some(allocation.uuid);
-    match state.store.node_update(&claimed, node.version).await {
-        Ok(_) => {}
-        Err(ferric_db::Error::StaleRevision { .. } | ferric_db::Error::NotFound { .. }) => {
-            return Ok(None);
-        }
-        Err(ferric_db::Error::Duplicate { .. }) => return Ok(None),
-        Err(other) => return Err(db_error(other)),
-    }
-    let mut active = allocation.clone();
-    active.state = AllocationState::Active;
-    active.node_uuid = Some(node.uuid);
-    active.last_error = None;
-    state
-        .store
-        .allocation_update(&active, allocation.version)
-        .await
-        .map(Some)
-        .map_err(db_error)
 }
 
 /// An allocation for a node that is already deployed (1.58): active at once.
@@ -487,7 +405,7 @@ async fn backfill_allocation(
     if allocation.resource_class.is_none() {
         allocation.resource_class = node.resource_class.clone();
     }
-    if !matches(&allocation, &node)
+    if !ferric_conductor::allocations::matches(&allocation, &node)
         || allocation
             .resource_class
             .as_ref()
@@ -511,6 +429,10 @@ async fn backfill_allocation(
     if claimed.instance_uuid.is_none() {
         claimed.instance_uuid = Some(saved.uuid);
     }
+    // As a matched allocation: the node's instance traits are the allocation's.
+    claimed
+        .instance_info
+        .insert("traits".to_owned(), Value::from(saved.traits.clone()));
     if let Err(error) = state.store.node_update(&claimed, node.version).await {
         // The node moved on meanwhile: undo, so no allocation points at a node that does
         // not point back.

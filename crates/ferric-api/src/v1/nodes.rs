@@ -488,7 +488,7 @@ pub async fn node_create(
     let mut node = Node::new(Uuid::new_v4(), "", initial_provision_state(version));
     apply_create_body(&mut node, body)?;
     check_node_consistency(&node)?;
-    apply_driver_defaults(&state, None, &mut node)?;
+    apply_driver_defaults(&state, None, &mut node, false)?;
     check_parent_exists(&state.store, None, &node).await?;
     let created_node = state
         .store
@@ -577,10 +577,17 @@ pub async fn node_update(
     ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let ops = parse_patch(&body)?;
     check_patch::<Node>(&ops, version)?;
+    let reset_interfaces = reset_interfaces_param(&query, version)?;
+    if reset_interfaces && !ops.iter().any(|op| op.field == "driver") {
+        return Err(ApiError::bad_request(
+            "The reset_interfaces parameter can only be used when changing the node's driver.",
+        ));
+    }
     let node = state
         .store
         .node_get(&Ident::parse(&ident))
@@ -608,8 +615,9 @@ pub async fn node_update(
     }
 
     let mut updated = apply_patch(&node, &ops, version)?;
+    apply_protection_rules(&node, &mut updated)?;
     check_node_consistency(&updated)?;
-    apply_driver_defaults(&state, Some(&node), &mut updated)?;
+    apply_driver_defaults(&state, Some(&node), &mut updated, reset_interfaces)?;
     check_conductor_side_rules(&node, &updated, version)?;
     check_parent_exists(&state.store, Some(&node), &updated).await?;
 
@@ -630,14 +638,71 @@ pub async fn node_update(
     )))
 }
 
+/// Ironic's conductor rules for `protected` and `retired`: unsetting either clears its
+/// reason; a node becomes protected only in `active` or `rescue`, and retired not in
+/// `available` (409 InvalidState).
+fn apply_protection_rules(before: &Node, after: &mut Node) -> Result<(), ApiError> {
+    if after.protected != before.protected {
+        if !after.protected {
+            after.protected_reason = None;
+        } else if !matches!(
+            before.provision_state,
+            ProvisionState::Active | ProvisionState::Rescue
+        ) {
+            return Err(ApiError::conflict(format!(
+                "Node {} can only be made protected in provision states 'active' or 'rescue', \
+                 the current state is '{}'",
+                before.uuid,
+                before.provision_state.as_str()
+            )));
+        }
+    }
+    if after.retired != before.retired {
+        if !after.retired {
+            after.retired_reason = None;
+        } else if before.provision_state == ProvisionState::Available {
+            return Err(ApiError::conflict(format!(
+                "Node {} can not have 'retired' set in provision state 'available', the \
+                 current state is '{}'",
+                before.uuid,
+                before.provision_state.as_str()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `?reset_interfaces=` of a node PATCH (1.45; 406 below).
+fn reset_interfaces_param(
+    query: &[(String, String)],
+    version: Microversion,
+) -> Result<bool, ApiError> {
+    let Some((_, value)) = query.iter().find(|(name, _)| name == "reset_interfaces") else {
+        return Ok(false);
+    };
+    if version < RESET_INTERFACES_SINCE {
+        return Err(ApiError::not_acceptable(format!(
+            "reset_interfaces needs API version {RESET_INTERFACES_SINCE} or later; this \
+             request asked for {version}."
+        )));
+    }
+    parse_bool_param("reset_interfaces", value)
+}
+
+/// `?reset_interfaces=` of a node PATCH.
+const RESET_INTERFACES_SINCE: Microversion = Microversion::new(45);
+
 /// Checks the hardware type and fills unset interfaces with its defaults. When the driver
-/// changes, interfaces the same request did not set go back to the new type's defaults.
-/// An update that changes neither the driver nor an interface is not checked, as in Ironic:
-/// a node whose interface the site has since disabled can still be edited (and fixed).
+/// changes, the interfaces are kept and must suit the new type (400 otherwise, as Ironic),
+/// unless `reset_interfaces`: then those the same request did not set go back to the new
+/// type's defaults. An update that changes neither the driver nor an interface is not
+/// checked, as in Ironic: a node whose interface the site has since disabled can still be
+/// edited (and fixed).
 fn apply_driver_defaults(
     state: &ApiState,
     before: Option<&Node>,
     node: &mut Node,
+    reset_interfaces: bool,
 ) -> Result<(), ApiError> {
     if let Some(before) = before
         && before.driver == node.driver
@@ -649,6 +714,7 @@ fn apply_driver_defaults(
     }
     if let Some(before) = before
         && before.driver != node.driver
+        && reset_interfaces
     {
         for kind in InterfaceKind::ALL {
             if node.interface(kind) == before.interface(kind) {

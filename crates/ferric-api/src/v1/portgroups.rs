@@ -202,7 +202,7 @@ pub async fn portgroup_get(
     let selection = show_selection(PORTGROUP_FIELDS, "portgroup", &query, version)?;
     let portgroup = state
         .store
-        .portgroup_get(&Ident::parse(&ident))
+        .portgroup_get(&super::ports::uuid_or_name("portgroup_ident", &ident)?)
         .await
         .map_err(db_error)?;
     Ok(Json(record_json(
@@ -317,7 +317,7 @@ pub async fn portgroup_update(
     check_patch::<Portgroup>(&ops, version)?;
     let portgroup = state
         .store
-        .portgroup_get(&Ident::parse(&ident))
+        .portgroup_get(&super::ports::uuid_or_name("portgroup_ident", &ident)?)
         .await
         .map_err(db_error)?;
     check_node_not_locked(&state.store, portgroup.node_uuid).await?;
@@ -370,7 +370,7 @@ pub async fn portgroup_delete(
 ) -> Result<StatusCode, ApiError> {
     let portgroup = state
         .store
-        .portgroup_get(&Ident::parse(&ident))
+        .portgroup_get(&super::ports::uuid_or_name("portgroup_ident", &ident)?)
         .await
         .map_err(db_error)?;
     check_node_not_locked(&state.store, portgroup.node_uuid).await?;

@@ -6,9 +6,9 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use ferric_db::{Kind, PortFilter, Store};
-use ferric_model::Microversion;
+use ferric_db::{Kind, Page as StorePage, PortFilter, PortSortKey, Store};
 use ferric_model::resources::{Ident, Node, Port};
+use ferric_model::{Microversion, ProvisionState};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -49,6 +49,19 @@ pub(crate) fn list_filter(value: &str) -> Vec<String> {
 /// Conductor groups are stored in lower case; a filter matches them in any case.
 pub(crate) fn conductor_groups_filter(value: &str) -> Vec<String> {
     list_filter(&value.to_ascii_lowercase())
+}
+
+/// A port or portgroup named in a path: a UUID or a logical name, else 400 — as Ironic's
+/// `uuid_or_name` check answers a MAC address or `malformed:uuid` (a well-formed name that
+/// names nothing is a 404 later).
+pub(crate) fn uuid_or_name(param: &str, ident: &str) -> Result<Ident, ApiError> {
+    let parsed = Ident::parse(ident);
+    if matches!(parsed, Ident::Uuid(_)) || super::fields::is_valid_logical_name(ident) {
+        return Ok(parsed);
+    }
+    Err(ApiError::bad_request(format!(
+        "Expected UUID or name for {param}: {ident}"
+    )))
 }
 
 /// A node the caller names in a port (body or filter): missing is the caller's mistake (400).
@@ -321,7 +334,7 @@ pub async fn port_get(
     let selection = show_selection(<Port as Resource>::FIELDS, "port", &query, version)?;
     let port = state
         .store
-        .port_get(&Ident::parse(&ident))
+        .port_get(&uuid_or_name("port_ident", &ident)?)
         .await
         .map_err(db_error)?;
     Ok(Json(record_json(
@@ -367,6 +380,102 @@ async fn check_portgroup_of(store: &Store, port: &Port) -> Result<(), ApiError> 
     Ok(())
 }
 
+/// Ironic's conductor refuses (409) to change how a port connects — its portgroup,
+/// `pxe_enabled`, `local_link_connection`, `physical_network` — unless its node is in
+/// enroll, inspecting, inspect wait or manageable, or in maintenance; and its MAC address
+/// while the node is active or has an instance, unless in maintenance.
+fn check_port_change(node: &Node, before: &Port, after: &Port) -> Result<(), ApiError> {
+    if before.address != after.address
+        && (node.provision_state == ProvisionState::Active || node.instance_uuid.is_some())
+        && !node.maintenance
+    {
+        return Err(ApiError::conflict(format!(
+            "Cannot update hardware address for port {} as node {} is active or has instance \
+             UUID assigned",
+            after.uuid, node.uuid
+        )));
+    }
+    let connectivity_changed = before.portgroup_uuid != after.portgroup_uuid
+        || before.pxe_enabled != after.pxe_enabled
+        || before.local_link_connection != after.local_link_connection
+        || before.physical_network != after.physical_network;
+    let allowed = matches!(
+        node.provision_state,
+        ProvisionState::Enroll
+            | ProvisionState::Inspecting
+            | ProvisionState::InspectWait
+            | ProvisionState::Manageable
+    );
+    if connectivity_changed && !allowed && !node.maintenance {
+        return Err(ApiError::conflict(format!(
+            "Port {} can not have any connectivity attributes (portgroup_id, pxe_enabled, \
+             local_link_connection, physical_network) updated unless node {} is in a enroll, \
+             inspecting, inspect wait, manageable state or in maintenance mode. The current \
+             state is {}.",
+            after.uuid,
+            node.uuid,
+            node.provision_state.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// All ports of a portgroup share one physical network (which may be none): a port joining
+/// a portgroup, or changing its physical network within one, must match the other members,
+/// or the portgroup's own `physical_network` when it has no other member (409, as Ironic's
+/// conductor answers).
+async fn check_physical_network(store: &Store, port: &Port) -> Result<(), ApiError> {
+    let Some(portgroup_uuid) = port.portgroup_uuid else {
+        return Ok(());
+    };
+    let filter = PortFilter {
+        portgroup_uuid: Some(portgroup_uuid),
+        ..PortFilter::default()
+    };
+    let members = store
+        .port_list(&filter, &StorePage::<PortSortKey>::all())
+        .await
+        .map_err(db_error)?;
+    let mut physnets: Vec<Option<&str>> = members
+        .iter()
+        .filter(|member| member.uuid != port.uuid)
+        .map(|member| member.physical_network.as_deref())
+        .collect();
+    physnets.sort_unstable();
+    physnets.dedup();
+    let expected = match physnets.as_slice() {
+        [] => {
+            let portgroup = store
+                .portgroup_get(&Ident::Uuid(portgroup_uuid))
+                .await
+                .map_err(reference_error)?;
+            match portgroup.physical_network {
+                Some(physnet) => Some(physnet),
+                None => return Ok(()),
+            }
+        }
+        [one] => one.map(str::to_owned),
+        several => {
+            let names: Vec<&str> = several.iter().map(|name| name.unwrap_or("None")).collect();
+            return Err(ApiError::bad_request(format!(
+                "Port group {portgroup_uuid} has member ports with inconsistent physical \
+                 networks ({}). All ports in a port group must have the same physical network.",
+                names.join(", ")
+            )));
+        }
+    };
+    if port.physical_network != expected {
+        let show = |name: &Option<String>| name.clone().unwrap_or_else(|| "None".to_owned());
+        return Err(ApiError::conflict(format!(
+            "Port with physical network {} cannot become a member of port group \
+             {portgroup_uuid} which has ports in physical network {}.",
+            show(&port.physical_network),
+            show(&expected)
+        )));
+    }
+    Ok(())
+}
+
 /// `POST /v1/ports`: 201 with the new port and its `Location`.
 pub async fn port_create(
     State(state): State<ApiState>,
@@ -380,6 +489,7 @@ pub async fn port_create(
     apply_create_body(&mut port, body)?;
     referenced_node(&state.store, &Ident::Uuid(port.node_uuid)).await?;
     check_portgroup_of(&state.store, &port).await?;
+    check_physical_network(&state.store, &port).await?;
     let created_port = state
         .store
         .port_create(&port)
@@ -414,16 +524,20 @@ pub async fn port_update(
     check_patch::<Port>(&ops, version)?;
     let port = state
         .store
-        .port_get(&Ident::parse(&ident))
+        .port_get(&uuid_or_name("port_ident", &ident)?)
         .await
         .map_err(db_error)?;
     check_node_not_locked(&state.store, port.node_uuid).await?;
     let updated = apply_patch(&port, &ops, version)?;
-    if updated.node_uuid != port.node_uuid {
-        referenced_node(&state.store, &Ident::Uuid(updated.node_uuid)).await?;
-    }
+    let node = referenced_node(&state.store, &Ident::Uuid(updated.node_uuid)).await?;
     if updated.node_uuid != port.node_uuid || updated.portgroup_uuid != port.portgroup_uuid {
         check_portgroup_of(&state.store, &updated).await?;
+    }
+    check_port_change(&node, &port, &updated)?;
+    if updated.portgroup_uuid != port.portgroup_uuid
+        || updated.physical_network != port.physical_network
+    {
+        check_physical_network(&state.store, &updated).await?;
     }
     let saved = state
         .store
@@ -445,7 +559,7 @@ pub async fn port_delete(
 ) -> Result<StatusCode, ApiError> {
     let port = state
         .store
-        .port_get(&Ident::parse(&ident))
+        .port_get(&uuid_or_name("port_ident", &ident)?)
         .await
         .map_err(db_error)?;
     check_node_not_locked(&state.store, port.node_uuid).await?;

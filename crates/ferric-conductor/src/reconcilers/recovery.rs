@@ -8,6 +8,7 @@
 //! (nodes in wait states hold no lease and simply keep waiting for their callback). A lease
 //! whose holder died is free at once on PostgreSQL (`ferric_db`'s liveness lock), so this
 //! does not wait for it to lapse.
+//! Allocations left `allocating` for a while are processed again (`allocations.rs`).
 
 use std::sync::Arc;
 
@@ -69,6 +70,8 @@ pub(crate) async fn run_once(inner: &Arc<Inner>) -> Result<usize, ConductorError
             acted += 1;
         }
     }
+    // Allocations a dead process left `allocating` are matched again.
+    acted += crate::allocations::recover(inner, false).await?;
     Ok(acted)
 }
 
