@@ -687,9 +687,11 @@ impl Policy {
         target: Target<'_>,
     ) -> bool {
         let rule = format!("{STEP_RULE_PREFIX}{interface}.{step}");
-        self.step_rules
-            .get(&rule)
-            .is_none_or(|personas| personas.iter().any(|persona| persona.matches(caller, target)))
+        self.step_rules.get(&rule).is_none_or(|personas| {
+            personas
+                .iter()
+                .any(|persona| persona.matches(caller, target))
+        })
     }
 
     /// Whether `caller` may do what `rule` guards on `target`. An unknown rule name is a

@@ -793,9 +793,7 @@ async fn a_policy_file_can_forbid_single_steps() {
         .run_until_state(&node, "manageable", common::STATE_TIMEOUT)
         .await;
     let path = format!("/v1/nodes/{node}/states/provision");
-    let clean = |interface: &str, step: &str| {
-        json!({"target": "clean", "clean_steps": [{"interface": interface, "step": step}]})
-    };
+    let clean = |interface: &str, step: &str| json!({"target": "clean", "clean_steps": [{"interface": interface, "step": step}]});
     let refused = server
         .send(
             Some("member-owner"),
