@@ -22,6 +22,7 @@
 mod abort;
 pub mod agent;
 pub mod allocations;
+mod autodetect;
 mod catalog;
 mod console;
 mod console_relay;

@@ -69,7 +69,7 @@ const FAKE_HARDWARE: HardwareType = HardwareType {
         &["fake", "no-bios"],
         &["fake", "ipxe", "pxe"],
         &["fake", "no-console"],
-        &["fake", "direct", "ramdisk", "custom-agent"],
+        &["fake", "direct", "ramdisk", "custom-agent", "autodetect"],
         &["fake", "no-firmware"],
         &["fake", "no-inspect", "agent", "inspector"],
         &["fake"],
@@ -110,7 +110,7 @@ const MANUAL_MANAGEMENT: HardwareType = HardwareType {
         &["no-bios"],
         &["fake", "ipxe", "pxe"],
         &["no-console"],
-        &["fake", "direct"],
+        &["fake", "direct", "autodetect"],
         &["no-firmware"],
         &["no-inspect", "agent", "inspector"],
         &["noop", "fake"],
@@ -141,7 +141,7 @@ const REDFISH: HardwareType = HardwareType {
             "redfish-virtual-media",
         ],
         &["no-console"],
-        &["direct", "fake", "ramdisk", "custom-agent"],
+        &["direct", "fake", "ramdisk", "custom-agent", "autodetect"],
         &["no-firmware", "redfish"],
         &["redfish", "no-inspect", "agent", "inspector"],
         &["redfish", "noop"],
@@ -161,7 +161,7 @@ const IPMI: HardwareType = HardwareType {
         &["no-bios"],
         &["ipxe", "pxe", "http", "http-ipxe", "fake"],
         &["no-console", "ipmitool-socat"],
-        &["direct", "fake", "ramdisk", "custom-agent"],
+        &["direct", "fake", "ramdisk", "custom-agent", "autodetect"],
         &["no-firmware"],
         &["no-inspect", "agent", "inspector"],
         &["ipmitool", "noop"],
@@ -345,6 +345,29 @@ impl Drivers {
         Ok(())
     }
 
+    /// The concrete deploy interface an `autodetect` node deploys with (`None`: the node
+    /// names a concrete one).
+    pub fn autodetected(&self, node: &Node) -> Result<Option<&str>, DriverError> {
+        let named = node.interface(InterfaceKind::Deploy);
+        if named.is_some_and(|name| name != crate::autodetect::AUTODETECT) {
+            return Ok(None);
+        }
+        let hardware_type = self
+            .get(&node.driver)
+            .ok_or_else(|| self.unknown(&node.driver))?;
+        if named.is_none()
+            && self.default_interface(hardware_type, InterfaceKind::Deploy)?
+                != crate::autodetect::AUTODETECT
+        {
+            return Ok(None);
+        }
+        crate::autodetect::choose(node, self.interfaces.autodetect_order(), |name| {
+            self.interfaces
+                .allows(hardware_type, InterfaceKind::Deploy, name)
+        })
+        .map(Some)
+    }
+
     fn unknown(&self, driver: &str) -> DriverError {
         DriverError::invalid(
             "node.driver",
@@ -370,6 +393,9 @@ impl Drivers {
     pub fn load_with_ports(&self, node: &Node, ports: &[Port]) -> Result<Interfaces, DriverError> {
         let mut node = node.clone();
         self.apply_defaults(&mut node)?;
+        if let Some(chosen) = self.autodetected(&node)? {
+            node.deploy_interface = Some(chosen.to_owned());
+        }
         let name = |kind| node.interface(kind).unwrap_or_default().to_owned();
         let unsupported = |kind| DriverError::Unsupported {
             driver: node.driver.clone(),

@@ -12,6 +12,7 @@ pub mod agent_client;
 mod agent_pin;
 pub mod agent_rescue;
 pub mod agent_steps;
+pub mod autodetect;
 mod bmc;
 pub mod boot_iso;
 pub mod boot_mode;
@@ -25,6 +26,7 @@ pub mod fake;
 pub mod fast_track;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod given_iso;
 mod hardware;
 pub mod inspect;
 pub mod interfaces;
@@ -54,6 +56,6 @@ pub use interfaces::{
     VendorInterface, VendorMethod,
 };
 pub use settings::{
-    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, EraseSettings, InspectorSettings,
-    LogsCollect,
+    AgentVerifyCa, BootSettings, DeploySettings, DownloadSource, DriverSettings, EraseSettings,
+    InspectorSettings, LogsCollect,
 };

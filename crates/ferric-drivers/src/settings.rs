@@ -28,6 +28,33 @@ pub struct BootSettings {
     /// Where the iPXE loaders firmware network boot fetches are read from (`snponly.efi`,
     /// `undionly.kpxe`): Debian's `ipxe` package by default, or a site's own iPXE build.
     pub ipxe_dir: PathBuf,
+    /// How a deploy or rescue ISO a node brings (`driver_info.deploy_iso`) reaches its BMC.
+    pub ramdisk_image_download_source: DownloadSource,
+}
+
+/// How an image named by URL reaches the machine (Ironic's `*_image_download_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DownloadSource {
+    /// The conductor downloads it and serves it from its boot file server.
+    #[default]
+    Local,
+    /// The URL is handed on; the BMC or agent fetches from the origin.
+    Http,
+}
+
+impl std::str::FromStr for DownloadSource {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "local" => Ok(Self::Local),
+            "http" => Ok(Self::Http),
+            other => Err(format!(
+                "'{other}' is not an image download source: use local (the conductor downloads \
+                 and serves it) or http (the URL is handed on)"
+            )),
+        }
+    }
 }
 
 impl Default for BootSettings {
@@ -41,6 +68,7 @@ impl Default for BootSettings {
             kernel_append_params: "console=ttyS0 console=tty0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(crate::dhcp::IPXE_DIR),
+            ramdisk_image_download_source: DownloadSource::Local,
         }
     }
 }

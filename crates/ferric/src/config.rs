@@ -279,6 +279,12 @@ pub(crate) struct Settings {
     /// `undionly.kpxe` (BIOS PXE). Default: Debian's `ipxe` package; a site can point it at
     /// its own iPXE build (e.g. one without the 2 s "Press Ctrl-B" wait, `BANNER_TIMEOUT` 0).
     pub(crate) ipxe_dir: PathBuf,
+    /// How a deploy or rescue ISO a node brings in `driver_info.deploy_iso` /
+    /// `rescue_iso` (an http(s) URL) reaches its BMC: `local` (the default, as in Ironic)
+    /// downloads it into `boot_http_root/vmedia/` and gives the BMC Ferric's own URL, reusing
+    /// the copy while the origin answers `304 Not Modified`; `http` gives the BMC the URL
+    /// itself.
+    pub(crate) ramdisk_image_download_source: String,
     /// Start Ferric's own dnsmasq on this interface (DHCP for machines in a ramdisk phase
     /// only, chained to iPXE's `boot.ipxe`); unset: the operator runs DHCP.
     pub(crate) dhcp_interface: Option<String>,
@@ -386,6 +392,14 @@ pub(crate) struct Settings {
     /// implementations, so the quick start works unchanged; remove `fake-hardware` from
     /// `enabled_hardware_types` to switch it off.
     pub(crate) enabled_deploy_interfaces: Vec<String>,
+    /// The deploy interfaces the `autodetect` deploy interface picks from, in order
+    /// (Ironic's `autodetect_deploy_interfaces`): the first whose rule takes the node's
+    /// instance (`ramdisk`: `instance_info.ironic_ramdisk_deploy` with a `boot_iso`, or a
+    /// `kernel` and a `ramdisk`; any other: every instance), else the last. Checked
+    /// against `enabled_deploy_interfaces` when `autodetect` is enabled. Ferric has no
+    /// `bootc` interface, so naming it is refused. Make `autodetect` every node's default
+    /// with `default_deploy_interface = "autodetect"`, as Metal3's ironic-image does.
+    pub(crate) autodetect_deploy_interfaces: Vec<String>,
     /// Firmware interfaces nodes may use (`no-firmware`, `redfish`, `fake`).
     pub(crate) enabled_firmware_interfaces: Vec<String>,
     /// Inspect interfaces nodes may use (`no-inspect`, `redfish`, `agent`, `inspector`,
@@ -552,6 +566,7 @@ impl Default for Settings {
             kernel_append_params: "console=ttyS0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(ferric_drivers::dhcp::IPXE_DIR),
+            ramdisk_image_download_source: "local".to_owned(),
             dhcp_interface: None,
             dhcp_range: None,
             dhcp_enable_ra: false,
@@ -583,6 +598,7 @@ impl Default for Settings {
             enabled_boot_interfaces: interfaces.enabled(InterfaceKind::Boot).to_vec(),
             enabled_console_interfaces: interfaces.enabled(InterfaceKind::Console).to_vec(),
             enabled_deploy_interfaces: interfaces.enabled(InterfaceKind::Deploy).to_vec(),
+            autodetect_deploy_interfaces: interfaces.autodetect_order().to_vec(),
             enabled_firmware_interfaces: interfaces.enabled(InterfaceKind::Firmware).to_vec(),
             enabled_inspect_interfaces: interfaces.enabled(InterfaceKind::Inspect).to_vec(),
             enabled_management_interfaces: interfaces.enabled(InterfaceKind::Management).to_vec(),
@@ -714,7 +730,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 124] = [
+    pub(crate) const KEYS: [&'static str; 126] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -788,6 +804,7 @@ impl Settings {
         "kernel_append_params",
         "dhcp_hostsdir",
         "ipxe_dir",
+        "ramdisk_image_download_source",
         "dhcp_interface",
         "dhcp_range",
         "dhcp_enable_ra",
@@ -822,6 +839,7 @@ impl Settings {
         "enabled_boot_interfaces",
         "enabled_console_interfaces",
         "enabled_deploy_interfaces",
+        "autodetect_deploy_interfaces",
         "enabled_firmware_interfaces",
         "enabled_inspect_interfaces",
         "enabled_management_interfaces",

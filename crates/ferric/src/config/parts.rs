@@ -57,6 +57,9 @@ impl Settings {
         );
         ferric_drivers::LogsCollect::parse(&self.deploy_logs_collect)
             .map_err(|error| anyhow::anyhow!("{error}"))?;
+        self.ramdisk_image_download_source
+            .parse::<ferric_drivers::DownloadSource>()
+            .map_err(|error| anyhow::anyhow!("ramdisk_image_download_source: {error}"))?;
         anyhow::ensure!(
             self.deploy_logs_storage_backend
                 .eq_ignore_ascii_case("local"),
@@ -153,7 +156,9 @@ impl Settings {
                 .and_then(|interfaces| interfaces.with_default(kind, default.as_deref()))
                 .map_err(|error| anyhow::anyhow!("invalid interface settings: {error}"))?;
         }
-        Ok(interfaces)
+        interfaces
+            .with_autodetect(&self.autodetect_deploy_interfaces)
+            .map_err(|error| anyhow::anyhow!("invalid interface settings: {error}"))
     }
 
     /// Each interface kind with its two settings.
@@ -378,6 +383,11 @@ impl Settings {
                 kernel_append_params: self.kernel_append_params.clone(),
                 dhcp_hostsdir: self.effective_dhcp_hostsdir(),
                 ipxe_dir: self.ipxe_dir.clone(),
+                // Checked in `conductor()`.
+                ramdisk_image_download_source: self
+                    .ramdisk_image_download_source
+                    .parse()
+                    .unwrap_or_default(),
             },
             deploy: ferric_drivers::DeploySettings {
                 erase_devices_priority: self.erase_devices_priority,

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 124] = [
+const SAMPLES: [(&str, &str); 126] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -265,6 +265,7 @@ const SAMPLES: [(&str, &str); 124] = [
     ("kernel_append_params", "console=ttyS1 nofb"),
     ("dhcp_hostsdir", "dhcp-hosts"),
     ("ipxe_dir", "/srv/ipxe"),
+    ("ramdisk_image_download_source", "http"),
     ("dhcp_interface", "ferric0"),
     ("dhcp_range", "10.0.0.10,10.0.0.20,255.255.255.0"),
     ("dhcp_enable_ra", "true"),
@@ -301,6 +302,7 @@ const SAMPLES: [(&str, &str); 124] = [
     ("enabled_boot_interfaces", "ipxe,fake"),
     ("enabled_console_interfaces", "no-console,fake"),
     ("enabled_deploy_interfaces", "direct,fake"),
+    ("autodetect_deploy_interfaces", "direct"),
     ("enabled_firmware_interfaces", "no-firmware"),
     ("enabled_inspect_interfaces", r#"["no-inspect", "agent"]"#),
     ("enabled_management_interfaces", "redfish,noop"),
