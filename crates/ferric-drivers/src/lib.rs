@@ -14,6 +14,7 @@ pub mod agent_rescue;
 pub mod agent_steps;
 pub mod autodetect;
 mod bmc;
+pub mod boot_arch;
 pub mod boot_iso;
 pub mod boot_mode;
 mod configdrive;

@@ -20,6 +20,10 @@ pub struct BootSettings {
     /// `driver_info.deploy_kernel` / `deploy_ramdisk` override them.
     pub deploy_kernel: String,
     pub deploy_ramdisk: String,
+    /// The agent kernel and ramdisk per `properties.cpu_arch`, between a node's own and the
+    /// defaults above (`boot_arch`).
+    pub deploy_kernel_by_arch: crate::boot_arch::ArchMap,
+    pub deploy_ramdisk_by_arch: crate::boot_arch::ArchMap,
     /// Appended to the agent's kernel command line.
     pub kernel_append_params: String,
     /// dnsmasq's `--dhcp-hostsdir`: Ferric writes one file per MAC of a node in a ramdisk
@@ -65,6 +69,8 @@ impl Default for BootSettings {
             api_url: None,
             deploy_kernel: "agent.kernel".to_owned(),
             deploy_ramdisk: "agent.ramdisk".to_owned(),
+            deploy_kernel_by_arch: crate::boot_arch::ArchMap::new(),
+            deploy_ramdisk_by_arch: crate::boot_arch::ArchMap::new(),
             kernel_append_params: "console=ttyS0 console=tty0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(crate::dhcp::IPXE_DIR),

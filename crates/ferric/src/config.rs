@@ -269,6 +269,21 @@ pub(crate) struct Settings {
     /// The agent ramdisk: a file name under `boot_http_root` or a URL (a node's
     /// `driver_info.deploy_ramdisk` wins). `ferric ramdisk build` makes it.
     pub(crate) deploy_ramdisk: String,
+    /// The agent kernel per CPU architecture, as `arch:file` pairs separated by commas
+    /// (Ironic's `deploy_kernel_by_arch`, e.g. `aarch64:agent-aarch64.kernel`): a node whose
+    /// `properties.cpu_arch` is listed boots it unless its `driver_info` names its own. List
+    /// each architecture in `deploy_ramdisk_by_arch` too. Machines Ferric does not know
+    /// (discovery) are matched by iPXE's `${buildarch}` (`arm64` for `aarch64`).
+    pub(crate) deploy_kernel_by_arch: String,
+    /// The agent ramdisk per CPU architecture (`arch:file,…`, Ironic's
+    /// `deploy_ramdisk_by_arch`); see `deploy_kernel_by_arch`.
+    pub(crate) deploy_ramdisk_by_arch: String,
+    /// The iPXE loader the managed dnsmasq hands firmware PXE clients, per the architecture
+    /// they announce in DHCP option 93 (Ironic's `ipxe_bootfile_name_by_arch`): keys
+    /// `x86_64-uefi` (or `x86_64`), `x86_64-bios`, `aarch64-uefi` (or `aarch64`); files
+    /// under `ipxe_dir`. Unset keys keep `snponly.efi` and `undionly.kpxe`; ARM64 clients
+    /// get nothing unless `aarch64` is listed.
+    pub(crate) ipxe_bootfile_name_by_arch: String,
     /// Extra kernel command-line parameters for the agent ramdisk.
     pub(crate) kernel_append_params: String,
     /// A dnsmasq `--dhcp-hostsdir` Ferric writes per-MAC entries (tag `ferric`) into while a
@@ -563,6 +578,9 @@ impl Default for Settings {
             boot_http_root: PathBuf::from("ferric-boot"),
             deploy_kernel: "agent.kernel".to_owned(),
             deploy_ramdisk: "agent.ramdisk".to_owned(),
+            deploy_kernel_by_arch: String::new(),
+            deploy_ramdisk_by_arch: String::new(),
+            ipxe_bootfile_name_by_arch: String::new(),
             kernel_append_params: "console=ttyS0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(ferric_drivers::dhcp::IPXE_DIR),
@@ -730,7 +748,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 126] = [
+    pub(crate) const KEYS: [&'static str; 129] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -801,6 +819,9 @@ impl Settings {
         "boot_http_root",
         "deploy_kernel",
         "deploy_ramdisk",
+        "deploy_kernel_by_arch",
+        "deploy_ramdisk_by_arch",
+        "ipxe_bootfile_name_by_arch",
         "kernel_append_params",
         "dhcp_hostsdir",
         "ipxe_dir",
