@@ -16,6 +16,8 @@ mod scale_load;
 mod tempest;
 #[cfg(test)]
 mod tidy;
+#[cfg(test)]
+mod tidy_imports;
 mod ui;
 mod upgrade;
 
