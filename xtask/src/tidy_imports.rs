@@ -29,254 +29,130 @@ use crate::tidy::workspace_root;
 /// moving the misplaced name; `mod` paths as in `use` (`""` is the crate root). The list may
 /// only shrink.
 const LOOP_EDGES: &[(&str, &str, &str)] = &[
-    // router
-    ("ferric-agent", "agent", "api"),
-    // ClientError, run
-    ("ferric-agent", "agent", "client"),
-    // Agent
-    ("ferric-agent", "commands", "agent"),
-    // partition_uuids_command, prepare_image_command, …
-    ("ferric-agent", "commands", "image"),
-    // install_bootloader_command, validate_install_bootloader
-    ("ferric-agent", "commands", "image::bootloader"),
-    // get_hardware_info_command
-    ("ferric-agent", "commands", "inventory"),
-    // collect_system_logs_command
-    ("ferric-agent", "commands", "logs"),
-    // power_off_command, run_image_command, sync_command
-    ("ferric-agent", "commands", "power"),
-    // finalize_rescue_command, validate
-    ("ferric-agent", "commands", "rescue"),
-    // execute_clean_step_command, execute_deploy_step_command, …
-    ("ferric-agent", "commands", "steps"),
-    // HARDWARE_FILE
-    ("ferric-agent", "ramdisk::archive", "ramdisk::hardware"),
-    // ModuleTree, module_name
-    ("ferric-agent", "ramdisk::hardware", "ramdisk::modules"),
-    // *
-    ("ferric-api", "aliases", "endpoints"),
-    // *, Guard, On
-    ("ferric-api", "authz", "endpoints"),
-    // ConsoleInput
-    ("ferric-api", "authz", "v1::console"),
-    // filter_param
-    ("ferric-api", "endpoints", "openapi"),
-    // *
-    ("ferric-api", "endpoints::nodes", "v1::children"),
-    // *
-    ("ferric-api", "endpoints::nodes", "v1::console"),
-    // *
-    ("ferric-api", "endpoints::nodes", "v1::history"),
-    // *
-    ("ferric-api", "endpoints::nodes", "v1::node_management"),
-    // *
-    ("ferric-api", "endpoints::nodes", "v1::vifs"),
-    // *
-    ("ferric-api", "endpoints::nodes", "v1::vmedia"),
-    // health_get
-    ("ferric-api", "endpoints::resources", "health"),
-    // metrics_get
-    ("ferric-api", "endpoints::resources", "metrics"),
-    // *
-    ("ferric-api", "endpoints::resources", "v1::chassis"),
-    // *
-    ("ferric-api", "endpoints::resources", "v1::ramdisk"),
-    // *
-    ("ferric-api", "endpoints::templates", "v1::deploy_templates"),
-    // *
-    ("ferric-api", "endpoints::templates", "v1::runbook_traits"),
-    // ApiState
-    ("ferric-api", "v1::allocations", ""),
-    // ApiState
-    ("ferric-api", "v1::conductors", ""),
-    // ApiState
-    ("ferric-api", "v1::drivers", ""),
-    // ApiState
-    ("ferric-api", "v1::node_data", ""),
-    // ApiState
-    ("ferric-api", "v1::nodes", ""),
-    // ApiState
-    ("ferric-api", "v1::portgroups", ""),
-    // ApiState
-    ("ferric-api", "v1::ports", ""),
-    // ApiState
-    ("ferric-api", "v1::raid", ""),
-    // ApiState
-    ("ferric-api", "v1::runbooks", ""),
-    // ApiState
-    ("ferric-api", "v1::states", ""),
-    // ApiState
-    ("ferric-api", "v1::traits", ""),
-    // ApiState
-    ("ferric-api", "v1::vendor", ""),
-    // ApiState
-    ("ferric-api", "v1::volumes", ""),
-    // ConsoleArgs, run
-    ("ferric-cli", "node", "console"),
-    // *
-    ("ferric-cli", "node", "node_data"),
-    // *, Clean, Deploy, Plain, Rescue, Service
-    ("ferric-cli", "node", "node_states"),
-    // *
-    ("ferric-cli", "node", "wait"),
-    // Listing, Showing, add_pairs, create, delete, list, …
-    ("ferric-cli", "ports", "resources"),
-    // fields_query, node_path
-    ("ferric-cli", "resources", "node"),
-    // Listing, Showing, create, delete, list, show
-    ("ferric-cli", "templates", "resources"),
-    // run_once
-    ("ferric-conductor", "", "reconcilers::recovery"),
-    // spawn_server
-    ("ferric-conductor", "", "requests::server"),
-    // Cause, Task
-    ("ferric-conductor", "agent", "task"),
-    // Job, spawn
-    ("ferric-conductor", "agent", "worker"),
-    // bind, serve
-    ("ferric-conductor", "console", "console_relay"),
-    // Task
-    ("ferric-conductor", "console", "task"),
-    // interfaces, read
-    ("ferric-conductor", "console", "view"),
-    // Task
-    ("ferric-conductor", "hardware_data", "task"),
-    // Task
-    ("ferric-conductor", "power", "task"),
-    // interfaces, read
-    ("ferric-conductor", "power", "view"),
-    // Cause, Task
-    ("ferric-conductor", "provision", "task"),
-    // deploy_steps_with_templates
-    ("ferric-conductor", "provision", "templates"),
-    // checks_for
-    ("ferric-conductor", "provision", "view"),
-    // Job, spawn
-    ("ferric-conductor", "provision", "worker"),
-    // poll_service
-    ("ferric-conductor", "reconcilers", "inspection"),
-    // purge
-    ("ferric-conductor", "reconcilers", "requests::server"),
-    // Inner, lock
-    ("ferric-conductor", "reconcilers::power_sync", ""),
-    // Task
-    ("ferric-conductor", "reconcilers::power_sync", "task"),
-    // Inner
-    ("ferric-conductor", "reconcilers::recovery", ""),
-    // recover
-    ("ferric-conductor", "reconcilers::recovery", "allocations"),
-    // Task
-    ("ferric-conductor", "reconcilers::recovery", "task"),
-    // Inner
-    ("ferric-conductor", "reconcilers::timeouts", ""),
-    // forget_agent, forget_rescue_password
-    ("ferric-conductor", "reconcilers::timeouts", "provision"),
-    // clear_plan
-    ("ferric-conductor", "reconcilers::timeouts", "steps"),
-    // Task
-    ("ferric-conductor", "reconcilers::timeouts", "task"),
-    // AgentToken, Heartbeat
-    ("ferric-conductor", "requests", "agent"),
-    // run_here
-    ("ferric-conductor", "requests", "catalog"),
-    // ConsoleHub, ConsoleInfo
-    ("ferric-conductor", "requests", "console"),
-    // NodeValidation
-    ("ferric-conductor", "requests", "power"),
-    // ProvisionArgs
-    ("ferric-conductor", "requests", "provision"),
-    // ReconcilerStatus
-    ("ferric-conductor", "requests", "reconcilers"),
-    // VendorReply, driver_vendor_passthru
-    ("ferric-conductor", "requests", "vendor"),
-    // Conductor, Inner
-    ("ferric-conductor", "requests::server", ""),
-    // AgentToken
-    ("ferric-conductor", "requests::server", "agent"),
-    // Aborted, interruptible
-    ("ferric-conductor", "steps", "abort"),
-    // Task
-    ("ferric-conductor", "steps", "task"),
-    // AbortSignal
-    ("ferric-conductor", "task", "abort"),
-    // Task
-    ("ferric-conductor", "vendor", "task"),
-    // *, Aborted, Flow
-    ("ferric-conductor", "worker", "abort"),
-    // end_with_instance
-    ("ferric-conductor", "worker", "console"),
-    // out_of_band, resume
-    ("ferric-conductor", "worker", "inspection"),
-    // SqliteSync
-    ("ferric-db", "local", "store"),
-    // WriteGuard
-    ("ferric-db", "nodes", "history"),
-    // Store
-    ("ferric-db", "schema", "store"),
-    // SuiteCache
-    ("ferric-drivers", "bmc", "ipmi::session"),
-    // Clients
-    ("ferric-drivers", "bmc", "redfish::client"),
-    // gzip_base64
-    ("ferric-drivers", "configdrive", "direct"),
-    // boot_file_url
-    ("ferric-drivers", "direct", "ipxe"),
-    // StepKind
-    ("ferric-drivers", "error", "interfaces"),
-    // InterfaceSettings
-    ("ferric-drivers", "hardware", "enabled"),
-    // raid_steps
-    ("ferric-drivers", "interfaces", "raid"),
-    // normalize_mac
-    ("ferric-inspector", "lldp", "process"),
-    // *
-    ("ferric-inspector", "service", "discovery"),
-    // VolumeDisk
-    ("ferric-lab", "hardware", "machine"),
-    // *
-    ("ferric-lab", "ipmi::session", "ipmi::commands"),
-    // INVALID_DATA_FIELD, REQUEST_LENGTH_INVALID
-    ("ferric-lab", "ipmi::sol", "ipmi::commands"),
-    // serve
-    ("ferric-lab", "lab", "bmc"),
-    // Firmware
-    ("ferric-lab", "lab", "machine"),
-    // OVMF_CODE, OVMF_CODE_SECURE_BOOT, OVMF_VARS, …
-    ("ferric-lab", "lab", "qemu"),
-    // Firmware, MachineInfo
-    ("ferric-lab", "layout", "machine"),
-    // *, STORAGE_ID
-    ("ferric-lab", "redfish::storage", "redfish::raid"),
-    // *
-    ("ferric-lab", "redfish::systems", "redfish::vmedia"),
-    // *
-    ("ferric-lab", "redfish::update", "redfish::raid"),
-    // ProvisionState
-    ("ferric-model", "microversion", "state"),
-    // Node
-    ("ferric-model", "resources::interface", "resources::node"),
-    // RunningServer, free_port, target_dir
-    ("xtask", "bench", "clients"),
-    // fleet_of
-    ("xtask", "bench", "compare"),
-    // *, percentile
-    ("xtask", "compare", "bench"),
-    // RunningServer, free_port, target_dir
-    ("xtask", "compare", "clients"),
-    // *
-    ("xtask", "fleet", "bench"),
-    // RunningServer, free_port
-    ("xtask", "fuzz", "clients"),
-    // *
-    ("xtask", "scale", "bench"),
-    // MIMALLOC_ENV, free_port, target_dir
-    ("xtask", "scale", "clients"),
-    // deploy_cycle, detail_pages, enroll, fake_nodes, ironic, …
-    ("xtask", "scale", "scale_load"),
-    // RunningServer, free_port, target_dir
-    ("xtask", "tempest", "clients"),
-    // RunningServer, free_port, target_dir
-    ("xtask", "ui", "clients"),
+    ("ferric-agent", "agent", "api"),                          // router
+    ("ferric-agent", "agent", "client"),                       // ClientError, run
+    ("ferric-agent", "commands", "agent"),                     // Agent
+    ("ferric-agent", "commands", "image"), // partition_uuids_command, prepare_image_command, …
+    ("ferric-agent", "commands", "image::bootloader"), // install_bootloader_command, …
+    ("ferric-agent", "commands", "inventory"), // get_hardware_info_command
+    ("ferric-agent", "commands", "logs"),  // collect_system_logs_command
+    ("ferric-agent", "commands", "power"), // power_off_command, run_image_command, sync_command
+    ("ferric-agent", "commands", "rescue"), // finalize_rescue_command, validate
+    ("ferric-agent", "commands", "steps"), // execute_clean_step_command, …
+    ("ferric-agent", "ramdisk::archive", "ramdisk::hardware"), // HARDWARE_FILE
+    ("ferric-agent", "ramdisk::hardware", "ramdisk::modules"), // ModuleTree, module_name
+    ("ferric-api", "aliases", "endpoints"), // *
+    ("ferric-api", "authz", "endpoints"),  // *, Guard, On
+    ("ferric-api", "authz", "v1::console"), // ConsoleInput
+    ("ferric-api", "endpoints", "openapi"), // filter_param
+    ("ferric-api", "endpoints::nodes", "v1::children"), // *
+    ("ferric-api", "endpoints::nodes", "v1::console"), // *
+    ("ferric-api", "endpoints::nodes", "v1::history"), // *
+    ("ferric-api", "endpoints::nodes", "v1::node_management"), // *
+    ("ferric-api", "endpoints::nodes", "v1::vifs"), // *
+    ("ferric-api", "endpoints::nodes", "v1::vmedia"), // *
+    ("ferric-api", "endpoints::resources", "health"), // health_get
+    ("ferric-api", "endpoints::resources", "metrics"), // metrics_get
+    ("ferric-api", "endpoints::resources", "v1::chassis"), // *
+    ("ferric-api", "endpoints::resources", "v1::ramdisk"), // *
+    ("ferric-api", "endpoints::templates", "v1::deploy_templates"), // *
+    ("ferric-api", "endpoints::templates", "v1::runbook_traits"), // *
+    ("ferric-api", "v1::allocations", ""), // ApiState
+    ("ferric-api", "v1::conductors", ""),  // ApiState
+    ("ferric-api", "v1::drivers", ""),     // ApiState
+    ("ferric-api", "v1::node_data", ""),   // ApiState
+    ("ferric-api", "v1::nodes", ""),       // ApiState
+    ("ferric-api", "v1::portgroups", ""),  // ApiState
+    ("ferric-api", "v1::ports", ""),       // ApiState
+    ("ferric-api", "v1::raid", ""),        // ApiState
+    ("ferric-api", "v1::runbooks", ""),    // ApiState
+    ("ferric-api", "v1::states", ""),      // ApiState
+    ("ferric-api", "v1::traits", ""),      // ApiState
+    ("ferric-api", "v1::vendor", ""),      // ApiState
+    ("ferric-api", "v1::volumes", ""),     // ApiState
+    ("ferric-cli", "node", "console"),     // ConsoleArgs, run
+    ("ferric-cli", "node", "node_data"),   // *
+    ("ferric-cli", "node", "node_states"), // *, Clean, Deploy, Plain, Rescue, Service
+    ("ferric-cli", "node", "wait"),        // *
+    ("ferric-cli", "ports", "resources"),  // Listing, Showing, add_pairs, create, delete, list, …
+    ("ferric-cli", "resources", "node"),   // fields_query, node_path
+    ("ferric-cli", "templates", "resources"), // Listing, Showing, create, delete, list, show
+    ("ferric-conductor", "", "reconcilers::recovery"), // run_once
+    ("ferric-conductor", "", "requests::server"), // spawn_server
+    ("ferric-conductor", "agent", "task"), // Cause, Task
+    ("ferric-conductor", "agent", "worker"), // Job, spawn
+    ("ferric-conductor", "console", "console_relay"), // bind, serve
+    ("ferric-conductor", "console", "task"), // Task
+    ("ferric-conductor", "console", "view"), // interfaces, read
+    ("ferric-conductor", "hardware_data", "task"), // Task
+    ("ferric-conductor", "power", "task"), // Task
+    ("ferric-conductor", "power", "view"), // interfaces, read
+    ("ferric-conductor", "provision", "task"), // Cause, Task
+    ("ferric-conductor", "provision", "templates"), // deploy_steps_with_templates
+    ("ferric-conductor", "provision", "view"), // checks_for
+    ("ferric-conductor", "provision", "worker"), // Job, spawn
+    ("ferric-conductor", "reconcilers", "inspection"), // poll_service
+    ("ferric-conductor", "reconcilers", "requests::server"), // purge
+    ("ferric-conductor", "reconcilers::power_sync", ""), // Inner, lock
+    ("ferric-conductor", "reconcilers::power_sync", "task"), // Task
+    ("ferric-conductor", "reconcilers::recovery", ""), // Inner
+    ("ferric-conductor", "reconcilers::recovery", "allocations"), // recover
+    ("ferric-conductor", "reconcilers::recovery", "task"), // Task
+    ("ferric-conductor", "reconcilers::timeouts", ""), // Inner
+    ("ferric-conductor", "reconcilers::timeouts", "provision"), // forget_agent, …
+    ("ferric-conductor", "reconcilers::timeouts", "steps"), // clear_plan
+    ("ferric-conductor", "reconcilers::timeouts", "task"), // Task
+    ("ferric-conductor", "requests", "agent"), // AgentToken, Heartbeat
+    ("ferric-conductor", "requests", "catalog"), // run_here
+    ("ferric-conductor", "requests", "console"), // ConsoleHub, ConsoleInfo
+    ("ferric-conductor", "requests", "power"), // NodeValidation
+    ("ferric-conductor", "requests", "provision"), // ProvisionArgs
+    ("ferric-conductor", "requests", "reconcilers"), // ReconcilerStatus
+    ("ferric-conductor", "requests", "vendor"), // VendorReply, driver_vendor_passthru
+    ("ferric-conductor", "requests::server", ""), // Conductor, Inner
+    ("ferric-conductor", "requests::server", "agent"), // AgentToken
+    ("ferric-conductor", "steps", "abort"), // Aborted, interruptible
+    ("ferric-conductor", "steps", "task"), // Task
+    ("ferric-conductor", "task", "abort"), // AbortSignal
+    ("ferric-conductor", "vendor", "task"), // Task
+    ("ferric-conductor", "worker", "abort"), // *, Aborted, Flow
+    ("ferric-conductor", "worker", "console"), // end_with_instance
+    ("ferric-conductor", "worker", "inspection"), // out_of_band, resume
+    ("ferric-db", "local", "store"),       // SqliteSync
+    ("ferric-db", "nodes", "history"),     // WriteGuard
+    ("ferric-db", "schema", "store"),      // Store
+    ("ferric-drivers", "bmc", "ipmi::session"), // SuiteCache
+    ("ferric-drivers", "bmc", "redfish::client"), // Clients
+    ("ferric-drivers", "configdrive", "direct"), // gzip_base64
+    ("ferric-drivers", "direct", "ipxe"),  // boot_file_url
+    ("ferric-drivers", "error", "interfaces"), // StepKind
+    ("ferric-drivers", "hardware", "enabled"), // InterfaceSettings
+    ("ferric-drivers", "interfaces", "raid"), // raid_steps
+    ("ferric-inspector", "lldp", "process"), // normalize_mac
+    ("ferric-inspector", "service", "discovery"), // *
+    ("ferric-lab", "hardware", "machine"), // VolumeDisk
+    ("ferric-lab", "ipmi::session", "ipmi::commands"), // *
+    ("ferric-lab", "ipmi::sol", "ipmi::commands"), // INVALID_DATA_FIELD, REQUEST_LENGTH_INVALID
+    ("ferric-lab", "lab", "bmc"),          // serve
+    ("ferric-lab", "lab", "machine"),      // Firmware
+    ("ferric-lab", "lab", "qemu"),         // OVMF_CODE, OVMF_CODE_SECURE_BOOT, OVMF_VARS, …
+    ("ferric-lab", "layout", "machine"),   // Firmware, MachineInfo
+    ("ferric-lab", "redfish::storage", "redfish::raid"), // *, STORAGE_ID
+    ("ferric-lab", "redfish::systems", "redfish::vmedia"), // *
+    ("ferric-lab", "redfish::update", "redfish::raid"), // *
+    ("ferric-model", "microversion", "state"), // ProvisionState
+    ("ferric-model", "resources::interface", "resources::node"), // Node
+    ("xtask", "bench", "clients"),         // RunningServer, free_port, target_dir
+    ("xtask", "bench", "compare"),         // fleet_of
+    ("xtask", "compare", "bench"),         // *, percentile
+    ("xtask", "compare", "clients"),       // RunningServer, free_port, target_dir
+    ("xtask", "fleet", "bench"),           // *
+    ("xtask", "fuzz", "clients"),          // RunningServer, free_port
+    ("xtask", "scale", "bench"),           // *
+    ("xtask", "scale", "clients"),         // MIMALLOC_ENV, free_port, target_dir
+    ("xtask", "scale", "scale_load"), // deploy_cycle, detail_pages, enroll, fake_nodes, ironic, …
+    ("xtask", "tempest", "clients"),  // RunningServer, free_port, target_dir
+    ("xtask", "ui", "clients"),       // RunningServer, free_port, target_dir
 ];
 
 /// One crate's modules and the edges between them, each edge with the names it uses.
