@@ -17,6 +17,8 @@ mod tempest;
 #[cfg(test)]
 mod tidy;
 #[cfg(test)]
+mod tidy_codemap;
+#[cfg(test)]
 mod tidy_imports;
 mod ui;
 mod upgrade;
