@@ -1,6 +1,15 @@
 //! Hardware types and the interfaces they compose (`reference/ironic.md` §7): which
 //! implementations a `driver` supports per interface kind, which one a node gets by default,
 //! and building a node's [`Interfaces`] from its `<kind>_interface` fields.
+//!
+//! Theory of operation: [`Drivers`] (the enabled types and the site's `enabled.rs` settings) fills
+//! a node's unset interfaces with defaults and checks the set ones — at create and PATCH, and again
+//! whenever the conductor loads a node. A node's [`Interfaces`] gather the steps of every interface
+//! for a flow ([`Interfaces::steps`]; `offered_steps` merges the agent's own steps, which the
+//! interfaces' shadow) and send each step to the interface that offers it
+//! ([`Interfaces::execute_step`]), so the conductor's step machinery never knows which interface a
+//! step belongs to. BMC-backed power and management interfaces are wrapped in `measured.rs`'s
+//! timing when built.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
