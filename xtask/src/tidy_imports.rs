@@ -127,7 +127,6 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-drivers", "direct", "ipxe"),  // boot_file_url
     ("ferric-drivers", "error", "interfaces"), // StepKind
     ("ferric-drivers", "hardware", "enabled"), // InterfaceSettings
-    ("ferric-drivers", "interfaces", "raid"), // raid_steps
     ("ferric-inspector", "lldp", "process"), // normalize_mac
     ("ferric-inspector", "service", "discovery"), // *
     ("ferric-lab", "hardware", "machine"), // VolumeDisk
@@ -866,4 +865,26 @@ fn the_import_parser_reads_use_trees_and_re_exports() {
         "use a;\n// use crate::x;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\nuse b;\n",
     );
     assert_eq!(stripped, "use a;\nuse b;\n");
+}
+
+/// Prints one crate's loops with every edge inside them, for opening them by hand:
+/// `FERRIC_CRATE=ferric-drivers cargo test -p xtask print_import_loops -- --ignored --nocapture`.
+#[test]
+#[ignore = "a tool: prints a crate's import loops"]
+fn print_import_loops() {
+    let wanted = std::env::var("FERRIC_CRATE").unwrap_or_default();
+    for graph in graphs().into_iter().filter(|graph| graph.crate_name == wanted) {
+        let edges = graph.edge_set(&BTreeSet::new());
+        for component in components(graph.modules.len(), &edges) {
+            if component.len() < 2 {
+                continue;
+            }
+            println!("component of {} modules:", component.len());
+            for edge in edges.iter().filter(|(from, to)| {
+                component.binary_search(from).is_ok() && component.binary_search(to).is_ok()
+            }) {
+                println!("  {}", graph.describe(*edge));
+            }
+        }
+    }
 }

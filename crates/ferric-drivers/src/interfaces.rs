@@ -663,10 +663,9 @@ pub trait FirmwareInterface: Validate {
 /// the root volume's hint becomes `properties.root_device` (see [`crate::raid`]).
 #[async_trait]
 pub trait RaidInterface: Validate {
-    /// The steps this interface offers in flows of `kind` (none for `no-raid`).
-    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
-        crate::raid::raid_steps(kind)
-    }
+    /// The steps this interface offers in flows of `kind`: `raid::raid_steps` for every
+    /// implementation that builds RAID, none for `no-raid`.
+    fn steps(&self, kind: StepKind) -> Vec<StepDef>;
     /// Whether this implementation's steps run in the agent ramdisk.
     fn needs_agent(&self) -> bool {
         false
