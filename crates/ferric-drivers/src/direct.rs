@@ -36,8 +36,7 @@ use crate::interfaces::{
     BootDevice, BootInterface, DeployInterface, ManagementInterface, Outcome, PowerAction,
     PowerInterface, StepCall, StepDef, StepKind, Validate,
 };
-use crate::ipxe::boot_file_url;
-use crate::settings::{DeploySettings, LogsCollect};
+use crate::settings::{DeploySettings, LogsCollect, boot_file_url};
 
 const NO_ARGS: &[(&str, &str)] = &[];
 const WRITE_IMAGE_ARGS: &[(&str, &str)] = &[
