@@ -41,6 +41,7 @@ mod redfish;
 pub mod settings;
 #[cfg(feature = "simulator")]
 pub mod simulator;
+mod step_kind;
 pub mod vmedia;
 
 pub use bmc::BmcSettings;
