@@ -19,7 +19,8 @@ use ferric_model::resources::{InterfaceKind, Node, Port};
 
 use crate::DriverError;
 use crate::agent_client::AgentClient;
-use crate::bmc::{BmcSettings, BmcState};
+use crate::bmc::BmcSettings;
+use crate::bmc_state::BmcState;
 use crate::console::{ConsoleInterface, FakeConsole, NoConsole};
 use crate::direct::DirectDeploy;
 use crate::enabled::InterfaceSettings;

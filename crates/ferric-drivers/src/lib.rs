@@ -13,6 +13,7 @@ mod agent_pin;
 pub mod agent_rescue;
 pub mod agent_steps;
 mod bmc;
+mod bmc_state;
 pub mod boot_iso;
 pub mod boot_mode;
 mod configdrive;

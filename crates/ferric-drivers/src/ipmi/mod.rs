@@ -34,7 +34,7 @@ pub(crate) use sol::IpmiSol;
 
 use crate::Component;
 use crate::DriverError;
-use crate::bmc::BmcState;
+use crate::bmc_state::BmcState;
 use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
     Validate,
