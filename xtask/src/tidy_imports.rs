@@ -121,7 +121,6 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-db", "local", "store"),       // SqliteSync
     ("ferric-db", "nodes", "history"),     // WriteGuard
     ("ferric-db", "schema", "store"),      // Store
-    ("ferric-drivers", "hardware", "enabled"), // InterfaceSettings
     ("ferric-inspector", "lldp", "process"), // normalize_mac
     ("ferric-inspector", "service", "discovery"), // *
     ("ferric-lab", "hardware", "machine"), // VolumeDisk

@@ -27,6 +27,7 @@ pub mod fast_track;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod hardware;
+mod hardware_types;
 pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
