@@ -1,18 +1,19 @@
-//! The agent's shared state (token, node, command history) and its start-up: bind the API,
-//! look the node up, then heartbeat.
+//! The agent's shared state (token, node, command history), shared by the API, the heartbeat
+//! loop and the command handlers; the start-up that wires them is `running.rs`.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 use crate::commands::{
     self, CommandError, CommandResult, Invocation, LookupError, Mode, Params, Progress, Record,
 };
 use crate::config::AgentConfig;
+
+/// The version the agent reports in heartbeats and `/v1/status`.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Why a command was not started (the API maps each to a status code).
 #[derive(Debug, thiserror::Error)]
@@ -238,15 +239,6 @@ impl Agent {
     }
 }
 
-/// An agent started by [`RunningAgent::start`]: its API address and its task.
-#[derive(Debug)]
-pub struct RunningAgent {
-    pub agent: Arc<Agent>,
-    /// The address the command API listens on.
-    pub address: SocketAddr,
-    task: Option<JoinHandle<Result<(), crate::client::ClientError>>>,
-}
-
 /// Serves the API over plain HTTP until the agent is told to stop.
 pub(crate) async fn serve_plain(
     agent: &Agent,
@@ -260,48 +252,5 @@ pub(crate) async fn serve_plain(
             }
         }
         () = agent.stop.notified() => {}
-    }
-}
-
-impl RunningAgent {
-    /// Binds the API's address, then serves it at once (standalone), or looks the node up
-    /// and serves it — over HTTPS with auto-TLS — while heartbeating.
-    pub async fn start(config: AgentConfig) -> std::io::Result<RunningAgent> {
-        let listener = tokio::net::TcpListener::bind(config.listen).await?;
-        let address = listener.local_addr()?;
-        let agent = Agent::new(config);
-        let router = crate::api::router(agent.clone());
-        tracing::info!(%address, "agent API address bound");
-        let task = if agent.config.standalone {
-            let agent = agent.clone();
-            tokio::spawn(async move {
-                serve_plain(&agent, listener, router).await;
-                Ok(())
-            })
-        } else {
-            tokio::spawn(crate::client::run(agent.clone(), listener, router))
-        };
-        Ok(RunningAgent {
-            agent,
-            address,
-            task: Some(task),
-        })
-    }
-
-    /// Runs until the lookup gives up (an error), the agent is told to stop (rescue), or
-    /// forever.
-    pub async fn wait(mut self) -> Result<(), crate::client::ClientError> {
-        match self.task.take() {
-            Some(task) => task.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for RunningAgent {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
     }
 }
