@@ -29,14 +29,6 @@ use crate::tidy::workspace_root;
 /// moving the misplaced name; `mod` paths as in `use` (`""` is the crate root). The list may
 /// only shrink.
 const LOOP_EDGES: &[(&str, &str, &str)] = &[
-    ("ferric-agent", "commands", "agent"),                     // Agent
-    ("ferric-agent", "commands", "image"), // partition_uuids_command, prepare_image_command, …
-    ("ferric-agent", "commands", "image::bootloader"), // install_bootloader_command, …
-    ("ferric-agent", "commands", "inventory"), // get_hardware_info_command
-    ("ferric-agent", "commands", "logs"),  // collect_system_logs_command
-    ("ferric-agent", "commands", "power"), // power_off_command, run_image_command, sync_command
-    ("ferric-agent", "commands", "rescue"), // finalize_rescue_command, validate
-    ("ferric-agent", "commands", "steps"), // execute_clean_step_command, …
     ("ferric-agent", "ramdisk::archive", "ramdisk::hardware"), // HARDWARE_FILE
     ("ferric-agent", "ramdisk::hardware", "ramdisk::modules"), // ModuleTree, module_name
     ("ferric-api", "aliases", "endpoints"), // *

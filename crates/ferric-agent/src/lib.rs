@@ -40,6 +40,7 @@ pub mod network_data;
 pub mod power;
 pub mod raid;
 pub mod ramdisk;
+pub mod registry;
 pub mod rescue;
 mod running;
 pub mod steps;
