@@ -20,8 +20,8 @@
 //!
 //! Written here because the qcow2 crates (`qcow`, `qcow2`, `qcow2-core`, which also lacks
 //! compressed clusters) read a whole local file by random access, while the agent converts a
-//! download stream without keeping it; the subset needed (header, L1/L2, zlib-compressed clusters)
-//! is about 300 lines.
+//! download stream without keeping it, and the subset it needs is small (header, L1/L2,
+//! zlib-compressed clusters).
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};

@@ -12,10 +12,10 @@
 //!
 //! RMCP+ is written here rather than taken from a crate: `ipmi-rs` implements only RAKP-HMAC-SHA1
 //! (no cipher suite 17) over blocking sockets, and `rust-ipmi` calls itself a learning project not
-//! meant for production. Packets and session are about 1,000 lines (with tests) on the RustCrypto
-//! crates (`hmac`, `sha1`, `sha2`, `aes`, `cbc`), checked against OpenIPMI's `ipmi_sim` and
-//! `ipmitool`, and tested through the API against `ipmi_sim` and pyghmi's `fakebmc` (suite 3 only)
-//! in `crates/ferric-api/tests/bmc_emulators.rs`.
+//! meant for production. Packets and session are written on the RustCrypto crates (`hmac`, `sha1`,
+//! `sha2`, `aes`, `cbc`), checked against OpenIPMI's `ipmi_sim` and `ipmitool`, and tested through
+//! the API against `ipmi_sim` and pyghmi's `fakebmc` (suite 3 only) in
+//! `crates/ferric-api/tests/bmc_emulators.rs`.
 
 mod info;
 pub mod rmcp;
