@@ -13,6 +13,7 @@ mod agent_pin;
 pub mod agent_rescue;
 pub mod agent_steps;
 mod bmc;
+mod bmc_state;
 pub mod boot_iso;
 pub mod boot_mode;
 mod configdrive;
@@ -26,6 +27,7 @@ pub mod fast_track;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod hardware;
+mod hardware_types;
 pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
@@ -41,6 +43,7 @@ mod redfish;
 pub mod settings;
 #[cfg(feature = "simulator")]
 pub mod simulator;
+mod step_kind;
 pub mod vmedia;
 
 pub use bmc::BmcSettings;
