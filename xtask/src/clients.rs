@@ -11,6 +11,13 @@
 //! `scripts/ironic-standalone.sh` — runs `python -m ferric_clients`, and stops the server
 //! even when the scenario fails. Everything a reader needs afterwards (server log, database,
 //! report, raw observations) stays in `target/clients/<server>/`.
+//!
+//! Part of `ci`: a difference or an unmet expectation fails it; the few allowed differences and
+//! their reasons are in `tests/clients/ferric_clients/allowed.py` and its README. The `bmo`
+//! scenario (`bmo_scenario.py`) runs against a second server with the `ipmi` and `redfish` types
+//! (Ironic's side from `ironic-standalone.sh --profile bmo`); before it runs, the task checks that
+//! the BMO commit the README names is the replay's `BMO_COMMIT`. What the replay needs of Ferric is
+//! also held by `crates/ferric-api/tests/metal3.rs`.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -8,6 +8,9 @@
 //! AddressSanitizer would find nothing the panics do not) and with debug assertions and
 //! overflow checks on. Corpora and logs live under the target directory, so runs build on each
 //! other; `fuzz/seeds/<target>` holds the checked-in starting inputs.
+//!
+//! `cargo xtask ci` runs every target for [`CI_SECONDS`] (`ci`, no schemathesis), so a parser
+//! regression fails CI.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,10 @@ mod scale_load;
 mod tempest;
 #[cfg(test)]
 mod tidy;
+#[cfg(test)]
+mod tidy_codemap;
+#[cfg(test)]
+mod tidy_imports;
 mod ui;
 mod upgrade;
 

@@ -15,7 +15,7 @@ const TOO_LONG: &[&str] = &[];
 /// The tags a TODO may carry (`TODO-correctness: …`).
 const TODO_TAGS: &[&str] = &["correctness", "security", "perf", "compat", "ipmi"];
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)

@@ -1,29 +1,18 @@
-//! The agent's shared state (token, node, command history) and its start-up: bind the API,
-//! look the node up, then heartbeat.
+//! The agent's shared state (token, node, command history), shared by the API, the heartbeat
+//! loop and the command handlers (each gets it in an [`Invocation`]); the start-up that wires
+//! them is `running.rs`, running a command is `registry.rs`.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
-use crate::commands::{
-    self, CommandError, CommandResult, Invocation, LookupError, Mode, Params, Progress, Record,
-};
+use crate::commands::{CommandResult, Params, Progress, Record};
 use crate::config::AgentConfig;
 
-/// Why a command was not started (the API maps each to a status code).
-#[derive(Debug, thiserror::Error)]
-pub enum ExecuteError {
-    #[error(transparent)]
-    Lookup(#[from] LookupError),
-    #[error("Invalid command parameters: {}", .0.details)]
-    InvalidParams(CommandError),
-    #[error("Agent is busy")]
-    Busy,
-}
+/// The version the agent reports in heartbeats and `/v1/status`.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What the agent learnt from the lookup.
 #[derive(Debug, Clone, Default)]
@@ -51,6 +40,14 @@ pub struct Agent {
     certificate: RwLock<Option<String>>,
     /// What the last partition-image deployment made (`standby.get_partition_uuids`).
     partition_uuids: RwLock<Option<Value>>,
+}
+
+/// What a handler gets: the agent, the parameters and a progress handle.
+#[derive(Debug)]
+pub struct Invocation {
+    pub agent: Arc<Agent>,
+    pub params: Params,
+    pub progress: Progress,
 }
 
 impl Agent {
@@ -168,83 +165,17 @@ impl Agent {
             .cloned()
     }
 
-    /// Starts a command. Synchronous commands finish before this returns; asynchronous ones
-    /// run on and are awaited only when `wait` is set.
-    pub async fn execute(
-        self: &Arc<Self>,
-        name: &str,
-        params: Params,
-        wait: bool,
-    ) -> Result<CommandResult, ExecuteError> {
-        let spec = commands::find(name)?;
-        (spec.validate)(&params).map_err(ExecuteError::InvalidParams)?;
-        let short_name = name.split_once('.').map_or(name, |(_, command)| command);
-        let record = {
-            let mut history = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
-            if history.last().is_some_and(|last| last.is_running()) {
-                return Err(ExecuteError::Busy);
-            }
-            let record = Record::new(short_name);
-            history.push(record.clone());
-            record
-        };
-        tracing::info!(command = name, id = %record.id(), "command started");
-        let invocation = Invocation {
-            agent: self.clone(),
-            params,
-            progress: Progress::new(record.clone()),
-        };
-        let run = spec.run;
-        let agent = self.clone();
-        let task_record = record.clone();
-        let command_name = name.to_owned();
-        let task = tokio::spawn(async move {
-            let outcome = tokio::task::spawn_blocking(move || run(&invocation))
-                .await
-                .unwrap_or_else(|error| {
-                    tracing::error!(command = %command_name, "command panicked: {error}");
-                    Err(CommandError::internal(format!(
-                        "the command {command_name} stopped unexpectedly"
-                    )))
-                });
-            match &outcome {
-                Ok(_) => tracing::info!(command = %command_name, "command succeeded"),
-                Err(error) => tracing::warn!(
-                    command = %command_name,
-                    kind = %error.kind,
-                    "command failed: {}", error.details
-                ),
-            }
-            let stops = spec.name == "rescue.finalize_rescue" && outcome.is_ok();
-            task_record.finish(outcome);
-            if spec.mode == Mode::Async {
-                agent.heartbeat_now.notify_one();
-            }
-            if stops {
-                // The machine is its owner's now: stop serving once the answer is out, as
-                // IPA does.
-                let agent = agent.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                    tracing::info!("rescued: the agent stops serving");
-                    agent.stop.notify_one();
-                });
-            }
-        });
-        if spec.mode == Mode::Sync || wait {
-            let _ = task.await;
+    /// Records a new command named `short_name` in the history, unless one is still running
+    /// (`None`: the agent is busy).
+    pub(crate) fn begin_command(&self, short_name: &str) -> Option<Arc<Record>> {
+        let mut history = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        if history.last().is_some_and(|last| last.is_running()) {
+            return None;
         }
-        Ok(record.snapshot())
+        let record = Record::new(short_name);
+        history.push(record.clone());
+        Some(record)
     }
-}
-
-/// An agent started by [`RunningAgent::start`]: its API address and its task.
-#[derive(Debug)]
-pub struct RunningAgent {
-    pub agent: Arc<Agent>,
-    /// The address the command API listens on.
-    pub address: SocketAddr,
-    task: Option<JoinHandle<Result<(), crate::client::ClientError>>>,
 }
 
 /// Serves the API over plain HTTP until the agent is told to stop.
@@ -260,48 +191,5 @@ pub(crate) async fn serve_plain(
             }
         }
         () = agent.stop.notified() => {}
-    }
-}
-
-impl RunningAgent {
-    /// Binds the API's address, then serves it at once (standalone), or looks the node up
-    /// and serves it — over HTTPS with auto-TLS — while heartbeating.
-    pub async fn start(config: AgentConfig) -> std::io::Result<RunningAgent> {
-        let listener = tokio::net::TcpListener::bind(config.listen).await?;
-        let address = listener.local_addr()?;
-        let agent = Agent::new(config);
-        let router = crate::api::router(agent.clone());
-        tracing::info!(%address, "agent API address bound");
-        let task = if agent.config.standalone {
-            let agent = agent.clone();
-            tokio::spawn(async move {
-                serve_plain(&agent, listener, router).await;
-                Ok(())
-            })
-        } else {
-            tokio::spawn(crate::client::run(agent.clone(), listener, router))
-        };
-        Ok(RunningAgent {
-            agent,
-            address,
-            task: Some(task),
-        })
-    }
-
-    /// Runs until the lookup gives up (an error), the agent is told to stop (rescue), or
-    /// forever.
-    pub async fn wait(mut self) -> Result<(), crate::client::ClientError> {
-        match self.task.take() {
-            Some(task) => task.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for RunningAgent {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
     }
 }

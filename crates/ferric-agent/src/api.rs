@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, ExecuteError};
-use crate::commands::LookupError;
+use crate::agent::Agent;
+use crate::registry::{ExecuteError, LookupError};
 
 const MEDIA_TYPE: &str = "application/vnd.openstack.ironic-python-agent.v1+json";
 

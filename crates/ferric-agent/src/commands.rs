@@ -1,13 +1,12 @@
-//! The command registry (`extension.command` → handler) and the result objects of IPA's
-//! protocol (§4.1): `id`, `command_name`, `command_status`, `command_error`, `command_result`.
+//! The vocabulary of commands: parameters, errors, progress and the result objects of IPA's
+//! protocol (§4.1: `id`, `command_name`, `command_status`, `command_error`,
+//! `command_result`). Every handler uses it; the registry of commands is `registry.rs`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-
-use crate::agent::Agent;
 
 /// A command's parameters: always a JSON object.
 pub type Params = serde_json::Map<String, Value>;
@@ -173,174 +172,6 @@ impl Progress {
     }
 }
 
-/// What a handler gets: the agent, the parameters and a progress handle.
-#[derive(Debug)]
-pub struct Invocation {
-    pub agent: Arc<Agent>,
-    pub params: Params,
-    pub progress: Progress,
-}
-
-/// A command handler: a blocking function (run on the blocking pool).
-pub type Handler = fn(&Invocation) -> Result<Option<Value>, CommandError>;
-
-/// Whether the HTTP call waits for the command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Finishes before the HTTP response.
-    Sync,
-    /// Answers `RUNNING` at once; polled with `GET /v1/commands`.
-    Async,
-}
-
-/// One entry of the registry.
-#[derive(Debug)]
-pub struct CommandSpec {
-    /// `extension.command`.
-    pub name: &'static str,
-    pub mode: Mode,
-    /// Checks the parameters before the command is recorded (→ 400).
-    pub validate: fn(&Params) -> Result<(), CommandError>,
-    pub run: Handler,
-}
-
-fn any_params(_: &Params) -> Result<(), CommandError> {
-    Ok(())
-}
-
-/// Every command the agent knows, with IPA's names.
-pub static REGISTRY: &[CommandSpec] = &[
-    CommandSpec {
-        name: "standby.prepare_image",
-        mode: Mode::Async,
-        validate: crate::image::validate_prepare_image,
-        run: crate::image::prepare_image_command,
-    },
-    CommandSpec {
-        name: "standby.power_off",
-        mode: Mode::Async,
-        validate: any_params,
-        run: crate::power::power_off_command,
-    },
-    CommandSpec {
-        name: "standby.run_image",
-        mode: Mode::Async,
-        validate: any_params,
-        run: crate::power::run_image_command,
-    },
-    CommandSpec {
-        name: "standby.sync",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::power::sync_command,
-    },
-    CommandSpec {
-        name: "standby.get_partition_uuids",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::image::partition_uuids_command,
-    },
-    CommandSpec {
-        name: "image.install_bootloader",
-        mode: Mode::Async,
-        validate: crate::image::bootloader::validate_install_bootloader,
-        run: crate::image::bootloader::install_bootloader_command,
-    },
-    CommandSpec {
-        name: "clean.get_clean_steps",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::steps::get_clean_steps_command,
-    },
-    CommandSpec {
-        name: "clean.execute_clean_step",
-        mode: Mode::Async,
-        validate: crate::steps::validate_execute_step,
-        run: crate::steps::execute_clean_step_command,
-    },
-    CommandSpec {
-        name: "deploy.get_deploy_steps",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::steps::get_deploy_steps_command,
-    },
-    CommandSpec {
-        name: "deploy.execute_deploy_step",
-        mode: Mode::Async,
-        validate: crate::steps::validate_execute_step,
-        run: crate::steps::execute_deploy_step_command,
-    },
-    CommandSpec {
-        name: "service.get_service_steps",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::steps::get_service_steps_command,
-    },
-    CommandSpec {
-        name: "service.execute_service_step",
-        mode: Mode::Async,
-        validate: crate::steps::validate_execute_step,
-        run: crate::steps::execute_service_step_command,
-    },
-    CommandSpec {
-        name: "rescue.finalize_rescue",
-        mode: Mode::Sync,
-        validate: crate::rescue::validate,
-        run: crate::rescue::finalize_rescue_command,
-    },
-    CommandSpec {
-        name: "poll.get_hardware_info",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::inventory::get_hardware_info_command,
-    },
-    CommandSpec {
-        name: "poll.list_hardware_info",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::inventory::get_hardware_info_command,
-    },
-    CommandSpec {
-        name: "log.collect_system_logs",
-        mode: Mode::Sync,
-        validate: any_params,
-        run: crate::logs::collect_system_logs_command,
-    },
-];
-
-/// Why a command name was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LookupError {
-    /// No command of that extension (404 in IPA).
-    #[error("Extension {0} not found")]
-    UnknownExtension(String),
-    /// The extension exists, the command does not (400).
-    #[error("Command {command} not found in extension {extension}")]
-    UnknownCommand { extension: String, command: String },
-    /// Not of the form `extension.command` (400).
-    #[error("Invalid command name {0:?}: expected <extension>.<command>")]
-    Malformed(String),
-}
-
-/// Finds a command by its full name.
-pub fn find(name: &str) -> Result<&'static CommandSpec, LookupError> {
-    let Some((extension, command)) = name.split_once('.') else {
-        return Err(LookupError::Malformed(name.to_owned()));
-    };
-    if let Some(spec) = REGISTRY.iter().find(|spec| spec.name == name) {
-        return Ok(spec);
-    }
-    let prefix = format!("{extension}.");
-    if REGISTRY.iter().any(|spec| spec.name.starts_with(&prefix)) {
-        Err(LookupError::UnknownCommand {
-            extension: extension.to_owned(),
-            command: command.to_owned(),
-        })
-    } else {
-        Err(LookupError::UnknownExtension(extension.to_owned()))
-    }
-}
-
 /// Wraps a plain message as IPA does: `{"result": "<command>: <text>"}`.
 pub fn message_result(command: &str, text: &str) -> Value {
     json!({ "result": format!("{command}: {text}") })
@@ -357,20 +188,6 @@ pub fn string_param<'a>(params: &'a Params, key: &str) -> Result<&'a str, Comman
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_resolve_like_ipa() {
-        assert!(find("standby.prepare_image").is_ok());
-        assert!(matches!(
-            find("standby.nope"),
-            Err(LookupError::UnknownCommand { .. })
-        ));
-        assert!(matches!(
-            find("nope.x"),
-            Err(LookupError::UnknownExtension(_))
-        ));
-        assert!(matches!(find("nodot"), Err(LookupError::Malformed(_))));
-    }
 
     #[test]
     fn results_serialise_with_ipa_field_names() {

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::commands::{CommandError, Invocation};
+use crate::agent::Invocation;
+use crate::commands::CommandError;
 use crate::config::AgentConfig;
 
 fn read_trimmed(path: &Path) -> Option<String> {

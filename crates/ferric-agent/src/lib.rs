@@ -40,12 +40,12 @@ pub mod network_data;
 pub mod power;
 pub mod raid;
 pub mod ramdisk;
+pub mod registry;
 pub mod rescue;
+mod running;
 pub mod steps;
 pub mod tls;
 
-pub use agent::{Agent, RunningAgent};
+pub use agent::{AGENT_VERSION, Agent};
 pub use config::AgentConfig;
-
-/// The version the agent reports in heartbeats and `/v1/status`.
-pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use running::RunningAgent;

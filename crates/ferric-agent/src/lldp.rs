@@ -7,6 +7,8 @@
 //! all NICs listen at the same time, and the wait ends as soon as each has its frame. A NIC
 //! that hears nothing reports an empty list. The socket's promiscuous membership ends with it,
 //! so nothing is left changed on the NIC.
+//!
+//! The sockets are `pnet_datalink`'s, since the workspace forbids `unsafe`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -8,7 +8,8 @@ use std::process::Command;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::commands::{CommandError, Invocation};
+use crate::agent::Invocation;
+use crate::commands::CommandError;
 
 /// Files larger than this are cut (their last part is kept).
 const MAX_FILE: usize = 8 * 1024 * 1024;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::commands::{CommandError, Invocation, message_result};
+use crate::agent::Invocation;
+use crate::commands::{CommandError, message_result};
 use crate::config::PowerMode;
 
 /// Present only inside an initramfs built by `ferric ramdisk build`.

@@ -14,6 +14,7 @@
 //! firmware out).
 
 mod archive;
+mod error;
 pub mod hardware;
 pub mod modules;
 pub mod programs;
@@ -25,13 +26,14 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+pub use error::RamdiskError;
+use error::read;
+use modules::MODULE_DIR;
 pub use modules::{NIC_MODULES, OTHER_MODULES, STORAGE_MODULES, default_modules, resolve_modules};
 pub use programs::TOOLS;
 
 use archive::Archive;
 
-/// Where the modules go inside the initramfs.
-const MODULE_DIR: &str = "lib/modules/ferric";
 /// Where the kernel looks for firmware files.
 const FIRMWARE_DIR: &str = "lib/firmware";
 
@@ -99,79 +101,6 @@ pub struct BuildArgs {
     pub keep_debug: bool,
 }
 
-/// Why the ramdisk could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum RamdiskError {
-    #[error("no kernel in {0}: install linux-image-amd64 (scripts/install-deps.sh --lab)")]
-    NoKernel(PathBuf),
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot write {path}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("module {module} is neither in {dep} nor built into the kernel")]
-    MissingModule { module: String, dep: PathBuf },
-    #[error(
-        "module file {0} is compressed with something other than XZ; this builder packs `.ko` \
-         and `.ko.xz` modules only"
-    )]
-    CompressedModule(String),
-    #[error("cannot unpack the XZ-compressed module {path} with `xz -dc` (install xz-utils)")]
-    UnpackModule {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error(
-        "firmware {name} is not in {dir}: install Debian's {package} (from the non-free-firmware \
-         component, which scripts/install-deps.sh --firmware enables)"
-    )]
-    MissingFirmware {
-        name: String,
-        dir: PathBuf,
-        package: &'static str,
-    },
-    #[error(
-        "{name} ({purpose}) is not at {path}: install {package} (scripts/install-deps.sh --lab), \
-         name its place with --tool {name}=PATH, or leave it out with --without {name}"
-    )]
-    MissingTool {
-        name: &'static str,
-        purpose: &'static str,
-        path: PathBuf,
-        package: &'static str,
-    },
-    #[error("no tool named {0:?}: the tools are {known}", known = tool_names())]
-    UnknownTool(String),
-    #[error("--tool takes NAME=PATH, not {0:?}")]
-    BadToolSpec(String),
-    #[error("the file {0} given with --file does not exist")]
-    MissingFile(PathBuf),
-    #[error("--file {0:?}: the destination must be an absolute path")]
-    BadFileSpec(String),
-    #[error("{0} is not a statically linked program: install busybox-static")]
-    BusyboxNotStatic(PathBuf),
-    #[error(
-        "the agent binary {0} does not exist: build it (cargo build --release -p ferric-agent) or pass --agent"
-    )]
-    NoAgent(PathBuf),
-}
-
-fn tool_names() -> String {
-    TOOLS
-        .iter()
-        .map(|tool| tool.name)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A firmware file a packed driver may request but that is not on the build host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingFirmware {
@@ -233,13 +162,6 @@ pub(crate) fn read_module(path: &Path) -> Result<Vec<u8>, RamdiskError> {
         ))));
     }
     Ok(output.stdout)
-}
-
-pub(crate) fn read(path: &Path) -> Result<Vec<u8>, RamdiskError> {
-    fs::read(path).map_err(|source| RamdiskError::Read {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 const MIB: f64 = 1048576.0;

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::AgentConfig;
-use crate::commands::{CommandError, Invocation, Params};
+use crate::agent::Invocation;
+use crate::commands::{CommandError, Params};
 
 /// IPA's file for the hashed rescue password.
 pub const PASSWORD_FILE: &str = "etc/ipa-rescue-config/ipa-rescue-password";

@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::commands::{CommandError, Invocation, Params};
+use crate::agent::Invocation;
+use crate::commands::{CommandError, Params};
 
 /// The name the steps are listed under, and its version (the conductor passes it back as
 /// `clean_version`; a different one means the ramdisk changed under a running clean).

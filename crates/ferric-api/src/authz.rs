@@ -12,6 +12,9 @@
 //! project's resources. With `noauth` (no [`Caller`]) and on public routes nothing is checked.
 //!
 //! A resource that does not exist is left to the handler, which answers its usual 404.
+//!
+//! A provision request naming a `runbook` is also checked against `baremetal:runbook:use` on the
+//! runbook's owner.
 
 use std::convert::Infallible;
 use std::sync::Arc;

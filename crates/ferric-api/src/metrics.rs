@@ -4,6 +4,13 @@
 //! The counters and histograms live in the process's [`ferric_metrics::Metrics`]; a scrape
 //! adds the levels read now — nodes per provision and power state (one grouped query, never a
 //! walk over the nodes) and the conductor's worker pool.
+//!
+//! The middleware is the outermost layer: it times every request under its method, status and
+//! matched route template (`MatchedPath`; a router layer sees it), never the raw path, so the
+//! series stay bounded whatever the nodes are named; requests no route matched share
+//! `route="unmatched"`. It also counts the agents' lookups and heartbeats by the status they were
+//! answered with, so their handlers stay untouched. Per request this costs a clock read and one
+//! histogram update; nothing per node.
 
 use std::borrow::Cow;
 use std::time::Instant;

@@ -1,5 +1,8 @@
 //! The HTTP side: one blocking client that sends every request with the microversion header
 //! and the credentials, and turns Ironic's error bodies back into the API's own words.
+//!
+//! Blocking (`reqwest::blocking`): a CLI makes one request at a time and needs no runtime of its
+//! own.
 
 use std::time::Duration;
 

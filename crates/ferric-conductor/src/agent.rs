@@ -8,6 +8,11 @@
 //! node. A heartbeat records where the agent listens (`agent_url`) and when it was last
 //! heard of, and — when the node waits for its agent (`wait call-back`, `clean wait`,
 //! `service wait`, `rescue wait`) — moves the node on.
+//!
+//! The token is compared in constant time; a wrong one is `Forbidden`, which the API answers 403
+//! and logs with the node and the peer's address. A flow whose environment must be prepared first
+//! (the agent booted for cleaning) marks `<kind>_preparing` (`steps.rs`), so the callback resumes
+//! at the current step rather than after it.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

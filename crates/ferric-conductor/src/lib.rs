@@ -18,6 +18,12 @@
 //!
 //! Tests step this machine instead of sleeping: [`Conductor::wait_idle`] waits for running
 //! workers, and every reconciler has a `run_once`.
+//!
+//! At start the conductor takes its name's liveness lock (`ferric_db::ConductorLock`: refused at
+//! once, naming the holder, when another live process has it) and then registers; it checks the
+//! lock every second (`check_liveness`) and gives it up last at shutdown. Metrics:
+//! [`Conductor::metrics`] is the registry taken from its `Drivers`, and [`Conductor::worker_pool`]
+//! reports the worker slots.
 
 mod abort;
 pub mod agent;

@@ -12,6 +12,11 @@
 //! [`Membership`] is the live view: it re-reads the alive conductors (online, heartbeat within
 //! the heartbeat timeout) and rebuilds the rings only when the member list changed. Reads
 //! (every API listing asks it for each node's `conductor`) take a cheap `Arc` clone.
+//!
+//! [`Membership`] is re-read every [`LIVENESS_INTERVAL`] (on PostgreSQL); a change wakes recovery
+//! and the callback deadlines at once, which is how a dead conductor's nodes are taken over.
+//! Reconcilers act only on nodes this conductor owns (`Inner::owns`, and `Inner::owns_head` for the
+//! narrow heads the power sync pages through).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};

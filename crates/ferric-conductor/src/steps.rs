@@ -11,6 +11,16 @@
 //! Reserved steps work on every driver: `power.power_on`, `power.power_off`,
 //! `power.reboot`, `<any>.hold` (the node waits in `* hold` for `unhold`) and `<any>.wait`
 //! (pauses for `args.seconds`, at most an hour).
+//!
+//! Agent steps: before the first step that runs on the agent, `run` has the deploy interface read
+//! the agent's steps (`refresh_agent_steps`) and makes the rest of the plan again with them
+//! (`fit_plan`: automated flows by priority from the kept `<kind>_requested_steps`, manual ones
+//! checked step by step). An agent's `CLEAN_VERSION_MISMATCH` (`DriverError::AgentVersionMismatch`)
+//! reads them again and restarts automated cleaning or re-runs the step (`after_version_mismatch`).
+//! Automated cleaning with nothing to run still boots the agent to ask for its steps
+//! (`discovers_agent_steps`), and its plan takes the site's `clean_step_priority_override`
+//! (`priority_override.rs`). A failing flow stores the ramdisk's logs first
+//! (`collect_ramdisk_logs`).
 
 use std::time::Duration;
 

@@ -16,6 +16,10 @@
 //! NodeLocked) for the moment between the write and a separate release. In this process the
 //! node stays marked busy for a moment after that commit; [`Task::acquire`] waits out a mark
 //! whose task has already given its lease up ([`Inner::mark_busy`]).
+//!
+//! [`Task::fire`] also feeds the metrics after each saved transition: the `(from, event, to)`
+//! counter, the failure counter when `to` is a failed state, and the time spent in `from` (from
+//! `provision_updated_at`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

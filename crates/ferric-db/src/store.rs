@@ -28,6 +28,24 @@
 //! again by the next write. `SELECT`s run the same way on read connections of their own
 //! ([`Local`]); `PRAGMA`s, `VACUUM`, the schema's migrations and in-memory databases (one
 //! connection in all) use sqlx's pool.
+//!
+//! Durability on SQLite: the file is in WAL mode with `synchronous = NORMAL` by default
+//! ([`SqliteSync`], setting `sqlite_full_sync`). A commit is appended to the write-ahead log before
+//! it returns, so a killed process (SIGKILL, a crash, OOM) loses nothing that was acknowledged —
+//! the kernel has the write; only the `fsync` per commit is skipped, and the log is synced at each
+//! checkpoint. What `NORMAL` gives up is the last commits before an operating-system crash or power
+//! loss (the database stays consistent: they roll back whole). `sqlite_full_sync = true` (`FULL`)
+//! syncs every commit, about 9 `fsync`s per provision request on fake-hardware, for sites that want
+//! acknowledged work to survive power loss too; PostgreSQL deployments choose with its own
+//! `synchronous_commit`.
+//!
+//! Fewer round trips per request: a task's save writes only the columns it changed
+//! (`Store::node_save`, `history.rs`), the lease calls that bracket a provision request take the
+//! stale abort mark with them (`node_lease_acquire_for_request`, `node_lease_release_ending` in
+//! `leases.rs`: two statements in one call on SQLite, a data-modifying `WITH` on PostgreSQL), and
+//! the hand-off routes by the node the API has just read. Together a fake-hardware provision
+//! request costs 8–9 database calls, each a function call on SQLite (`docs/benchmarks.md`, the
+//! fleet cycle).
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! What the BMC drivers (`redfish`, `ipmi`) share: their settings (timeouts, retries, the
-//! per-BMC request limit) and the state [`Drivers`](crate::Drivers) creates once and every
-//! node's interfaces use — Redfish clients and sessions, and one request limit per BMC.
+//! per-BMC request limit) and the primitives their per-BMC state is made of. The state itself,
+//! which [`Drivers`](crate::Drivers) creates once and every node's interfaces use — Redfish
+//! clients and sessions, IPMI cipher suites, one request limit per BMC — is `bmc_state.rs`'s
+//! `BmcState`, apart so that the protocol clients can use this module without a loop.
 //!
 //! Theory of operation: drivers keep nothing about a node, but a BMC is shared by every call
 //! that reaches it (and, for chassis managers, by several nodes), so what belongs to the BMC —
@@ -88,26 +90,5 @@ impl BmcLimits {
             .or_insert_with(|| Arc::new(Semaphore::new(self.per_bmc)))
             .clone();
         semaphore.acquire_owned().await.ok()
-    }
-}
-
-/// The BMC state shared by every node's interfaces; [`Drivers`](crate::Drivers) holds one.
-#[derive(Debug)]
-pub(crate) struct BmcState {
-    pub(crate) settings: BmcSettings,
-    pub(crate) redfish: crate::redfish::Clients,
-    pub(crate) ipmi_limits: BmcLimits,
-    /// The cipher suite each IPMI BMC last opened a session with.
-    pub(crate) ipmi_suites: crate::ipmi::SuiteCache,
-}
-
-impl BmcState {
-    pub(crate) fn new(settings: BmcSettings) -> Self {
-        Self {
-            redfish: crate::redfish::Clients::new(&settings),
-            ipmi_limits: BmcLimits::new(settings.max_requests_per_bmc),
-            ipmi_suites: crate::ipmi::SuiteCache::default(),
-            settings,
-        }
     }
 }

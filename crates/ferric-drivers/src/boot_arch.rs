@@ -8,7 +8,7 @@
 //! listed in only one of the two `*_by_arch` settings is refused as ambiguous, as Ironic does.
 //! The first-stage iPXE loader DHCP hands a firmware PXE client is chosen by the architecture
 //! the client announces (DHCP option 93), keyed `<arch>-<boot mode>` or `<arch>`
-//! ([`Loaders`]); a machine Ferric does not know (discovery) chooses its agent in its iPXE
+//! ([`loaders`]); a machine Ferric does not know (discovery) chooses its agent in its iPXE
 //! script by iPXE's `${buildarch}`.
 
 use std::collections::BTreeMap;
@@ -17,6 +17,7 @@ use ferric_model::resources::Node;
 use serde_json::Value;
 
 use crate::DriverError;
+use crate::dhcp::Loaders;
 use crate::settings::BootSettings;
 
 /// An architecture → file map as Ironic's `DictOpt` writes it: `aarch64:a.kernel,x86_64:b`.
@@ -127,56 +128,32 @@ pub fn ipxe_buildarch(arch: &str) -> &str {
     }
 }
 
-/// The first-stage iPXE loaders DHCP hands firmware PXE clients, by the architecture they
-/// announce in DHCP option 93.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Loaders {
-    /// x86_64 UEFI (option 93 = 7 or 9).
-    pub x86_64_uefi: String,
-    /// x86 legacy BIOS (option 93 = 0).
-    pub x86_64_bios: String,
-    /// ARM64 UEFI (option 93 = 11), when the site has one.
-    pub aarch64_uefi: Option<String>,
-}
-
-impl Loaders {
-    /// From `ipxe_bootfile_name_by_arch`: `<arch>-<mode>` first, then `<arch>`, then the
-    /// built-in x86 loaders. An unknown key is refused (it would never be used).
-    pub fn from_map(map: &ArchMap) -> Result<Self, String> {
-        const KNOWN: [&str; 6] = [
-            "x86_64",
-            "x86_64-uefi",
-            "x86_64-bios",
-            "aarch64",
-            "aarch64-uefi",
-            "arm64",
-        ];
-        if let Some(unknown) = map.keys().find(|key| !KNOWN.contains(&key.as_str())) {
-            return Err(format!(
-                "ipxe_bootfile_name_by_arch: {unknown:?} is not an architecture DHCP can tell \
-                 apart; use one of {}",
-                KNOWN.join(", ")
-            ));
-        }
-        let pick = |keys: &[&str]| keys.iter().find_map(|key| map.get(*key).cloned());
-        Ok(Self {
-            x86_64_uefi: pick(&["x86_64-uefi", "x86_64"])
-                .unwrap_or_else(|| crate::dhcp::UEFI_LOADER.to_owned()),
-            x86_64_bios: pick(&["x86_64-bios"])
-                .unwrap_or_else(|| crate::dhcp::BIOS_LOADER.to_owned()),
-            aarch64_uefi: pick(&["aarch64-uefi", "aarch64", "arm64"]),
-        })
+/// The first-stage loaders from `ipxe_bootfile_name_by_arch`: `<arch>-<mode>` first, then
+/// `<arch>`, then the built-in x86 loaders. An unknown key is refused (it would never be
+/// used).
+pub fn loaders(map: &ArchMap) -> Result<Loaders, String> {
+    const KNOWN: [&str; 6] = [
+        "x86_64",
+        "x86_64-uefi",
+        "x86_64-bios",
+        "aarch64",
+        "aarch64-uefi",
+        "arm64",
+    ];
+    if let Some(unknown) = map.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+        return Err(format!(
+            "ipxe_bootfile_name_by_arch: {unknown:?} is not an architecture DHCP can tell \
+             apart; use one of {}",
+            KNOWN.join(", ")
+        ));
     }
-}
-
-impl Default for Loaders {
-    fn default() -> Self {
-        Self {
-            x86_64_uefi: crate::dhcp::UEFI_LOADER.to_owned(),
-            x86_64_bios: crate::dhcp::BIOS_LOADER.to_owned(),
-            aarch64_uefi: None,
-        }
-    }
+    let pick = |keys: &[&str]| keys.iter().find_map(|key| map.get(*key).cloned());
+    let built_in = Loaders::default();
+    Ok(Loaders {
+        x86_64_uefi: pick(&["x86_64-uefi", "x86_64"]).unwrap_or(built_in.x86_64_uefi),
+        x86_64_bios: pick(&["x86_64-bios"]).unwrap_or(built_in.x86_64_bios),
+        aarch64_uefi: pick(&["aarch64-uefi", "aarch64", "arm64"]),
+    })
 }
 
 #[cfg(test)]
@@ -268,14 +245,14 @@ mod tests {
 
     #[test]
     fn loaders_fall_back_from_arch_and_mode_to_arch_to_the_built_in_ones() {
-        let loaders = Loaders::from_map(&ArchMap::new()).unwrap();
-        assert_eq!(loaders, Loaders::default());
+        let built_in = loaders(&ArchMap::new()).unwrap();
+        assert_eq!(built_in, Loaders::default());
         let map = parse_map("x", "aarch64:snp-arm64.efi,x86_64:ipxe.efi").unwrap();
-        let loaders = Loaders::from_map(&map).unwrap();
-        assert_eq!(loaders.x86_64_uefi, "ipxe.efi");
-        assert_eq!(loaders.x86_64_bios, crate::dhcp::BIOS_LOADER);
-        assert_eq!(loaders.aarch64_uefi.as_deref(), Some("snp-arm64.efi"));
-        let error = Loaders::from_map(&parse_map("x", "ppc64le:x").unwrap()).unwrap_err();
+        let chosen = loaders(&map).unwrap();
+        assert_eq!(chosen.x86_64_uefi, "ipxe.efi");
+        assert_eq!(chosen.x86_64_bios, crate::dhcp::BIOS_LOADER);
+        assert_eq!(chosen.aarch64_uefi.as_deref(), Some("snp-arm64.efi"));
+        let error = loaders(&parse_map("x", "ppc64le:x").unwrap()).unwrap_err();
         assert!(error.contains("ppc64le"), "{error}");
         assert_eq!(ipxe_buildarch("aarch64"), "arm64");
         assert_eq!(ipxe_buildarch("x86_64"), "x86_64");

@@ -6,12 +6,13 @@
 //! writing ISO 9660 with Rock Ridge and Joliet ourselves would cost more than calling the
 //! tool every site that builds images already has.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 use tokio::process::Command;
 
 use crate::Component;
 use crate::DriverError;
-use crate::direct::gzip_base64;
 
 /// The config drive's files: `(path under the ISO root, contents)`.
 pub(crate) fn files(drive: &Map<String, Value>) -> Result<Vec<(String, Vec<u8>)>, DriverError> {
@@ -115,6 +116,22 @@ pub(crate) async fn render(drive: &Map<String, Value>, tool: &str) -> Result<Str
     }
     let bytes = std::fs::read(&iso).map_err(|error| failed("reading the ISO", &error))?;
     gzip_base64(&bytes)
+}
+
+/// Base64 of gzip of `bytes` — the form the agent takes a config drive in.
+fn gzip_base64(bytes: &[u8]) -> Result<String, DriverError> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder
+        .write_all(bytes)
+        .and_then(|()| encoder.finish())
+        .map(|compressed| STANDARD.encode(compressed))
+        .map_err(|error| {
+            DriverError::failed(
+                Component::Conductor,
+                format!("Could not compress the config drive: {error}"),
+            )
+        })
 }
 
 #[cfg(test)]

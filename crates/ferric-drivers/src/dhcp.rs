@@ -55,7 +55,7 @@ pub struct DnsmasqOptions {
     pub http_boot_url: Option<String>,
     /// The first-stage loaders handed to firmware PXE clients by architecture
     /// (`ipxe_bootfile_name_by_arch`).
-    pub loaders: crate::boot_arch::Loaders,
+    pub loaders: Loaders,
 }
 
 impl DnsmasqOptions {
@@ -148,6 +148,28 @@ impl DnsmasqOptions {
     }
 }
 
+/// The first-stage iPXE loaders DHCP hands firmware PXE clients, by the architecture they
+/// announce in DHCP option 93 (`boot_arch::loaders` reads them from the settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaders {
+    /// x86_64 UEFI (option 93 = 7 or 9).
+    pub x86_64_uefi: String,
+    /// x86 legacy BIOS (option 93 = 0).
+    pub x86_64_bios: String,
+    /// ARM64 UEFI (option 93 = 11), when the site has one.
+    pub aarch64_uefi: Option<String>,
+}
+
+impl Default for Loaders {
+    fn default() -> Self {
+        Self {
+            x86_64_uefi: UEFI_LOADER.to_owned(),
+            x86_64_bios: BIOS_LOADER.to_owned(),
+            aarch64_uefi: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,7 +188,7 @@ mod tests {
             router_advertisements: false,
             tftp_root: None,
             http_boot_url: None,
-            loaders: crate::boot_arch::Loaders::default(),
+            loaders: Loaders::default(),
         };
         let args = options.args();
         for flag in [
@@ -205,7 +227,7 @@ mod tests {
             router_advertisements: true,
             tftp_root: Some(IPXE_DIR.into()),
             http_boot_url: Some("http://10.0.0.1:8080/snponly.efi".into()),
-            loaders: crate::boot_arch::Loaders::default(),
+            loaders: Loaders::default(),
         };
         let args = options.args();
         for flag in [
@@ -236,7 +258,7 @@ mod tests {
             crate::boot_arch::parse_map("ipxe_bootfile_name_by_arch", "aarch64:snp-arm64.efi")
                 .unwrap();
         let options = DnsmasqOptions {
-            loaders: crate::boot_arch::Loaders::from_map(&by_arch).unwrap(),
+            loaders: crate::boot_arch::loaders(&by_arch).unwrap(),
             ..options
         };
         let args = options.args();

@@ -24,8 +24,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use ferric_model::resources::{InterfaceKind, JsonObject, Node, Port, PowerState};
 use ferric_model::secrets::mask_secrets;
 use serde_json::{Value, json};
@@ -38,8 +36,7 @@ use crate::interfaces::{
     BootDevice, BootInterface, DeployInterface, ManagementInterface, Outcome, PowerAction,
     PowerInterface, StepCall, StepDef, StepKind, Validate,
 };
-use crate::ipxe::boot_file_url;
-use crate::settings::{DeploySettings, LogsCollect};
+use crate::settings::{DeploySettings, LogsCollect, boot_file_url};
 
 const NO_ARGS: &[(&str, &str)] = &[];
 const WRITE_IMAGE_ARGS: &[(&str, &str)] = &[
@@ -792,25 +789,9 @@ impl DeployInterface for DirectDeploy {
     }
 }
 
-/// Base64 of gzip of `bytes` — the form the agent takes a config drive in.
 /// Whether the agent offered `step` with `reboot_requested: true`.
 fn reboot_requested(node: &Node, kind: StepKind, step: &StepCall) -> bool {
     crate::agent_steps::cached(node, kind)
         .iter()
         .any(|def| def.interface == step.interface && def.step == step.step && def.reboot_requested)
-}
-
-pub(crate) fn gzip_base64(bytes: &[u8]) -> Result<String, DriverError> {
-    use std::io::Write;
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder
-        .write_all(bytes)
-        .and_then(|()| encoder.finish())
-        .map(|compressed| STANDARD.encode(compressed))
-        .map_err(|error| {
-            DriverError::failed(
-                Component::Conductor,
-                format!("Could not compress the config drive: {error}"),
-            )
-        })
 }

@@ -14,7 +14,7 @@
 use ferric_model::resources::InterfaceKind;
 
 use crate::DriverError;
-use crate::hardware::{HARDWARE_TYPES, HardwareType};
+use crate::hardware_types::{HARDWARE_TYPES, HardwareType};
 
 /// The hardware type whose `fake` implementations need no enabling.
 const FAKE_HARDWARE: &str = "fake-hardware";

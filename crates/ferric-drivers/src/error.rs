@@ -2,7 +2,7 @@
 
 use ferric_model::resources::InterfaceKind;
 
-use crate::interfaces::StepKind;
+use crate::step_kind::StepKind;
 
 /// A driver failure. The variant decides how it reaches the operator: the first three are the
 /// caller's business (HTTP 400 when they happen before a request is accepted), [`Failed`]

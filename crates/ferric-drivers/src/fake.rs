@@ -385,6 +385,10 @@ fn fake_bios(node: &Node) -> Vec<BiosValue> {
 
 #[async_trait]
 impl RaidInterface for Fake {
+    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        crate::raid::raid_steps(kind)
+    }
+
     fn validate_target(&self, _node: &Node, target: &JsonObject) -> Result<(), DriverError> {
         crate::raid::check_target(target)
     }

@@ -121,7 +121,7 @@ pub async fn publish(
     match source(node, iso)? {
         Source::File(relative) => {
             check(settings, node, iso)?;
-            crate::ipxe::boot_file_url(http_url()?, relative)
+            crate::settings::boot_file_url(http_url()?, relative)
         }
         Source::Url(url) if settings.ramdisk_image_download_source == DownloadSource::Http => {
             Ok(url.to_owned())

@@ -1,6 +1,15 @@
-//! Hardware types and the interfaces they compose (`reference/ironic.md` §7): which
-//! implementations a `driver` supports per interface kind, which one a node gets by default,
-//! and building a node's [`Interfaces`] from its `<kind>_interface` fields.
+//! Hardware types and the interfaces they compose (`reference/ironic.md` §7): which one a node
+//! gets by default, and building a node's [`Interfaces`] from its `<kind>_interface` fields. The
+//! types themselves, with the implementations each supports, are data in `hardware_types.rs`.
+//!
+//! Theory of operation: [`Drivers`] (the enabled types and the site's `enabled.rs` settings) fills
+//! a node's unset interfaces with defaults and checks the set ones — at create and PATCH, and again
+//! whenever the conductor loads a node. A node's [`Interfaces`] gather the steps of every interface
+//! for a flow ([`Interfaces::steps`]; `offered_steps` merges the agent's own steps, which the
+//! interfaces' shadow) and send each step to the interface that offers it
+//! ([`Interfaces::execute_step`]), so the conductor's step machinery never knows which interface a
+//! step belongs to. BMC-backed power and management interfaces are wrapped in `measured.rs`'s
+//! timing when built.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,11 +19,13 @@ use ferric_model::resources::{InterfaceKind, Node, Port};
 
 use crate::DriverError;
 use crate::agent_client::AgentClient;
-use crate::bmc::{BmcSettings, BmcState};
+use crate::bmc::BmcSettings;
+use crate::bmc_state::BmcState;
 use crate::console::{ConsoleInterface, FakeConsole, NoConsole};
 use crate::direct::DirectDeploy;
 use crate::enabled::InterfaceSettings;
 use crate::fake::{Fake, FakeBoot};
+pub use crate::hardware_types::{HARDWARE_TYPES, HardwareType};
 use crate::inspect::{AgentInspect, InspectBoot, InspectorInspect};
 use crate::interfaces::{
     BiosChange, BiosInterface, BootDevice, BootDeviceSetting, BootInterface, DeployInterface,
@@ -32,152 +43,6 @@ use crate::redfish::{
     Redfish, RedfishBios, RedfishFirmware, RedfishInspect, RedfishRaid, RedfishVirtualMediaBoot,
 };
 use crate::settings::DriverSettings;
-
-/// A hardware type: a name and, per interface kind, the implementations it supports, the
-/// first being the default.
-#[derive(Debug)]
-pub struct HardwareType {
-    pub name: &'static str,
-    supported: [&'static [&'static str]; 13],
-    /// The `driver_info` keys it understands, with what each means.
-    properties: &'static [(&'static str, &'static str)],
-}
-
-impl HardwareType {
-    /// The implementations of `kind` this type supports, default first.
-    pub fn supported(&self, kind: InterfaceKind) -> &'static [&'static str] {
-        self.supported[kind as usize]
-    }
-
-    /// The `driver_info` keys this type understands (`GET /v1/drivers/{name}/properties`).
-    pub fn properties(&self) -> &'static [(&'static str, &'static str)] {
-        self.properties
-    }
-
-    /// The implementation a node of this type gets for `kind` when it names none and the
-    /// site enables everything (the site's choice is [`Drivers::default_interface`]).
-    pub fn default_interface(&self, kind: InterfaceKind) -> &'static str {
-        self.supported(kind).first().copied().unwrap_or("")
-    }
-}
-
-// Index order follows `InterfaceKind`: bios, boot, console, deploy, firmware, inspect,
-// management, network, power, raid, rescue, storage, vendor.
-const FAKE_HARDWARE: HardwareType = HardwareType {
-    name: "fake-hardware",
-    supported: [
-        &["fake", "no-bios"],
-        &["fake", "ipxe", "pxe"],
-        &["fake", "no-console"],
-        &["fake", "direct", "ramdisk", "custom-agent", "autodetect"],
-        &["fake", "no-firmware"],
-        &["fake", "no-inspect", "agent", "inspector"],
-        &["fake"],
-        &["noop", "flat"],
-        &["fake"],
-        &["fake", "no-raid"],
-        &["fake", "no-rescue", "agent"],
-        &["noop", "fake"],
-        &["fake", "no-vendor"],
-    ],
-    properties: FAKE_PROPERTIES,
-};
-
-const FAKE_PROPERTIES: &[(&str, &str)] = &[
-    (
-        "fake_delay",
-        "Seconds (fractional allowed, at most 60) every fake operation takes. Optional.",
-    ),
-    (
-        "fake_fail",
-        "Comma-separated operations that fail: validate, power, management, deploy, clean, \
-         service, inspect, rescue, unrescue, tear_down, bios, firmware, raid, vendor. \
-         Optional.",
-    ),
-    (
-        "fake_wait",
-        "Comma-separated operations that wait for a callback instead of finishing: deploy, \
-         clean, service, inspect, rescue, firmware. Optional.",
-    ),
-];
-
-// Power and boot device are the operator's job (that is the point of the type), so its power
-// interface records what it is told; it network-boots the agent and deploys through it like
-// any other type, or with the fake deploy interface for demos.
-const MANUAL_MANAGEMENT: HardwareType = HardwareType {
-    name: "manual-management",
-    supported: [
-        &["no-bios"],
-        &["fake", "ipxe", "pxe"],
-        &["no-console"],
-        &["fake", "direct", "autodetect"],
-        &["no-firmware"],
-        &["no-inspect", "agent", "inspector"],
-        &["noop", "fake"],
-        &["noop", "flat"],
-        &["fake"],
-        &["no-raid", "agent"],
-        &["no-rescue", "agent"],
-        &["noop"],
-        &["no-vendor"],
-    ],
-    properties: FAKE_PROPERTIES,
-};
-
-// The BMC types network-boot the agent and deploy through it by default, as Ironic's do;
-// `fake` boot and deploy remain for demos on real BMCs without a boot server.
-// As Ironic's stock configuration: BIOS and inspection (out of band) through Redfish by
-// default, firmware updates only for nodes that ask for the `redfish` firmware interface.
-const REDFISH: HardwareType = HardwareType {
-    name: "redfish",
-    supported: [
-        &["redfish", "no-bios"],
-        &[
-            "ipxe",
-            "pxe",
-            "http",
-            "http-ipxe",
-            "fake",
-            "redfish-virtual-media",
-        ],
-        &["no-console"],
-        &["direct", "fake", "ramdisk", "custom-agent", "autodetect"],
-        &["no-firmware", "redfish"],
-        &["redfish", "no-inspect", "agent", "inspector"],
-        &["redfish", "noop"],
-        &["noop", "flat"],
-        &["redfish"],
-        &["no-raid", "agent", "redfish"],
-        &["no-rescue", "agent"],
-        &["noop"],
-        &["no-vendor"],
-    ],
-    properties: crate::redfish::PROPERTIES,
-};
-
-const IPMI: HardwareType = HardwareType {
-    name: "ipmi",
-    supported: [
-        &["no-bios"],
-        &["ipxe", "pxe", "http", "http-ipxe", "fake"],
-        &["no-console", "ipmitool-socat"],
-        &["direct", "fake", "ramdisk", "custom-agent", "autodetect"],
-        &["no-firmware"],
-        &["no-inspect", "agent", "inspector"],
-        &["ipmitool", "noop"],
-        &["noop", "flat"],
-        &["ipmitool"],
-        &["no-raid", "agent"],
-        &["no-rescue", "agent"],
-        &["noop"],
-        &["no-vendor"],
-    ],
-    properties: crate::ipmi::PROPERTIES,
-};
-
-/// Every hardware type Ferric knows, enabled or not.
-pub const HARDWARE_TYPES: [&HardwareType; 4] =
-    [&FAKE_HARDWARE, &MANUAL_MANAGEMENT, &REDFISH, &IPMI];
 
 /// The hardware types enabled in this deployment, and what their interfaces share: the
 /// site's settings, the client every node's agent is reached with, and the BMC connections,

@@ -11,6 +11,7 @@ use ferric_model::resources::{InterfaceKind, JsonObject, Node, PowerState};
 use serde_json::Value;
 
 use crate::DriverError;
+pub use crate::step_kind::StepKind;
 use crate::vmedia::{VmediaDevice, VmediaSlot};
 pub use ferric_model::values::{BootDevice, BootDeviceSetting, BootMode, PowerAction, StepCall};
 
@@ -23,24 +24,6 @@ pub enum Outcome {
     /// Still running (on the agent): the conductor saves the node — with whatever progress
     /// the step wrote into it — and runs the same step again after this long.
     Poll(Duration),
-}
-
-/// Which list of steps: cleaning, deploying or servicing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StepKind {
-    Clean,
-    Deploy,
-    Service,
-}
-
-impl StepKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Clean => "clean",
-            Self::Deploy => "deploy",
-            Self::Service => "service",
-        }
-    }
 }
 
 /// A step an interface offers. Priority 0 means "only when asked for"; higher priorities run
@@ -663,10 +646,9 @@ pub trait FirmwareInterface: Validate {
 /// the root volume's hint becomes `properties.root_device` (see [`crate::raid`]).
 #[async_trait]
 pub trait RaidInterface: Validate {
-    /// The steps this interface offers in flows of `kind` (none for `no-raid`).
-    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
-        crate::raid::raid_steps(kind)
-    }
+    /// The steps this interface offers in flows of `kind`: `raid::raid_steps` for every
+    /// implementation that builds RAID, none for `no-raid`.
+    fn steps(&self, kind: StepKind) -> Vec<StepDef>;
     /// Whether this implementation's steps run in the agent ramdisk.
     fn needs_agent(&self) -> bool {
         false

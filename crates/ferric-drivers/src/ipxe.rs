@@ -27,7 +27,7 @@ use crate::DriverError;
 use crate::dhcp::{BIOS_LOADER, UEFI_LOADER};
 use crate::interfaces::{BootDevice, BootInterface, BootMode, Validate};
 use crate::ramdisk_deploy::InstanceRamdisk;
-use crate::settings::BootSettings;
+use crate::settings::{BootSettings, boot_file_url};
 
 /// The generic script DHCP hands to iPXE (`--dhcp-boot=tag:ipxe,<http_url>/boot.ipxe`).
 pub const BOOT_SCRIPT: &str = "#!ipxe\n\
@@ -158,43 +158,6 @@ fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
 /// `52:54:00:ab:cd:ef` → `52-54-00-ab-cd-ef` (iPXE's `${mac:hexhyp}`).
 fn hexhyp(mac: &str) -> String {
     mac.to_ascii_lowercase().replace(':', "-")
-}
-
-/// A URL for `name`: itself when it is one, else a file under the boot server's root.
-pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> {
-    // The name goes into an iPXE script line: whitespace would add arguments, a line break
-    // commands, `${…}` expands settings, quotes and backslashes change how iPXE splits it.
-    if name
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '$' | '"' | '\'' | '\\'))
-    {
-        return Err(DriverError::invalid(
-            "driver_info.deploy_kernel",
-            format!(
-                "{name:?} is not a usable boot file: URLs and file names cannot contain spaces, \
-             control characters, $, quotes or backslashes."
-            ),
-        ));
-    }
-    if name.starts_with("http://") || name.starts_with("https://") {
-        return Ok(name.to_owned());
-    }
-    let relative = name.trim_start_matches('/');
-    let safe = !relative.is_empty()
-        && !relative.contains("://")
-        && relative
-            .split('/')
-            .all(|part| !part.is_empty() && part != "..");
-    if !safe {
-        return Err(DriverError::invalid(
-            "driver_info.deploy_kernel",
-            format!(
-                "\"{name}\" is neither an http(s) URL nor a file name under the boot file server's \
-             root."
-            ),
-        ));
-    }
-    Ok(format!("{}/{relative}", http_url.trim_end_matches('/')))
 }
 
 /// How the firmware reaches iPXE (the module comment).
@@ -705,22 +668,6 @@ mod tests {
         portless.macs.clear();
         let error = portless.validate(&node).await.unwrap_err();
         assert!(error.to_string().contains("pxe_enabled"), "{error}");
-    }
-
-    #[test]
-    fn boot_files_are_urls_or_safe_names() {
-        let base = "http://h:8080/";
-        assert_eq!(
-            boot_file_url(base, "images/os.img").expect("name"),
-            "http://h:8080/images/os.img"
-        );
-        assert_eq!(
-            boot_file_url(base, "https://x/y").expect("url"),
-            "https://x/y"
-        );
-        assert!(boot_file_url(base, "../etc/passwd").is_err());
-        assert!(boot_file_url(base, "file:///etc/passwd").is_err());
-        assert!(boot_file_url(base, "").is_err());
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ pub mod agent_rescue;
 pub mod agent_steps;
 pub mod autodetect;
 mod bmc;
+mod bmc_state;
 pub mod boot_arch;
 pub mod boot_iso;
 pub mod boot_mode;
@@ -29,6 +30,7 @@ pub mod fast_track;
 pub mod fuzzing;
 pub mod given_iso;
 mod hardware;
+mod hardware_types;
 pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
@@ -44,6 +46,7 @@ mod redfish;
 pub mod settings;
 #[cfg(feature = "simulator")]
 pub mod simulator;
+mod step_kind;
 pub mod vmedia;
 
 pub use bmc::BmcSettings;

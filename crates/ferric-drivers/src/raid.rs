@@ -397,6 +397,10 @@ impl Validate for AgentRaid {
 
 #[async_trait]
 impl RaidInterface for AgentRaid {
+    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        raid_steps(kind)
+    }
+
     fn needs_agent(&self) -> bool {
         true
     }

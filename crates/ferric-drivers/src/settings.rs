@@ -1,8 +1,12 @@
 //! Site-wide settings the drivers need: where boot files are served, where the API is, how
-//! cleaning erases disks. `ferric server` fills them from its configuration.
+//! cleaning erases disks. `ferric server` fills them from its configuration. Also the URL of a
+//! file on the boot file server ([`boot_file_url`]), which the boot and deploy interfaces share.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::DriverError;
 
 /// Network boot (`ipxe` boot interface) and the boot file server.
 #[derive(Debug, Clone)]
@@ -22,8 +26,8 @@ pub struct BootSettings {
     pub deploy_ramdisk: String,
     /// The agent kernel and ramdisk per `properties.cpu_arch`, between a node's own and the
     /// defaults above (`boot_arch`).
-    pub deploy_kernel_by_arch: crate::boot_arch::ArchMap,
-    pub deploy_ramdisk_by_arch: crate::boot_arch::ArchMap,
+    pub deploy_kernel_by_arch: BTreeMap<String, String>,
+    pub deploy_ramdisk_by_arch: BTreeMap<String, String>,
     /// Appended to the agent's kernel command line.
     pub kernel_append_params: String,
     /// dnsmasq's `--dhcp-hostsdir`: Ferric writes one file per MAC of a node in a ramdisk
@@ -69,8 +73,8 @@ impl Default for BootSettings {
             api_url: None,
             deploy_kernel: "agent.kernel".to_owned(),
             deploy_ramdisk: "agent.ramdisk".to_owned(),
-            deploy_kernel_by_arch: crate::boot_arch::ArchMap::new(),
-            deploy_ramdisk_by_arch: crate::boot_arch::ArchMap::new(),
+            deploy_kernel_by_arch: BTreeMap::new(),
+            deploy_ramdisk_by_arch: BTreeMap::new(),
             kernel_append_params: "console=ttyS0 console=tty0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(crate::dhcp::IPXE_DIR),
@@ -256,4 +260,62 @@ pub struct DriverSettings {
     pub inspector: InspectorSettings,
     /// Fast track: ramdisk phases reuse a running agent instead of rebooting into one.
     pub fast_track: crate::fast_track::FastTrackSettings,
+}
+
+/// A URL for `name`: itself when it is one, else a file under the boot server's root.
+pub fn boot_file_url(http_url: &str, name: &str) -> Result<String, DriverError> {
+    // The name goes into an iPXE script line: whitespace would add arguments, a line break
+    // commands, `${…}` expands settings, quotes and backslashes change how iPXE splits it.
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '$' | '"' | '\'' | '\\'))
+    {
+        return Err(DriverError::invalid(
+            "driver_info.deploy_kernel",
+            format!(
+                "{name:?} is not a usable boot file: URLs and file names cannot contain spaces, \
+             control characters, $, quotes or backslashes."
+            ),
+        ));
+    }
+    if name.starts_with("http://") || name.starts_with("https://") {
+        return Ok(name.to_owned());
+    }
+    let relative = name.trim_start_matches('/');
+    let safe = !relative.is_empty()
+        && !relative.contains("://")
+        && relative
+            .split('/')
+            .all(|part| !part.is_empty() && part != "..");
+    if !safe {
+        return Err(DriverError::invalid(
+            "driver_info.deploy_kernel",
+            format!(
+                "\"{name}\" is neither an http(s) URL nor a file name under the boot file server's \
+             root."
+            ),
+        ));
+    }
+    Ok(format!("{}/{relative}", http_url.trim_end_matches('/')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_files_are_urls_or_safe_names() {
+        let base = "http://h:8080/";
+        assert_eq!(
+            boot_file_url(base, "images/os.img").expect("name"),
+            "http://h:8080/images/os.img"
+        );
+        assert_eq!(
+            boot_file_url(base, "https://x/y").expect("url"),
+            "https://x/y"
+        );
+        assert!(boot_file_url(base, "../etc/passwd").is_err());
+        assert!(boot_file_url(base, "file:///etc/passwd").is_err());
+        assert!(boot_file_url(base, "").is_err());
+    }
 }

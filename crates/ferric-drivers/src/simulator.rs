@@ -10,6 +10,9 @@
 //! Redfish error body, [`Fault::Garbage`] answers HTTP 200 with a body that is not JSON. Power
 //! actions take effect at once. No process or thread per node: the whole fleet is a few
 //! tasks on the caller's runtime.
+//!
+//! `crates/ferric-conductor/tests/bmc_faults.rs` drives 1,000 nodes on it; `cargo xtask
+//! bench-power-sync` and `bench-scale` run it as a child process.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -20,6 +20,10 @@
 //!
 //! Like the rest of the service, the node is written through the store, with the same driver
 //! defaults the Bare Metal API applies on `POST /v1/nodes` (`Drivers::apply_defaults`).
+//!
+//! Unknown machines reach the ramdisk through the PXE filter's wildcard and the iPXE discovery
+//! script (`ferric_drivers::ipxe::write_discovery_script`), which `ferric server` writes only when
+//! the filter runs.
 
 use ferric_db::{NodeFilter, Page, PortFilter};
 use ferric_drivers::{DriverError, Drivers};

@@ -6,6 +6,10 @@
 //! `set-attribute`, `extend-attribute`, `set-capability`, `add-trait`, `remove-trait`.
 //! Fields are simple JSONPaths (`inventory.cpu.count`, `inventory.interfaces[*].name`),
 //! prefixed `data://` (the default) or `node://`.
+//!
+//! `regex` serves `matches` and `contains`; the JSONPath subset of fields (dotted names, `[n]`,
+//! `[*]`) is written here, since the JSONPath crates bring a whole query language for what is a
+//! path walk.
 
 use std::net::IpAddr;
 

@@ -18,6 +18,10 @@
 //! the same rows at start. States move only by compare-and-set, so a callback racing an abort
 //! or another callback cannot both win. With discovery on, data no introspection matches goes
 //! to the enroll hook (`discovery.rs`).
+//!
+//! Why the service writes through the `Store` rather than Ferric's HTTP API: it runs in the same
+//! trust domain and on the same database, so it needs no credentials or client code, and the
+//! revision guard gives it the same safety as an API write.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -12,6 +12,12 @@
 //! What is a level rather than an event — nodes per provision and power state, the conductor's
 //! worker pool — is read when Prometheus scrapes ([`Snapshot`], one grouped query), so no
 //! per-node bookkeeping rides on the API's or the conductor's hot paths.
+//!
+//! Why `prometheus-client` (the Prometheus project's own Rust client) rather than `metrics` with
+//! `metrics-exporter-prometheus`: its registry is a value passed around, not a process-global
+//! recorder, so parallel tests each build their own and never see each other's counts, and there is
+//! no global to install. Label sets are typed structs (`EncodeLabelSet`) of `&'static str` wire
+//! names, so recording allocates nothing but an API request's route string.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -12,6 +12,18 @@
 //!
 //! Architecture Invariant: this crate depends on no other Ferric crate and reaches no state;
 //! everything the UI shows comes from `/v1`.
+//!
+//! Why static pages and JavaScript that calls `/v1`, not server-rendered pages: the UI is then one
+//! more API client — the operator's own credentials go with every request, the API's
+//! authentication, policy, project scoping, microversions and error texts apply unchanged, there is
+//! no second session mechanism, and the node table is exactly as fast as the API's paged listing.
+//! No framework and no build step: the page is small enough that plain DOM code stays readable, and
+//! nothing but Rust is needed to build Ferric (xterm.js is vendored from npm's `@xterm/xterm` with
+//! its licence, `scripts/vendor-xterm.sh`). Fetches use `credentials: "omit"` so the browser never
+//! shows its own password dialog. Whether the caller may act on a node is read from the API (`GET
+//! …/validate` needs the same rule as the actions; a 403 greys them out); search by name or UUID is
+//! `GET /v1/nodes/{ident}`, by MAC a port lookup — no filter was added for the UI. `cargo xtask
+//! ui-test` is its browser test.
 
 use axum::Router;
 use axum::extract::Path;

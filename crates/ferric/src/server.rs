@@ -6,6 +6,14 @@
 //! `--role api` runs only the API and `--role conductor` only a conductor (docs/scale-out.md);
 //! both need PostgreSQL, where the API hands node work to the owning conductor through the
 //! database (`ferric_conductor::Handoff`).
+//!
+//! Beside the API it starts, by settings: the inspection service in-process (`inspector_enabled`;
+//! `ferric inspector` runs it alone), the boot file server (`boot_http_listen`: `tower_http`'s
+//! `ServeDir` over `boot_http_root`, with range requests), Ferric's own dnsmasq as a child process
+//! (`dhcp_interface`), and HTTPS through `tls.rs`. The idle sweep (`sweep_idle_caches`) drops the
+//! API's render cache after `api_render_cache_idle` seconds unused and has both allocators give
+//! freed memory back (`ferric_alloc::release_free_memory`), so an idle server returns to its
+//! baseline.
 
 use std::time::Duration;
 

@@ -6,6 +6,8 @@
 //! then serve HTTP/1.1 on the decrypted stream (every Bare Metal client speaks it; HTTP/2 would
 //! add the `h2` crate for nothing) with the peer address attached as
 //! `ConnectInfo`, as `into_make_service_with_connect_info` does for plain HTTP.
+//!
+//! rustls uses the `ring` provider, the one reqwest already brings.
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -17,7 +17,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::layout::{self, Label, Listed, Part, Region};
-use crate::commands::{CommandError, Invocation, Params};
+use crate::agent::Invocation;
+use crate::commands::{CommandError, Params};
 
 /// The EFI global variable GUID that `Boot####` and `BootOrder` live under.
 const EFI_GLOBAL: &str = "8be4df61-93ca-11d2-aa0d-00e098032b8c";

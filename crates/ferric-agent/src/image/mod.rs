@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::agent::Agent;
-use crate::commands::{CommandError, Invocation, Params, Progress};
+use crate::agent::Invocation;
+use crate::commands::{CommandError, Params, Progress};
 use crate::disk::BlockDevice;
 use source::Download;
 

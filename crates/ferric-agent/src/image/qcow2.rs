@@ -17,6 +17,11 @@
 //!
 //! Refused: encryption, backing files, external data files, extended L2 entries, and zstd
 //! compression; the image is then not written at all (the header comes first).
+//!
+//! Written here because the qcow2 crates (`qcow`, `qcow2`, `qcow2-core`, which also lacks
+//! compressed clusters) read a whole local file by random access, while the agent converts a
+//! download stream without keeping it, and the subset it needs is small (header, L1/L2,
+//! zlib-compressed clusters).
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use super::MODULE_DIR;
 use super::hardware::HARDWARE_FILE;
+use super::modules::MODULE_DIR;
 
 /// A newc archive being written: regular files, directories, device nodes.
 pub(super) struct Archive<W: Write> {

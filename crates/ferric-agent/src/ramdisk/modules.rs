@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 
 use super::RamdiskError;
 
+/// Where the modules go inside the initramfs.
+pub(super) const MODULE_DIR: &str = "lib/modules/ferric";
+
 /// Server and QEMU NICs: Intel (e1000, e1000e, igb, ixgbe, i40e, ice), Mellanox ConnectX
 /// (mlx5_core), Broadcom (bnxt_en, tg3) and virtio.
 pub const NIC_MODULES: &[&str] = &[
@@ -90,7 +93,7 @@ impl ModuleTree {
     /// Reads the tree of one kernel version (`/lib/modules/VERSION`).
     pub fn load(modules_dir: &Path) -> Result<Self, RamdiskError> {
         let dep_path = modules_dir.join("modules.dep");
-        let dep_text = String::from_utf8_lossy(&super::read(&dep_path)?).into_owned();
+        let dep_text = String::from_utf8_lossy(&super::error::read(&dep_path)?).into_owned();
         let builtin = fs::read_to_string(modules_dir.join("modules.builtin"))
             .unwrap_or_default()
             .lines()

@@ -2,6 +2,9 @@
 //!
 //! Conductors are few (one per conductor process), so a listing reads them all and sorts and
 //! pages in memory; the paging marker is the hostname, as in Ironic.
+//!
+//! `alive` means online — its liveness lock held — with a heartbeat no older than
+//! `conductor_heartbeat_timeout` (60 s by default): the same rule as the hash ring's.
 
 use std::cmp::Ordering;
 use std::str::FromStr;

@@ -9,6 +9,9 @@
 //! client are keystrokes. A caller the policy lets watch but not type
 //! (`baremetal:node:console:input`, decided by the authorization middleware) is closed with
 //! 1008 at its first keystroke; everyone is closed with 1000 when the console is disabled.
+//!
+//! Browsers cannot set headers on a WebSocket, so `auth.rs` also takes the Basic credentials as
+//! `?token=` on this path, and only here (`docs/console.md`).
 
 use std::sync::Arc;
 

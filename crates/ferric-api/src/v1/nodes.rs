@@ -2,6 +2,14 @@
 //!
 //! Provision-state changes (`/states/provision`) are not here: they belong to the conductor.
 //! The only `provision_state` the API writes is a new node's initial state.
+//!
+//! Filters that are not a column are answered around the query: a node's `conductor` (1.49) is its
+//! hash-ring owner (null when no alive conductor serves its group and driver), picked from the
+//! page's nodes before the page is cut; child nodes (`parent_node` set) are left out of listings
+//! unless `include_children` (1.83) or `parent_node` asks for them, as Ironic does at every
+//! version. (Ports' and portgroups' `shard` and `conductor_groups` select through their node,
+//! `and_node_in`.) `crates/ferric-api/tests/list_filters.rs` sends every filter the OpenAPI
+//! document lists.
 
 use std::collections::HashMap;
 

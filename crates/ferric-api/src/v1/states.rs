@@ -2,6 +2,12 @@
 //! `/states/provision`, `/states/power`, `/management/boot_device[/supported]`, `/validate`
 //! and `/maintenance`. Handlers check the request's shape and version here and hand the work
 //! to the conductor; they never change provision or power state themselves.
+//!
+//! The conductor is reached through `ApiState.conductor`, a `ferric_conductor::Handoff` (in
+//! process, or handed to the owning conductor); its refusals map to 400/403/409/503 in
+//! `conductor_error` (503 also when the owner did not answer). A clean or service request naming a
+//! `runbook` (1.92) loads it, requires a node trait of its name (from 1.112: one of its traits) and
+//! sends its steps, sorted by `order`, as the request's steps.
 
 use axum::Json;
 use axum::body::Bytes;

@@ -1,5 +1,5 @@
-//! The API ↔ conductor hand-off across processes (issue 10; ARCHITECTURE.md "The API ↔
-//! conductor hand-off" says why it is a table and what happens when either side dies).
+//! The API ↔ conductor hand-off across processes (issue 10; operator view in
+//! `docs/scale-out.md`).
 //!
 //! Theory of operation: the API holds a [`Handoff`], never a conductor directly, and asks
 //! everything of the conductor as one typed [`Action`] through [`Handoff::call`]. For each
@@ -13,6 +13,35 @@
 //! the reply (`wire.rs`), which wakes the waiting API process. An owner that does not answer
 //! before [`ConductorConfig::request_timeout`] gets a 503 that names it; a request nobody
 //! claimed by then is withdrawn so it never runs late.
+//!
+//! `PUT …/states/provision` is routed by the node the API has just read ([`Handoff::call_read`]),
+//! so the hand-off reads no node row of its own. Both sides also poll every 0.5 s, so a
+//! notification lost while a listener reconnects only delays a request. An error relayed from
+//! another conductor keeps only its text (its fields, such as the failed `Component`, are `None`).
+//!
+//! Why a table and not a direct call (HTTP, RPC) to the owner: PostgreSQL is already the one thing
+//! every process reaches, so conductors need no listening port, address registry, TLS or
+//! credentials of their own; a request is durable and inspectable (`SELECT * FROM
+//! conductor_requests`); claiming is a compare-and-set like the leases, so two conductors never run
+//! one request. The cost is a few statements and about 1 ms of `NOTIFY` latency per request, small
+//! next to the work a request starts.
+//!
+//! What happens when a side dies mid-request:
+//!
+//! - The owner dies before claiming (or is too slow): at `request_timeout` the API withdraws the
+//!   row (`DELETE … WHERE claimed_at IS NULL`), so it can never run later, and answers 503
+//!   "conductor X did not answer; nothing was done; retry". By then the ring has usually dropped X
+//!   and the retry goes to the new owner.
+//! - The owner claims and dies before replying: the request may or may not have made its first
+//!   transition. The API waits a second `request_timeout`, then answers 503 "took the request but
+//!   did not answer; check the node's state". If the transition was made, the node sits in a
+//!   transient state under X's lapsing lease and the new owner's recovery fails it with
+//!   `last_error`, as after any crash; if not, nothing happened.
+//! - The API process dies before the reply: the conductor runs the request anyway (as if the client
+//!   had disconnected after sending it; the node's history records it), and the unread reply is
+//!   purged with the row two request timeouts after its deadline.
+//! - A ring disagreement (one process already dropped a conductor, another not yet) is harmless:
+//!   any conductor may run any request, because the node's lease, not the ring, serializes work.
 
 mod server;
 mod wire;

@@ -9,6 +9,13 @@
 //!
 //! [`rmcp`] (packets and keys, no IO) is public because the lab's virtual BMC
 //! (`ferric_lab::ipmi`) builds the other side of the same sessions from it.
+//!
+//! RMCP+ is written here rather than taken from a crate: `ipmi-rs` implements only RAKP-HMAC-SHA1
+//! (no cipher suite 17) over blocking sockets, and `rust-ipmi` calls itself a learning project not
+//! meant for production. Packets and session are written on the RustCrypto crates (`hmac`, `sha1`,
+//! `sha2`, `aes`, `cbc`), checked against OpenIPMI's `ipmi_sim` and `ipmitool`, and tested through
+//! the API against `ipmi_sim` and pyghmi's `fakebmc` (suite 3 only) in
+//! `crates/ferric-api/tests/bmc_emulators.rs`.
 
 mod info;
 pub mod rmcp;
@@ -27,7 +34,7 @@ pub(crate) use sol::IpmiSol;
 
 use crate::Component;
 use crate::DriverError;
-use crate::bmc::BmcState;
+use crate::bmc_state::BmcState;
 use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
     Validate,

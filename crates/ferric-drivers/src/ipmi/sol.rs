@@ -27,7 +27,7 @@ use super::rmcp::PAYLOAD_SOL;
 use super::session::{IpmiError, Session, Timing};
 use crate::Component;
 use crate::DriverError;
-use crate::bmc::BmcState;
+use crate::bmc_state::BmcState;
 use crate::console::{ConsoleInterface, ConsoleLink, LINK_QUEUE};
 use crate::interfaces::Validate;
 

@@ -32,7 +32,7 @@ pub(crate) use vmedia::RedfishVirtualMediaBoot;
 
 use crate::Component;
 use crate::DriverError;
-use crate::bmc::BmcState;
+use crate::bmc_state::BmcState;
 use crate::interfaces::{
     BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
     Validate,

@@ -27,7 +27,9 @@ use super::Redfish;
 use super::info::RedfishInfo;
 use crate::Component;
 use crate::DriverError;
-use crate::interfaces::{Outcome, PowerInterface, RaidInterface, StepCall, StepKind, Validate};
+use crate::interfaces::{
+    Outcome, PowerInterface, RaidInterface, StepCall, StepDef, StepKind, Validate,
+};
 use crate::raid::{check_target, flag, logical_disks, record_created, record_deleted, target_for};
 
 /// Where a step's progress lives between polls.
@@ -622,6 +624,10 @@ impl Validate for RedfishRaid {
 
 #[async_trait]
 impl RaidInterface for RedfishRaid {
+    fn steps(&self, kind: StepKind) -> Vec<StepDef> {
+        crate::raid::raid_steps(kind)
+    }
+
     fn validate_target(&self, _node: &Node, target: &JsonObject) -> Result<(), DriverError> {
         check_redfish_target(target)
     }

@@ -19,7 +19,8 @@ use uuid::Uuid;
 
 use super::RedfishRaid;
 use crate::DriverError;
-use crate::bmc::{BmcSettings, BmcState};
+use crate::bmc::BmcSettings;
+use crate::bmc_state::BmcState;
 use crate::interfaces::{
     Outcome, PowerAction, PowerInterface, RaidInterface, StepCall, StepKind, Validate,
 };

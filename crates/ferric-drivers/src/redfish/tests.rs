@@ -19,7 +19,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::Redfish;
-use crate::bmc::{BmcSettings, BmcState};
+use crate::bmc::BmcSettings;
+use crate::bmc_state::BmcState;
 use crate::interfaces::{BootMode, PowerInterface};
 
 #[derive(Default)]

@@ -361,7 +361,7 @@ impl BootInterface for RedfishVirtualMediaBoot {
             }
         };
         let url = match &self.settings.http_url {
-            Some(http_url) => crate::ipxe::boot_file_url(http_url, &iso)?,
+            Some(http_url) => crate::settings::boot_file_url(http_url, &iso)?,
             None => iso,
         };
         self.redfish

@@ -10,6 +10,8 @@
 //! Chassis Status, Chassis Control, Set/Get System Boot Options (boot flags and the
 //! parameters ipmitool writes around them), and Activate/Deactivate Payload for
 //! Serial-over-LAN onto the machine's serial port ([`sol`]).
+//!
+//! Written here because no crate implements the BMC side of IPMI (the ones found are clients).
 
 mod commands;
 mod session;

@@ -377,13 +377,13 @@ impl Settings {
     ) -> anyhow::Result<(
         ferric_drivers::boot_arch::ArchMap,
         ferric_drivers::boot_arch::ArchMap,
-        ferric_drivers::boot_arch::Loaders,
+        ferric_drivers::dhcp::Loaders,
     )> {
-        use ferric_drivers::boot_arch::{Loaders, parse_map};
+        use ferric_drivers::boot_arch::{loaders, parse_map};
         let parse = |name: &str, text: &str| parse_map(name, text).map_err(anyhow::Error::msg);
         let kernels = parse("deploy_kernel_by_arch", &self.deploy_kernel_by_arch)?;
         let ramdisks = parse("deploy_ramdisk_by_arch", &self.deploy_ramdisk_by_arch)?;
-        let loaders = Loaders::from_map(&parse(
+        let loaders = loaders(&parse(
             "ipxe_bootfile_name_by_arch",
             &self.ipxe_bootfile_name_by_arch,
         )?)
