@@ -37,7 +37,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
                  'ironic.hardware.interfaces.{kind}' entrypoint: fake. Valid interfaces are \
                  [{}]. Add it to the enabled_{kind}_interfaces setting to use it.",
                 if kind == "deploy" {
-                    "'direct', 'ramdisk', 'custom-agent'"
+                    "'direct', 'ramdisk', 'custom-agent', 'autodetect'"
                 } else {
                     "'ipxe', 'pxe', 'http', 'http-ipxe', 'redfish-virtual-media'"
                 }
@@ -76,7 +76,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
     let redfish = by_name("redfish");
     assert_eq!(
         redfish["enabled_deploy_interfaces"],
-        json!(["direct", "ramdisk", "custom-agent"])
+        json!(["direct", "ramdisk", "custom-agent", "autodetect"])
     );
     assert_eq!(
         redfish["enabled_boot_interfaces"],
@@ -86,7 +86,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
     assert_eq!(fake["default_deploy_interface"], "fake");
     assert_eq!(
         fake["enabled_deploy_interfaces"],
-        json!(["fake", "direct", "ramdisk", "custom-agent"])
+        json!(["fake", "direct", "ramdisk", "custom-agent", "autodetect"])
     );
 }
 

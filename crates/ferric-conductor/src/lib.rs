@@ -28,6 +28,7 @@
 mod abort;
 pub mod agent;
 pub mod allocations;
+mod autodetect;
 mod catalog;
 mod console;
 mod console_relay;

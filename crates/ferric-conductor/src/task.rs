@@ -364,7 +364,17 @@ impl Task {
             Cause::Requested => " (requested through the API)",
             Cause::Conductor => "",
         };
+        let original_key = ferric_drivers::autodetect::ORIGINAL_KEY;
+        let deploy_interface_before = (
+            self.node.deploy_interface.clone(),
+            self.node.driver_internal_info.get(original_key).cloned(),
+        );
+        let switched =
+            crate::autodetect::follow(&self.inner.drivers, &mut self.node, from, edge.to);
         let mut text = format!("Event '{event}'{how}: {from} -> {}", edge.to);
+        if let Some(switched) = switched {
+            text = format!("{text} ({switched})");
+        }
         let severity = if edge.to.is_failure() || (event == Event::Fail) {
             if let Some(error) = &self.node.last_error {
                 text = format!("{text}: {error}");
@@ -387,6 +397,14 @@ impl Task {
             (node.provision_state, node.target_provision_state) = (from, before.0);
             (node.provision_updated_at, node.inspection_started_at) = (before.1, before.2);
             node.inspection_finished_at = before.3;
+            let (interface, original) = deploy_interface_before;
+            node.deploy_interface = interface;
+            match original {
+                Some(original) => node
+                    .driver_internal_info
+                    .insert(original_key.to_owned(), original),
+                None => node.driver_internal_info.remove(original_key),
+            };
             return Ok(false);
         }
         self.inner

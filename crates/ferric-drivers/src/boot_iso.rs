@@ -70,12 +70,12 @@ fn node_setting<'a>(node: &'a Node, key: &str, default: &'a str) -> &'a str {
 /// The agent kernel or ramdisk as a file under the boot file server's root (a URL cannot go
 /// into an ISO Ferric builds).
 fn local_file(settings: &BootSettings, node: &Node, key: &str) -> Result<PathBuf, DriverError> {
-    let default = if key == "deploy_kernel" {
-        &settings.deploy_kernel
+    let (kernel, ramdisk) = crate::boot_arch::agent_files(settings, node)?;
+    let name = if key == "deploy_kernel" {
+        kernel
     } else {
-        &settings.deploy_ramdisk
+        ramdisk
     };
-    let name = node_setting(node, key, default);
     // Metal3's baremetal-operator names the agent by its URL on the provisioner's own HTTP
     // server (its DEPLOY_KERNEL_URL, DEPLOY_RAMDISK_URL); on Ferric's that is a local file.
     let name = settings

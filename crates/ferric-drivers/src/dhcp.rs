@@ -53,6 +53,9 @@ pub struct DnsmasqOptions {
     /// The HTTP URL of the UEFI loader for UEFI HTTP boot clients. `None`: they get no offer
     /// they can use.
     pub http_boot_url: Option<String>,
+    /// The first-stage loaders handed to firmware PXE clients by architecture
+    /// (`ipxe_bootfile_name_by_arch`).
+    pub loaders: Loaders,
 }
 
 impl DnsmasqOptions {
@@ -109,16 +112,29 @@ impl DnsmasqOptions {
                 "--dhcp-match=set:efi64,option:client-arch,7".into(),
                 "--dhcp-match=set:efi64,option:client-arch,9".into(),
                 "--dhcp-match=set:bios,option:client-arch,0".into(),
+                "--dhcp-match=set:arm64,option:client-arch,11".into(),
                 "--dhcp-vendorclass=set:httpclient,HTTPClient".into(),
             ]);
         }
         if let Some(root) = &self.tftp_root {
+            let loaders = &self.loaders;
             args.extend([
                 "--enable-tftp".into(),
                 format!("--tftp-root={}", root.display()),
-                format!("--dhcp-boot=tag:efi64,tag:!ipxe,tag:!httpclient,{UEFI_LOADER}"),
-                format!("--dhcp-boot=tag:bios,tag:!ipxe,tag:!httpclient,{BIOS_LOADER}"),
+                format!(
+                    "--dhcp-boot=tag:efi64,tag:!ipxe,tag:!httpclient,{}",
+                    loaders.x86_64_uefi
+                ),
+                format!(
+                    "--dhcp-boot=tag:bios,tag:!ipxe,tag:!httpclient,{}",
+                    loaders.x86_64_bios
+                ),
             ]);
+            if let Some(arm64) = &loaders.aarch64_uefi {
+                args.push(format!(
+                    "--dhcp-boot=tag:arm64,tag:!ipxe,tag:!httpclient,{arm64}"
+                ));
+            }
         }
         if let Some(url) = &self.http_boot_url {
             args.extend([
@@ -129,6 +145,28 @@ impl DnsmasqOptions {
             ]);
         }
         args
+    }
+}
+
+/// The first-stage iPXE loaders DHCP hands firmware PXE clients, by the architecture they
+/// announce in DHCP option 93 (`boot_arch::loaders` reads them from the settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaders {
+    /// x86_64 UEFI (option 93 = 7 or 9).
+    pub x86_64_uefi: String,
+    /// x86 legacy BIOS (option 93 = 0).
+    pub x86_64_bios: String,
+    /// ARM64 UEFI (option 93 = 11), when the site has one.
+    pub aarch64_uefi: Option<String>,
+}
+
+impl Default for Loaders {
+    fn default() -> Self {
+        Self {
+            x86_64_uefi: UEFI_LOADER.to_owned(),
+            x86_64_bios: BIOS_LOADER.to_owned(),
+            aarch64_uefi: None,
+        }
     }
 }
 
@@ -150,6 +188,7 @@ mod tests {
             router_advertisements: false,
             tftp_root: None,
             http_boot_url: None,
+            loaders: Loaders::default(),
         };
         let args = options.args();
         for flag in [
@@ -188,6 +227,7 @@ mod tests {
             router_advertisements: true,
             tftp_root: Some(IPXE_DIR.into()),
             http_boot_url: Some("http://10.0.0.1:8080/snponly.efi".into()),
+            loaders: Loaders::default(),
         };
         let args = options.args();
         for flag in [
@@ -201,6 +241,31 @@ mod tests {
             "--dhcp-vendorclass=set:httpclient,HTTPClient",
             "--dhcp-option-force=tag:httpclient,tag:!ipxe,option:vendor-class,HTTPClient",
             "--dhcp-boot=tag:httpclient,tag:!ipxe,http://10.0.0.1:8080/snponly.efi",
+        ] {
+            assert!(
+                args.iter().any(|arg| arg == flag),
+                "{flag} missing: {args:?}"
+            );
+        }
+        assert!(
+            !args
+                .iter()
+                .any(|arg| arg.starts_with("--dhcp-boot=tag:arm64"))
+        );
+
+        // ARM64 UEFI clients (option 93 = 11) get the site's arm64 loader.
+        let by_arch =
+            crate::boot_arch::parse_map("ipxe_bootfile_name_by_arch", "aarch64:snp-arm64.efi")
+                .unwrap();
+        let options = DnsmasqOptions {
+            loaders: crate::boot_arch::loaders(&by_arch).unwrap(),
+            ..options
+        };
+        let args = options.args();
+        for flag in [
+            "--dhcp-match=set:arm64,option:client-arch,11",
+            "--dhcp-boot=tag:arm64,tag:!ipxe,tag:!httpclient,snp-arm64.efi",
+            "--dhcp-boot=tag:efi64,tag:!ipxe,tag:!httpclient,snponly.efi",
         ] {
             assert!(
                 args.iter().any(|arg| arg == flag),

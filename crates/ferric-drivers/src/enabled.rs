@@ -28,6 +28,8 @@ const FAKE: &str = "fake";
 pub struct InterfaceSettings {
     enabled: [Vec<String>; 13],
     defaults: [Option<String>; 13],
+    /// `autodetect_deploy_interfaces`: what the `autodetect` deploy interface picks from.
+    autodetect: Vec<String>,
 }
 
 impl Default for InterfaceSettings {
@@ -47,8 +49,13 @@ impl Default for InterfaceSettings {
         Self {
             enabled,
             defaults: Default::default(),
+            autodetect: default_autodetect(),
         }
     }
+}
+
+fn default_autodetect() -> Vec<String> {
+    crate::autodetect::DEFAULT_ORDER.map(str::to_owned).to_vec()
 }
 
 /// Every implementation of `kind` any hardware type supports, in first-seen order.
@@ -76,12 +83,28 @@ impl InterfaceSettings {
                     .collect()
             }),
             defaults: Default::default(),
+            autodetect: default_autodetect(),
         }
     }
 
     /// The enabled implementations of `kind`.
     pub fn enabled(&self, kind: InterfaceKind) -> &[String] {
         &self.enabled[kind as usize]
+    }
+
+    /// The deploy interfaces `autodetect` picks from, in order.
+    pub fn autodetect_order(&self) -> &[String] {
+        &self.autodetect
+    }
+
+    /// The same with `names` as `autodetect_deploy_interfaces`; when `autodetect` is enabled,
+    /// each must be an enabled deploy interface (set the enabled list first).
+    pub fn with_autodetect<S: AsRef<str>>(mut self, names: &[S]) -> Result<Self, String> {
+        if self.is_enabled(InterfaceKind::Deploy, crate::autodetect::AUTODETECT) {
+            crate::autodetect::check_order(names, self.enabled(InterfaceKind::Deploy))?;
+        }
+        self.autodetect = names.iter().map(|name| name.as_ref().to_owned()).collect();
+        Ok(self)
     }
 
     /// The site-wide default of `kind`, if the site set one.
@@ -283,7 +306,7 @@ mod tests {
                 error.to_string(),
                 "Could not find the following interface in the \
                  'ironic.hardware.interfaces.deploy' entrypoint: fake. Valid interfaces are \
-                 ['direct', 'ramdisk', 'custom-agent']. Add it to the enabled_deploy_interfaces \
+                 ['direct', 'ramdisk', 'custom-agent', 'autodetect']. Add it to the enabled_deploy_interfaces \
                  setting to use it."
             );
         }

@@ -210,6 +210,29 @@ impl Drivers {
         Ok(())
     }
 
+    /// The concrete deploy interface an `autodetect` node deploys with (`None`: the node
+    /// names a concrete one).
+    pub fn autodetected(&self, node: &Node) -> Result<Option<&str>, DriverError> {
+        let named = node.interface(InterfaceKind::Deploy);
+        if named.is_some_and(|name| name != crate::autodetect::AUTODETECT) {
+            return Ok(None);
+        }
+        let hardware_type = self
+            .get(&node.driver)
+            .ok_or_else(|| self.unknown(&node.driver))?;
+        if named.is_none()
+            && self.default_interface(hardware_type, InterfaceKind::Deploy)?
+                != crate::autodetect::AUTODETECT
+        {
+            return Ok(None);
+        }
+        crate::autodetect::choose(node, self.interfaces.autodetect_order(), |name| {
+            self.interfaces
+                .allows(hardware_type, InterfaceKind::Deploy, name)
+        })
+        .map(Some)
+    }
+
     fn unknown(&self, driver: &str) -> DriverError {
         DriverError::invalid(
             "node.driver",
@@ -235,6 +258,9 @@ impl Drivers {
     pub fn load_with_ports(&self, node: &Node, ports: &[Port]) -> Result<Interfaces, DriverError> {
         let mut node = node.clone();
         self.apply_defaults(&mut node)?;
+        if let Some(chosen) = self.autodetected(&node)? {
+            node.deploy_interface = Some(chosen.to_owned());
+        }
         let name = |kind| node.interface(kind).unwrap_or_default().to_owned();
         let unsupported = |kind| DriverError::Unsupported {
             driver: node.driver.clone(),

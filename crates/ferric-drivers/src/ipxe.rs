@@ -99,25 +99,45 @@ pub fn write_discovery_script(
         .api_url
         .as_deref()
         .ok_or_else(|| missing("api_url"))?;
-    let kernel = boot_file_url(http_url, &settings.deploy_kernel)?;
-    let ramdisk = boot_file_url(http_url, &settings.deploy_ramdisk)?;
     let params = [
         settings.kernel_append_params.as_str(),
         &format!("ipa-inspection-callback-url={callback_url}"),
     ];
     crate::kernel_params::check("settings.kernel_append_params", params[0])?;
     crate::kernel_params::check("the inspection callback URL", params[1])?;
+    let params = params.join(" ");
+    let params = params.trim();
+    // An unknown machine has no cpu_arch: iPXE's ${buildarch} picks its agent.
+    let boot_lines = |kernel: &str, ramdisk: &str| -> Result<String, DriverError> {
+        Ok(format!(
+            "kernel {} initrd=ramdisk ipa-api-url={api_url} ferric.api_url={api_url} \
+             BOOTIF=01-${{mac:hexhyp}} {params} || goto retry\n\
+             initrd --name ramdisk {} || goto retry\n\
+             boot\n",
+            boot_file_url(http_url, kernel)?,
+            boot_file_url(http_url, ramdisk)?,
+        ))
+    };
+    let mut branches = String::new();
+    let mut arches = String::new();
+    for (arch, kernel) in &settings.deploy_kernel_by_arch {
+        let Some(ramdisk) = settings.deploy_ramdisk_by_arch.get(arch) else {
+            continue;
+        };
+        let buildarch = crate::boot_arch::ipxe_buildarch(arch);
+        branches.push_str(&format!(
+            "iseq ${{buildarch}} {buildarch} && goto arch-{arch} ||\n"
+        ));
+        arches.push_str(&format!(":arch-{arch}\n{}", boot_lines(kernel, ramdisk)?));
+    }
     let script = format!(
         "#!ipxe\n# Written by Ferric: discovery, for machines without a node.\n\
-         kernel {kernel} initrd=ramdisk ipa-api-url={api_url} ferric.api_url={api_url} \
-         BOOTIF=01-${{mac:hexhyp}} {params} || goto retry\n\
-         initrd --name ramdisk {ramdisk} || goto retry\n\
-         boot\n\
+         {branches}{}{arches}\
          :retry\n\
          echo Fetching the agent failed; retrying in 5 seconds.\n\
          sleep 5\n\
          chain {http_url}/{DISCOVERY_SCRIPT}\n",
-        params = params.join(" ").trim(),
+        boot_lines(&settings.deploy_kernel, &settings.deploy_ramdisk)?,
     );
     std::fs::create_dir_all(settings.http_root.join("ipxe"))
         .and_then(|()| write_atomically(&path, &script))
@@ -325,14 +345,9 @@ impl IpxeBoot {
                     .to_owned(),
             )
         })?;
-        let kernel = boot_file_url(
-            http_url,
-            Self::node_setting(node, "deploy_kernel", &self.settings.deploy_kernel),
-        )?;
-        let ramdisk = boot_file_url(
-            http_url,
-            Self::node_setting(node, "deploy_ramdisk", &self.settings.deploy_ramdisk),
-        )?;
+        let (kernel, ramdisk) = crate::boot_arch::agent_files(&self.settings, node)?;
+        let kernel = boot_file_url(http_url, kernel)?;
+        let ramdisk = boot_file_url(http_url, ramdisk)?;
         let mut append = format!(
             "initrd=ramdisk ipa-api-url={api_url} ferric.api_url={api_url} \
              ipa-node-uuid={} BOOTIF=01-{}",
@@ -578,6 +593,43 @@ mod tests {
         write_discovery_script(&settings, None).expect("remove");
         write_discovery_script(&settings, None).expect("remove again");
         assert!(!dir.path().join(DISCOVERY_SCRIPT).exists());
+    }
+
+    #[test]
+    fn each_architecture_boots_its_own_agent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut boot = boot(dir.path());
+        boot.settings.deploy_kernel_by_arch =
+            crate::boot_arch::parse_map("k", "aarch64:arm/agent.kernel").expect("map");
+        boot.settings.deploy_ramdisk_by_arch =
+            crate::boot_arch::parse_map("r", "aarch64:arm/agent.ramdisk").expect("map");
+        // A known node: its cpu_arch.
+        let mut node = Node::new(Uuid::nil(), "redfish", ProvisionState::Deploying);
+        node.properties
+            .insert("cpu_arch".to_owned(), serde_json::json!("aarch64"));
+        let script = boot
+            .ramdisk_script(&node, "52:54:00:ab:cd:01")
+            .expect("script");
+        assert!(
+            script.contains("kernel http://10.0.0.1:8080/arm/agent.kernel ")
+                && script.contains("initrd --name ramdisk http://10.0.0.1:8080/arm/agent.ramdisk"),
+            "{script}"
+        );
+        // An unknown machine: iPXE's ${buildarch} chooses, the default agent otherwise.
+        write_discovery_script(&boot.settings, Some("http://10.0.0.1:5050/v1/continue"))
+            .expect("write");
+        let script =
+            std::fs::read_to_string(dir.path().join(DISCOVERY_SCRIPT)).expect("script written");
+        let branch = script
+            .find("iseq ${buildarch} arm64 && goto arch-aarch64 ||")
+            .expect("an arm64 branch");
+        let default = script
+            .find("kernel http://10.0.0.1:8080/agent.kernel ")
+            .expect("the default agent");
+        let arm = script
+            .find(":arch-aarch64\nkernel http://10.0.0.1:8080/arm/agent.kernel ")
+            .expect("the arm64 agent");
+        assert!(branch < default && default < arm, "{script}");
     }
 
     #[tokio::test]

@@ -12,8 +12,10 @@ pub mod agent_client;
 mod agent_pin;
 pub mod agent_rescue;
 pub mod agent_steps;
+pub mod autodetect;
 mod bmc;
 mod bmc_state;
+pub mod boot_arch;
 pub mod boot_iso;
 pub mod boot_mode;
 mod configdrive;
@@ -26,6 +28,7 @@ pub mod fake;
 pub mod fast_track;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod given_iso;
 mod hardware;
 mod hardware_types;
 pub mod inspect;
@@ -57,6 +60,6 @@ pub use interfaces::{
     VendorInterface, VendorMethod,
 };
 pub use settings::{
-    AgentVerifyCa, BootSettings, DeploySettings, DriverSettings, EraseSettings, InspectorSettings,
-    LogsCollect,
+    AgentVerifyCa, BootSettings, DeploySettings, DownloadSource, DriverSettings, EraseSettings,
+    InspectorSettings, LogsCollect,
 };

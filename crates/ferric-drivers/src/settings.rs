@@ -2,6 +2,7 @@
 //! cleaning erases disks. `ferric server` fills them from its configuration. Also the URL of a
 //! file on the boot file server ([`boot_file_url`]), which the boot and deploy interfaces share.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +24,10 @@ pub struct BootSettings {
     /// `driver_info.deploy_kernel` / `deploy_ramdisk` override them.
     pub deploy_kernel: String,
     pub deploy_ramdisk: String,
+    /// The agent kernel and ramdisk per `properties.cpu_arch`, between a node's own and the
+    /// defaults above (`boot_arch`).
+    pub deploy_kernel_by_arch: BTreeMap<String, String>,
+    pub deploy_ramdisk_by_arch: BTreeMap<String, String>,
     /// Appended to the agent's kernel command line.
     pub kernel_append_params: String,
     /// dnsmasq's `--dhcp-hostsdir`: Ferric writes one file per MAC of a node in a ramdisk
@@ -31,6 +36,33 @@ pub struct BootSettings {
     /// Where the iPXE loaders firmware network boot fetches are read from (`snponly.efi`,
     /// `undionly.kpxe`): Debian's `ipxe` package by default, or a site's own iPXE build.
     pub ipxe_dir: PathBuf,
+    /// How a deploy or rescue ISO a node brings (`driver_info.deploy_iso`) reaches its BMC.
+    pub ramdisk_image_download_source: DownloadSource,
+}
+
+/// How an image named by URL reaches the machine (Ironic's `*_image_download_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DownloadSource {
+    /// The conductor downloads it and serves it from its boot file server.
+    #[default]
+    Local,
+    /// The URL is handed on; the BMC or agent fetches from the origin.
+    Http,
+}
+
+impl std::str::FromStr for DownloadSource {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "local" => Ok(Self::Local),
+            "http" => Ok(Self::Http),
+            other => Err(format!(
+                "'{other}' is not an image download source: use local (the conductor downloads \
+                 and serves it) or http (the URL is handed on)"
+            )),
+        }
+    }
 }
 
 impl Default for BootSettings {
@@ -41,9 +73,12 @@ impl Default for BootSettings {
             api_url: None,
             deploy_kernel: "agent.kernel".to_owned(),
             deploy_ramdisk: "agent.ramdisk".to_owned(),
+            deploy_kernel_by_arch: BTreeMap::new(),
+            deploy_ramdisk_by_arch: BTreeMap::new(),
             kernel_append_params: "console=ttyS0 console=tty0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(crate::dhcp::IPXE_DIR),
+            ramdisk_image_download_source: DownloadSource::Local,
         }
     }
 }

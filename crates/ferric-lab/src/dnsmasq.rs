@@ -54,6 +54,7 @@ impl DnsmasqConfig {
             // copies it beside boot.ipxe.
             tftp_root: Some(ferric_drivers::dhcp::IPXE_DIR.into()),
             http_boot_url: Some(http_boot_url(&self.boot_url)),
+            loaders: ferric_drivers::dhcp::Loaders::default(),
         }
         .args()
     }

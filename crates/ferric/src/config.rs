@@ -269,6 +269,21 @@ pub(crate) struct Settings {
     /// The agent ramdisk: a file name under `boot_http_root` or a URL (a node's
     /// `driver_info.deploy_ramdisk` wins). `ferric ramdisk build` makes it.
     pub(crate) deploy_ramdisk: String,
+    /// The agent kernel per CPU architecture, as `arch:file` pairs separated by commas
+    /// (Ironic's `deploy_kernel_by_arch`, e.g. `aarch64:agent-aarch64.kernel`): a node whose
+    /// `properties.cpu_arch` is listed boots it unless its `driver_info` names its own. List
+    /// each architecture in `deploy_ramdisk_by_arch` too. Machines Ferric does not know
+    /// (discovery) are matched by iPXE's `${buildarch}` (`arm64` for `aarch64`).
+    pub(crate) deploy_kernel_by_arch: String,
+    /// The agent ramdisk per CPU architecture (`arch:file,…`, Ironic's
+    /// `deploy_ramdisk_by_arch`); see `deploy_kernel_by_arch`.
+    pub(crate) deploy_ramdisk_by_arch: String,
+    /// The iPXE loader the managed dnsmasq hands firmware PXE clients, per the architecture
+    /// they announce in DHCP option 93 (Ironic's `ipxe_bootfile_name_by_arch`): keys
+    /// `x86_64-uefi` (or `x86_64`), `x86_64-bios`, `aarch64-uefi` (or `aarch64`); files
+    /// under `ipxe_dir`. Unset keys keep `snponly.efi` and `undionly.kpxe`; ARM64 clients
+    /// get nothing unless `aarch64` is listed.
+    pub(crate) ipxe_bootfile_name_by_arch: String,
     /// Extra kernel command-line parameters for the agent ramdisk.
     pub(crate) kernel_append_params: String,
     /// A dnsmasq `--dhcp-hostsdir` Ferric writes per-MAC entries (tag `ferric`) into while a
@@ -279,6 +294,12 @@ pub(crate) struct Settings {
     /// `undionly.kpxe` (BIOS PXE). Default: Debian's `ipxe` package; a site can point it at
     /// its own iPXE build (e.g. one without the 2 s "Press Ctrl-B" wait, `BANNER_TIMEOUT` 0).
     pub(crate) ipxe_dir: PathBuf,
+    /// How a deploy or rescue ISO a node brings in `driver_info.deploy_iso` /
+    /// `rescue_iso` (an http(s) URL) reaches its BMC: `local` (the default, as in Ironic)
+    /// downloads it into `boot_http_root/vmedia/` and gives the BMC Ferric's own URL, reusing
+    /// the copy while the origin answers `304 Not Modified`; `http` gives the BMC the URL
+    /// itself.
+    pub(crate) ramdisk_image_download_source: String,
     /// Start Ferric's own dnsmasq on this interface (DHCP for machines in a ramdisk phase
     /// only, chained to iPXE's `boot.ipxe`); unset: the operator runs DHCP.
     pub(crate) dhcp_interface: Option<String>,
@@ -386,6 +407,14 @@ pub(crate) struct Settings {
     /// implementations, so the quick start works unchanged; remove `fake-hardware` from
     /// `enabled_hardware_types` to switch it off.
     pub(crate) enabled_deploy_interfaces: Vec<String>,
+    /// The deploy interfaces the `autodetect` deploy interface picks from, in order
+    /// (Ironic's `autodetect_deploy_interfaces`): the first whose rule takes the node's
+    /// instance (`ramdisk`: `instance_info.ironic_ramdisk_deploy` with a `boot_iso`, or a
+    /// `kernel` and a `ramdisk`; any other: every instance), else the last. Checked
+    /// against `enabled_deploy_interfaces` when `autodetect` is enabled. Ferric has no
+    /// `bootc` interface, so naming it is refused. Make `autodetect` every node's default
+    /// with `default_deploy_interface = "autodetect"`, as Metal3's ironic-image does.
+    pub(crate) autodetect_deploy_interfaces: Vec<String>,
     /// Firmware interfaces nodes may use (`no-firmware`, `redfish`, `fake`).
     pub(crate) enabled_firmware_interfaces: Vec<String>,
     /// Inspect interfaces nodes may use (`no-inspect`, `redfish`, `agent`, `inspector`,
@@ -549,9 +578,13 @@ impl Default for Settings {
             boot_http_root: PathBuf::from("ferric-boot"),
             deploy_kernel: "agent.kernel".to_owned(),
             deploy_ramdisk: "agent.ramdisk".to_owned(),
+            deploy_kernel_by_arch: String::new(),
+            deploy_ramdisk_by_arch: String::new(),
+            ipxe_bootfile_name_by_arch: String::new(),
             kernel_append_params: "console=ttyS0".to_owned(),
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(ferric_drivers::dhcp::IPXE_DIR),
+            ramdisk_image_download_source: "local".to_owned(),
             dhcp_interface: None,
             dhcp_range: None,
             dhcp_enable_ra: false,
@@ -583,6 +616,7 @@ impl Default for Settings {
             enabled_boot_interfaces: interfaces.enabled(InterfaceKind::Boot).to_vec(),
             enabled_console_interfaces: interfaces.enabled(InterfaceKind::Console).to_vec(),
             enabled_deploy_interfaces: interfaces.enabled(InterfaceKind::Deploy).to_vec(),
+            autodetect_deploy_interfaces: interfaces.autodetect_order().to_vec(),
             enabled_firmware_interfaces: interfaces.enabled(InterfaceKind::Firmware).to_vec(),
             enabled_inspect_interfaces: interfaces.enabled(InterfaceKind::Inspect).to_vec(),
             enabled_management_interfaces: interfaces.enabled(InterfaceKind::Management).to_vec(),
@@ -714,7 +748,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 124] = [
+    pub(crate) const KEYS: [&'static str; 129] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -785,9 +819,13 @@ impl Settings {
         "boot_http_root",
         "deploy_kernel",
         "deploy_ramdisk",
+        "deploy_kernel_by_arch",
+        "deploy_ramdisk_by_arch",
+        "ipxe_bootfile_name_by_arch",
         "kernel_append_params",
         "dhcp_hostsdir",
         "ipxe_dir",
+        "ramdisk_image_download_source",
         "dhcp_interface",
         "dhcp_range",
         "dhcp_enable_ra",
@@ -822,6 +860,7 @@ impl Settings {
         "enabled_boot_interfaces",
         "enabled_console_interfaces",
         "enabled_deploy_interfaces",
+        "autodetect_deploy_interfaces",
         "enabled_firmware_interfaces",
         "enabled_inspect_interfaces",
         "enabled_management_interfaces",

@@ -13,7 +13,8 @@
 //! from the per-node ISO (the BMC's VirtualMedia InsertMedia, a one-time boot from CD);
 //! deploy (power-on → first heartbeat, then the image written and checked on the disk file);
 //! the ISO ejected afterwards (`GET /v1/nodes/{node}/vmedia`); and the lab's DHCP log shows no
-//! lease for the machine.
+//! lease for the machine. The deployment boots a per-host ISO made beforehand, as Metal3
+//! ships one, named in `driver_info.deploy_iso` (issue 39): the BMC gets Ferric's copy.
 //!
 //! With `FERRIC_E2E_SECURE_BOOT=1` the machine is `lab up --firmware secure-boot` (OVMF with
 //! secure boot on and Microsoft's keys) and the node has capability `secure_boot:true`, so its
@@ -32,6 +33,8 @@ const NAMESPACE: &str = "ferric-vmedia-e2e";
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 /// The machine's static address (outside the lab's DHCP range, .100–.199).
 const STATIC_ADDRESS: &str = "10.231.0.60";
+/// Ferric's boot file server in the lab (`Lab::server_command`).
+const BOOT_HTTP: &str = "http://10.231.0.1:8080";
 
 fn main() -> std::process::ExitCode {
     lab::main(SUITE, outside, inside)
@@ -198,6 +201,20 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
     );
     phase("inspection (virtual media, static address)", started);
 
+    // Deploy from an ISO made beforehand, as Metal3 ships one per host (its image
+    // customization bakes the API's address and the host's network configuration in): the
+    // node names it in driver_info.deploy_iso and Ferric boots it as given, downloading it
+    // from its origin (here Ferric's own boot file server) rather than building one.
+    let started = Instant::now();
+    let given = prebuilt_iso(dir, &uuid, &mac)?;
+    client.expect(
+        reqwest::Method::PATCH,
+        &format!("/v1/nodes/{uuid}"),
+        Some(json!([{"op": "add", "path": "/driver_info/deploy_iso", "value": given}])),
+        200,
+    )?;
+    phase("a per-host deploy ISO built beforehand", started);
+
     let started = Instant::now();
     client.put_provision(&uuid, "provide")?;
     client.wait_for(&uuid, "available")?;
@@ -230,6 +247,18 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         ),
         "the ISO stayed inserted after the deploy: {media}"
     );
+    let bmc = std::fs::read_to_string(dir.join("lab/bmc.log")).unwrap_or_default();
+    let given_copy = format!("/vmedia/{uuid}-given.iso");
+    ensure!(
+        bmc.lines()
+            .any(|line| line.contains("virtual media inserted") && line.contains(&given_copy)),
+        "the BMC was not given Ferric's copy of deploy_iso ({given_copy}); see lab/bmc.log"
+    );
+    ensure!(
+        !dir.join("boot").join(&given_copy[1..]).exists(),
+        "the copy of deploy_iso outlived the deployment"
+    );
+    eprintln!("lab_vmedia: the deployment booted the given ISO through Ferric's copy");
     let dhcp = std::fs::read_to_string(dir.join("lab/dnsmasq.log")).unwrap_or_default();
     let leases: Vec<&str> = dhcp
         .lines()
@@ -252,4 +281,53 @@ fn inside(dir: &Path) -> anyhow::Result<()> {
         eprintln!("lab_vmedia: the agent's kernel booted with secure boot enabled");
     }
     Ok(())
+}
+
+/// Builds node `uuid`'s agent ISO the way a Metal3 image-customization controller would
+/// ship it — the agent with the API's address, the node's identity and its network data
+/// baked in, no agent token — with Ferric's own ISO builder, outside the server, and puts it
+/// on the boot file server under `prebuilt/`. Returns its URL.
+fn prebuilt_iso(dir: &Path, uuid: &str, mac: &str) -> anyhow::Result<String> {
+    use ferric_drivers::BootSettings;
+    use ferric_model::ProvisionState;
+    use ferric_model::resources::{Node, Port};
+
+    let settings = BootSettings {
+        http_url: Some(BOOT_HTTP.to_owned()),
+        http_root: dir.join("boot"),
+        api_url: Some(API.to_owned()),
+        deploy_kernel: "ferric-agent.kernel".to_owned(),
+        deploy_ramdisk: "ferric-agent.initramfs".to_owned(),
+        ..BootSettings::default()
+    };
+    let node_uuid: uuid::Uuid = uuid.parse()?;
+    let mut node = Node::new(node_uuid, "redfish", ProvisionState::Manageable);
+    node.network_data = serde_json::from_value(json!({
+        "links": [{"id": "nic0", "type": "phy", "ethernet_mac_address": mac}],
+        "networks": [{"id": "provisioning", "type": "ipv4", "link": "nic0",
+            "ip_address": STATIC_ADDRESS, "netmask": "255.255.255.0",
+            "routes": [{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.231.0.1"}]}],
+        "services": [{"type": "dns", "address": "10.231.0.1"}],
+    }))?;
+    if secure_boot() {
+        node.properties
+            .insert("capabilities".to_owned(), json!("secure_boot:true"));
+    }
+    let mut port = Port::new(uuid::Uuid::new_v4(), node_uuid, mac);
+    port.pxe_enabled = true;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(ferric_drivers::boot_iso::build(
+        &settings,
+        &node,
+        &[port],
+        &[],
+        ferric_drivers::boot_iso::ISO_TOOL,
+    ))?;
+    let built = ferric_drivers::boot_iso::iso_path(&settings, &node);
+    let target = dir.join("boot/prebuilt/node-0.iso");
+    std::fs::create_dir_all(target.parent().context("no parent")?)?;
+    std::fs::rename(&built, &target)?;
+    Ok(format!("{}/prebuilt/node-0.iso", BOOT_HTTP))
 }

@@ -92,8 +92,12 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("BOOT_HTTP_URL", "http://127.0.0.1:8080"),
         ("BOOT_HTTP_ROOT", "boot-root"),
         ("IPXE_DIR", "ipxe-loaders"),
+        ("RAMDISK_IMAGE_DOWNLOAD_SOURCE", "http"),
         ("DEPLOY_KERNEL", "ipa.kernel"),
         ("DEPLOY_RAMDISK", "ipa.initramfs"),
+        ("DEPLOY_KERNEL_BY_ARCH", "aarch64:ipa-aarch64.kernel"),
+        ("DEPLOY_RAMDISK_BY_ARCH", "aarch64:ipa-aarch64.initramfs"),
+        ("IPXE_BOOTFILE_NAME_BY_ARCH", "aarch64:snp-arm64.efi"),
         ("KERNEL_APPEND_PARAMS", "console=ttyS1 nofb"),
         ("DHCP_HOSTSDIR", "dhcp-hosts"),
         ("DHCP_INTERFACE", ""),
@@ -138,6 +142,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("ENABLED_BOOT_INTERFACES", "ipxe,fake"),
         ("ENABLED_CONSOLE_INTERFACES", "no-console,fake"),
         ("ENABLED_DEPLOY_INTERFACES", "direct,fake"),
+        ("AUTODETECT_DEPLOY_INTERFACES", "direct"),
         ("ENABLED_FIRMWARE_INTERFACES", "no-firmware"),
         ("ENABLED_INSPECT_INTERFACES", r#"["no-inspect", "agent"]"#),
         ("ENABLED_MANAGEMENT_INTERFACES", "redfish,noop"),
@@ -285,7 +290,7 @@ fn fake_interfaces_on_a_bmc_type_are_refused_until_enabled() {
         .unwrap();
     assert_eq!(
         redfish["enabled_deploy_interfaces"],
-        json!(["direct", "ramdisk", "custom-agent"])
+        json!(["direct", "ramdisk", "custom-agent", "autodetect"])
     );
     assert_eq!(redfish["default_deploy_interface"], "direct");
     assert!(server.terminate());

@@ -720,6 +720,15 @@ fn apply_driver_defaults(
     {
         return Ok(());
     }
+    // An operator's deploy_interface outranks the one the autodetect interface stashed to put
+    // back after the next cleaning (Ironic drops it the same way).
+    if let Some(before) = before
+        && (before.deploy_interface != node.deploy_interface
+            || (before.driver != node.driver && reset_interfaces))
+    {
+        node.driver_internal_info
+            .remove(ferric_drivers::autodetect::ORIGINAL_KEY);
+    }
     if let Some(before) = before
         && before.driver != node.driver
         && reset_interfaces

@@ -40,6 +40,16 @@ pub(crate) const PROPERTIES: &[(&str, &str)] = &[
         "Redfish HTTP client authentication method: \"basic\", \"session\" or \"auto\" \
          (session when the BMC offers it, else basic). Optional; default \"auto\".",
     ),
+    (
+        "deploy_iso",
+        "URL of the deployment ISO to use (boot interface redfish-virtual-media), booted as \
+         given instead of one built from deploy_kernel and deploy_ramdisk. Optional.",
+    ),
+    (
+        "rescue_iso",
+        "URL of the rescue ISO to use (boot interface redfish-virtual-media), booted as given \
+         instead of one built from rescue_kernel and rescue_ramdisk. Optional.",
+    ),
 ];
 
 /// How the BMC's TLS certificate is checked.

@@ -278,8 +278,14 @@ impl Validate for RedfishVirtualMediaBoot {
     async fn validate(&self, node: &Node) -> Result<(), DriverError> {
         async {
             let info = RedfishInfo::parse(node)?;
-            Self::check_network(node)?;
-            boot_iso::check(&self.settings, node, &self.ports, boot_iso::ISO_TOOL)?;
+            match crate::given_iso::given(node) {
+                // A given ISO carries its own configuration (network data included).
+                Some(iso) => crate::given_iso::check(&self.settings, node, iso)?,
+                None => {
+                    Self::check_network(node)?;
+                    boot_iso::check(&self.settings, node, &self.ports, boot_iso::ISO_TOOL)?;
+                }
+            }
             self.redfish
                 .media_for(&info, node, VmediaDevice::Cdrom)
                 .await
@@ -301,15 +307,22 @@ impl BootInterface for RedfishVirtualMediaBoot {
         node: &Node,
         kernel_params: &[String],
     ) -> Result<(), DriverError> {
-        Self::check_network(node).map_err(named)?;
-        let url = boot_iso::build(
-            &self.settings,
-            node,
-            &self.ports,
-            kernel_params,
-            boot_iso::ISO_TOOL,
-        )
-        .await?;
+        let url = match crate::given_iso::given(node) {
+            Some(iso) => crate::given_iso::publish(&self.settings, node, iso)
+                .await
+                .map_err(named)?,
+            None => {
+                Self::check_network(node).map_err(named)?;
+                boot_iso::build(
+                    &self.settings,
+                    node,
+                    &self.ports,
+                    kernel_params,
+                    boot_iso::ISO_TOOL,
+                )
+                .await?
+            }
+        };
         self.redfish
             .insert_media(node, VmediaDevice::Cdrom, &url)
             .await
@@ -319,6 +332,7 @@ impl BootInterface for RedfishVirtualMediaBoot {
         self.redfish
             .eject_media(node, &[VmediaDevice::Cdrom])
             .await?;
+        crate::given_iso::remove(&self.settings, node)?;
         boot_iso::remove(&self.settings, node)
     }
 

@@ -57,6 +57,10 @@ impl Settings {
         );
         ferric_drivers::LogsCollect::parse(&self.deploy_logs_collect)
             .map_err(|error| anyhow::anyhow!("{error}"))?;
+        self.ramdisk_image_download_source
+            .parse::<ferric_drivers::DownloadSource>()
+            .map_err(|error| anyhow::anyhow!("ramdisk_image_download_source: {error}"))?;
+        self.boot_by_arch()?;
         anyhow::ensure!(
             self.deploy_logs_storage_backend
                 .eq_ignore_ascii_case("local"),
@@ -153,7 +157,9 @@ impl Settings {
                 .and_then(|interfaces| interfaces.with_default(kind, default.as_deref()))
                 .map_err(|error| anyhow::anyhow!("invalid interface settings: {error}"))?;
         }
-        Ok(interfaces)
+        interfaces
+            .with_autodetect(&self.autodetect_deploy_interfaces)
+            .map_err(|error| anyhow::anyhow!("invalid interface settings: {error}"))
     }
 
     /// Each interface kind with its two settings.
@@ -360,7 +366,29 @@ impl Settings {
             // `http` boot interfaces say so at validate).
             tftp_root: self.ipxe_dir.is_dir().then(|| self.ipxe_dir.clone()),
             http_boot_url: Some(format!("{boot_url}/{}", ferric_drivers::dhcp::UEFI_LOADER)),
+            loaders: self.boot_by_arch()?.2,
         }))
+    }
+
+    /// The per-architecture boot file settings, parsed and checked: agent kernels, agent
+    /// ramdisks, first-stage loaders.
+    pub(crate) fn boot_by_arch(
+        &self,
+    ) -> anyhow::Result<(
+        ferric_drivers::boot_arch::ArchMap,
+        ferric_drivers::boot_arch::ArchMap,
+        ferric_drivers::dhcp::Loaders,
+    )> {
+        use ferric_drivers::boot_arch::{loaders, parse_map};
+        let parse = |name: &str, text: &str| parse_map(name, text).map_err(anyhow::Error::msg);
+        let kernels = parse("deploy_kernel_by_arch", &self.deploy_kernel_by_arch)?;
+        let ramdisks = parse("deploy_ramdisk_by_arch", &self.deploy_ramdisk_by_arch)?;
+        let loaders = loaders(&parse(
+            "ipxe_bootfile_name_by_arch",
+            &self.ipxe_bootfile_name_by_arch,
+        )?)
+        .map_err(anyhow::Error::msg)?;
+        Ok((kernels, ramdisks, loaders))
     }
 
     /// What the drivers need to know about the site.
@@ -375,9 +403,17 @@ impl Settings {
                     .map(|url| url.trim_end_matches('/').to_owned()),
                 deploy_kernel: self.deploy_kernel.clone(),
                 deploy_ramdisk: self.deploy_ramdisk.clone(),
+                // Checked in `conductor()`.
+                deploy_kernel_by_arch: self.boot_by_arch().map(|by| by.0).unwrap_or_default(),
+                deploy_ramdisk_by_arch: self.boot_by_arch().map(|by| by.1).unwrap_or_default(),
                 kernel_append_params: self.kernel_append_params.clone(),
                 dhcp_hostsdir: self.effective_dhcp_hostsdir(),
                 ipxe_dir: self.ipxe_dir.clone(),
+                // Checked in `conductor()`.
+                ramdisk_image_download_source: self
+                    .ramdisk_image_download_source
+                    .parse()
+                    .unwrap_or_default(),
             },
             deploy: ferric_drivers::DeploySettings {
                 erase_devices_priority: self.erase_devices_priority,

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 124] = [
+const SAMPLES: [(&str, &str); 129] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -262,9 +262,16 @@ const SAMPLES: [(&str, &str); 124] = [
     ("boot_http_root", "boot-root"),
     ("deploy_kernel", "ipa.kernel"),
     ("deploy_ramdisk", "ipa.initramfs"),
+    ("deploy_kernel_by_arch", "aarch64:ipa-aarch64.kernel"),
+    ("deploy_ramdisk_by_arch", "aarch64:ipa-aarch64.initramfs"),
+    (
+        "ipxe_bootfile_name_by_arch",
+        "aarch64:snp-arm64.efi,x86_64-uefi:ipxe.efi",
+    ),
     ("kernel_append_params", "console=ttyS1 nofb"),
     ("dhcp_hostsdir", "dhcp-hosts"),
     ("ipxe_dir", "/srv/ipxe"),
+    ("ramdisk_image_download_source", "http"),
     ("dhcp_interface", "ferric0"),
     ("dhcp_range", "10.0.0.10,10.0.0.20,255.255.255.0"),
     ("dhcp_enable_ra", "true"),
@@ -301,6 +308,7 @@ const SAMPLES: [(&str, &str); 124] = [
     ("enabled_boot_interfaces", "ipxe,fake"),
     ("enabled_console_interfaces", "no-console,fake"),
     ("enabled_deploy_interfaces", "direct,fake"),
+    ("autodetect_deploy_interfaces", "direct"),
     ("enabled_firmware_interfaces", "no-firmware"),
     ("enabled_inspect_interfaces", r#"["no-inspect", "agent"]"#),
     ("enabled_management_interfaces", "redfish,noop"),
