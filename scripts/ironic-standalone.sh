@@ -24,7 +24,7 @@
 # --db mariadb keeps Ironic's database on the local MariaDB (root without a password on
 # 127.0.0.1:3306, as scripts/install-deps.sh sets it up; IRONIC_DB_HOST overrides) instead
 # of DIR/ironic.sqlite: a database of its own per DIR, dropped and created afresh at each start
-# unless --keep-db. It installs PyMySQL into the venv on first use. `dburl` prints the
+# unless --keep-db. PyMySQL comes into the venv with `install` (or on first use). `dburl` prints the
 # database's URL (SQLAlchemy's form, as in ironic.conf) for `ferric import ironic --from`.
 #
 # Defaults: --port 6388, --dir $HOME/.cache/ferric/ironic-standalone, venv
@@ -113,10 +113,16 @@ database_url() {
   esac
 }
 
-# Runs one SQL statement on the MariaDB server (with the venv's PyMySQL).
-mariadb_sql() {
+# PyMySQL in the venv: Ironic's driver for MariaDB (not in the pinned requirements, which are
+# what the client goldens were recorded with). Idempotent.
+ensure_pymysql() {
   "$venv/bin/python" -c 'import pymysql' 2>/dev/null ||
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "PyMySQL==$pymysql_version"
+}
+
+# Runs one SQL statement on the MariaDB server (with the venv's PyMySQL).
+mariadb_sql() {
+  ensure_pymysql
   "$venv/bin/python" - "$db_host" "$1" <<'PY'
 import sys, pymysql
 host, _, port = sys.argv[1].partition(":")
@@ -280,11 +286,11 @@ stop() {
 }
 
 case "$command" in
-  install) install_venv; echo "$venv" ;;
+  install) install_venv; ensure_pymysql; echo "$venv" ;;
   start) start ;;
   stop) stop ;;
   dburl) database_url ;;
-  dropdb) [ "$db" = mariadb ] && mariadb_sql "DROP DATABASE IF EXISTS $(db_name)" ;;
+  dropdb) if [ "$db" = mariadb ]; then mariadb_sql "DROP DATABASE IF EXISTS $(db_name)"; fi ;;
   status)
     if pid="$(running_pid)"; then echo "running (pid $pid, $dir)"; else echo "stopped"; exit 3; fi ;;
   *) die "usage: $0 install|start|stop|status|dburl|dropdb [--port N] [--dir DIR] [--keep-db] [--profile bmo] [--db sqlite|mariadb]" ;;

@@ -551,10 +551,11 @@ impl Mapped {
                     "attribute_type".into(),
                     text_value(record, "attribute_type"),
                 );
+                // A list column: `NULL` reads as `[]` in Ironic.
                 registry.insert(
                     "allowable_values".into(),
                     match json(record, "allowable_values")? {
-                        Value::Null => Value::Null,
+                        Value::Null => Value::Array(Vec::new()),
                         list => list,
                     },
                 );

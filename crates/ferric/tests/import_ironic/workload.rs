@@ -2,6 +2,7 @@
 //! several stable states, failed and waiting ones, and every kind of record `ferric import`
 //! brings over; then the list of every `GET` whose answers Ferric must repeat.
 
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -311,6 +312,55 @@ pub(crate) fn populate(api: &Api<'_>) -> Vec<(String, String)> {
     nodes
 }
 
+/// What fake-hardware cannot produce through the API, written into a stopped Ironic's SQLite
+/// tables as its drivers would: BIOS settings with their registry, firmware components, an
+/// inspection inventory, and node tags (which no API shows; the import reports them).
+pub(crate) fn seed_node_data(database: &Path, nodes: &[(String, String)]) {
+    let uuid = |name: &str| {
+        nodes
+            .iter()
+            .find(|(node, _)| node == name)
+            .map(|(_, uuid)| uuid.clone())
+            .unwrap()
+    };
+    let script = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+node = lambda uuid: db.execute("SELECT id FROM nodes WHERE uuid = ?", (uuid,)).fetchone()[0]
+manageable, active = node(sys.argv[2]), node(sys.argv[3])
+when = "2026-01-02 03:04:05.678901"
+db.execute('INSERT INTO bios_settings (node_id, name, value, attribute_type, allowable_values, '
+           'lower_bound, max_length, min_length, read_only, reset_required, "unique", '
+           'upper_bound, created_at, version) VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL, 0, 1, 0, '
+           'NULL, ?, ?)', (manageable, "LogicalProc", "Enabled", "Enumeration",
+           '["Enabled", "Disabled"]', when, "1.1"))
+db.execute('INSERT INTO bios_settings (node_id, name, value, attribute_type, lower_bound, '
+           'upper_bound, read_only, created_at, updated_at, version) VALUES '
+           '(?, ?, ?, ?, ?, ?, 1, ?, ?, ?)',
+           (manageable, "ProcCores", "8", "Integer", 1, 64, when, when, "1.1"))
+db.execute('INSERT INTO firmware_information (node_id, component, initial_version, '
+           'current_version, last_version_flashed, created_at, updated_at, version) VALUES '
+           '(?, ?, ?, ?, ?, ?, ?, ?)', (active, "bios", "1.0.0", "1.2.0", "1.2.0", when, when, "1.0"))
+db.execute('INSERT INTO node_inventory (node_id, inventory_data, plugin_data, created_at, '
+           'version) VALUES (?, ?, ?, ?, ?)', (active,
+           '{"cpu": {"count": 8, "architecture": "x86_64"}, "memory": {"physical_mb": 16384}, '
+           '"interfaces": [{"name": "eth0", "mac_address": "52:54:00:aa:bb:05"}]}',
+           '{"root_disk": {"name": "/dev/sda"}}', when, "1.0"))
+for tag in ("blue", "green"):
+    db.execute("INSERT INTO node_tags (node_id, tag, created_at, version) VALUES (?, ?, ?, ?)",
+               (active, tag, when, "1.0"))
+db.commit()
+"#;
+    let status = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(database)
+        .arg(uuid("node-manageable"))
+        .arg(uuid("node-active"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "seeding Ironic's node data failed");
+}
+
 /// Every `GET` compared: each list, each record, each node's sub-resources.
 pub(crate) fn paths(api: &Api<'_>, nodes: &[(String, String)]) -> Vec<String> {
     let mut paths: Vec<String> = [
@@ -345,6 +395,8 @@ pub(crate) fn paths(api: &Api<'_>, nodes: &[(String, String)]) -> Vec<String> {
             "/firmware",
             "/volume/connectors",
             "/volume/targets",
+            "/inventory",
+            "/bios?detail=True",
         ] {
             paths.push(format!("/v1/nodes/{uuid}{sub}"));
         }
