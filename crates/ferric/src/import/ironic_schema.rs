@@ -342,50 +342,54 @@ pub(crate) async fn live_conductors(
 
 /// Reads every table the import uses.
 pub(crate) async fn read_all(source: &Source) -> anyhow::Result<IronicData> {
-    let mut data = IronicData::default();
-    data.nodes = source.rows("nodes", "id", &with_common(NODES)).await?;
-    data.ports = source.rows("ports", "id", &with_common(PORTS)).await?;
-    data.portgroups = source
-        .rows("portgroups", "id", &with_common(PORTGROUPS))
-        .await?;
-    data.chassis = source.rows("chassis", "id", &with_common(CHASSIS)).await?;
-    data.allocations = source
-        .rows("allocations", "id", &with_common(ALLOCATIONS))
-        .await?;
-    data.deploy_templates = source
-        .rows("deploy_templates", "id", &with_common(DEPLOY_TEMPLATES))
-        .await?;
-    data.deploy_template_steps = source
-        .rows("deploy_template_steps", "id", DEPLOY_TEMPLATE_STEPS)
-        .await?;
-    data.runbooks = source
-        .rows("runbooks", "id", &with_common(RUNBOOKS))
-        .await?;
-    data.runbook_steps = source.rows("runbook_steps", "id", RUNBOOK_STEPS).await?;
-    data.runbook_traits = source
-        .rows("runbook_traits", "runbook_id", RUNBOOK_TRAITS)
-        .await?;
-    data.volume_connectors = source
-        .rows("volume_connectors", "id", &with_common(VOLUME_CONNECTORS))
-        .await?;
-    data.volume_targets = source
-        .rows("volume_targets", "id", &with_common(VOLUME_TARGETS))
-        .await?;
-    data.node_traits = source.rows("node_traits", "node_id", NODE_TRAITS).await?;
-    data.node_tags = source.rows("node_tags", "node_id", NODE_TAGS).await?;
-    data.bios_settings = source
-        .rows("bios_settings", "node_id, name", BIOS_SETTINGS)
-        .await?;
-    data.node_history = source
-        .rows("node_history", "id", &with_common(NODE_HISTORY))
-        .await?;
-    data.node_inventory = source.rows("node_inventory", "id", NODE_INVENTORY).await?;
-    data.firmware = source.rows("firmware_information", "id", FIRMWARE).await?;
+    let mut not_imported = Vec::new();
     for table in WITHOUT_COUNTERPART {
         if source.has_table(table).await? {
             let rows = source.rows(table, "id", &[("id", Int)]).await?;
-            data.not_imported.push((table, rows.len()));
+            not_imported.push((*table, rows.len()));
         }
     }
-    Ok(data)
+    Ok(IronicData {
+        nodes: source.rows("nodes", "id", &with_common(NODES)).await?,
+        ports: source.rows("ports", "id", &with_common(PORTS)).await?,
+        portgroups: source
+            .rows("portgroups", "id", &with_common(PORTGROUPS))
+            .await?,
+        chassis: source.rows("chassis", "id", &with_common(CHASSIS)).await?,
+        allocations: source
+            .rows("allocations", "id", &with_common(ALLOCATIONS))
+            .await?,
+        deploy_templates: source
+            .rows("deploy_templates", "id", &with_common(DEPLOY_TEMPLATES))
+            .await?,
+        deploy_template_steps: source
+            .rows("deploy_template_steps", "id", DEPLOY_TEMPLATE_STEPS)
+            .await?,
+        runbooks: source
+            .rows("runbooks", "id", &with_common(RUNBOOKS))
+            .await?,
+        runbook_steps: source.rows("runbook_steps", "id", RUNBOOK_STEPS).await?,
+        runbook_traits: source
+            .rows("runbook_traits", "runbook_id, trait", RUNBOOK_TRAITS)
+            .await?,
+        volume_connectors: source
+            .rows("volume_connectors", "id", &with_common(VOLUME_CONNECTORS))
+            .await?,
+        volume_targets: source
+            .rows("volume_targets", "id", &with_common(VOLUME_TARGETS))
+            .await?,
+        node_traits: source
+            .rows("node_traits", "node_id, trait", NODE_TRAITS)
+            .await?,
+        node_tags: source.rows("node_tags", "node_id", NODE_TAGS).await?,
+        bios_settings: source
+            .rows("bios_settings", "node_id, name", BIOS_SETTINGS)
+            .await?,
+        node_history: source
+            .rows("node_history", "id", &with_common(NODE_HISTORY))
+            .await?,
+        node_inventory: source.rows("node_inventory", "id", NODE_INVENTORY).await?,
+        firmware: source.rows("firmware_information", "id", FIRMWARE).await?,
+        not_imported,
+    })
 }
