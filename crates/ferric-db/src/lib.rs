@@ -5,7 +5,8 @@
 //! types of [`ferric_model::resources`]; errors are [`Error`].
 //!
 //! Architecture Invariants: every method is one SQL statement (or a read followed by one write
-//! that is guarded against races), so no transaction is ever held open across anything but SQL;
+//! that is guarded against races; [`Store::import`] writes a whole import in one transaction,
+//! SQL only), so no transaction is ever held open across anything but SQL;
 //! both backends run the same SQL text (see `store.rs` and `sql.rs` for how); the schema is
 //! versioned migrations per backend, checked against a fresh schema file by the test suite.
 

@@ -225,13 +225,7 @@ fn compare(ferric: &Api<'_>, ironic: &Snapshot, ironic_base: &str, backend: &str
 
 /// The imported nodes go on living on fake-hardware.
 fn lifecycle(ferric: &Api<'_>, nodes: &[(String, String)]) {
-    let uuid = |name: &str| {
-        nodes
-            .iter()
-            .find(|(node, _)| node == name)
-            .map(|(_, uuid)| uuid.clone())
-            .unwrap()
-    };
+    let uuid = |name: &str| workload::uuid_of(nodes, name);
     let active = uuid("node-active");
     ferric.ok(
         "PATCH",

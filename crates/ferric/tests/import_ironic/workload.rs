@@ -312,17 +312,20 @@ pub(crate) fn populate(api: &Api<'_>) -> Vec<(String, String)> {
     nodes
 }
 
+/// The UUID of the workload's node `name`.
+pub(crate) fn uuid_of(nodes: &[(String, String)], name: &str) -> String {
+    nodes
+        .iter()
+        .find(|(node, _)| node == name)
+        .map(|(_, uuid)| uuid.clone())
+        .unwrap()
+}
+
 /// What fake-hardware cannot produce through the API, written into a stopped Ironic's SQLite
 /// tables as its drivers would: BIOS settings with their registry, firmware components, an
 /// inspection inventory, and node tags (which no API shows; the import reports them).
 pub(crate) fn seed_node_data(database: &Path, nodes: &[(String, String)]) {
-    let uuid = |name: &str| {
-        nodes
-            .iter()
-            .find(|(node, _)| node == name)
-            .map(|(_, uuid)| uuid.clone())
-            .unwrap()
-    };
+    let uuid = |name: &str| uuid_of(nodes, name);
     let script = r#"
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
