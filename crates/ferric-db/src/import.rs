@@ -286,6 +286,17 @@ impl Store {
     /// inserted or (with [`ImportMode::Update`]) overwritten; rows already stored and kept
     /// count as none. A failure names the statement's table; nothing is written then.
     pub async fn import(&self, set: &ImportSet, mode: ImportMode) -> Result<u64, Error> {
+        self.import_reporting(set, mode, &|_, _| {}).await
+    }
+
+    /// [`Store::import`], calling `progress(rows written, rows in all)` after each row (the
+    /// transaction commits only after the last).
+    pub async fn import_reporting(
+        &self,
+        set: &ImportSet,
+        mode: ImportMode,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Result<u64, Error> {
         let statements: Vec<(&'static str, SqlBuilder<'_>)> = set
             .rows()
             .into_iter()
@@ -295,7 +306,8 @@ impl Store {
             .iter()
             .map(|(_, query)| (query.sql(), query.args()))
             .collect();
-        self.execute_all(&batch)
+        let total = batch.len();
+        self.execute_all(&batch, &|done| progress(done, total))
             .await
             .map_err(|(index, source)| Error::Import {
                 table: statements.get(index).map_or("?", |(table, _)| table),

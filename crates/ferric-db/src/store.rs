@@ -683,9 +683,12 @@ impl Store {
     /// Runs every statement in one transaction (SQL only inside, nothing else awaited):
     /// all commit or none do. Returns how many rows they changed; on failure, the index of
     /// the statement that failed (`statements.len()` for the commit) with its error.
+    /// `done` is called after each statement with how many have run (progress for a long
+    /// batch; nothing is committed until the last).
     pub(crate) async fn execute_all(
         &self,
         statements: &[(&str, &[Arg<'_>])],
+        done: &(dyn Fn(usize) + Sync),
     ) -> Result<u64, (usize, sqlx::Error)> {
         let at = |index: usize| move |error: sqlx::Error| (index, error);
         let end = statements.len();
@@ -698,6 +701,7 @@ impl Store {
                 for (index, (sql, args)) in statements.iter().enumerate() {
                     failed_at = index;
                     changed += connection.run(sql, args)?.changed;
+                    done(index + 1);
                 }
                 failed_at = end;
                 connection.batch("COMMIT")?;
@@ -715,6 +719,7 @@ impl Store {
                     .await
                     .map_err(at(index))?
                     .rows_affected();
+                done(index + 1);
             }
             transaction.commit().await.map_err(at(end))?;
             Ok(changed)

@@ -140,7 +140,15 @@ async fn import_ironic(args: &IronicArgs) -> anyhow::Result<ExitCode> {
         mapped.set.record_count()
     ));
     let started = std::time::Instant::now();
-    let written = store.import(&mapped.set, mode).await;
+    // A line every 5,000 rows: a large site's import takes a while.
+    let report = |done: usize, total: usize| {
+        if done.is_multiple_of(5_000) && done < total {
+            progress(&format!(
+                "written {done} of {total} records (not committed yet)"
+            ));
+        }
+    };
+    let written = store.import_reporting(&mapped.set, mode, &report).await;
     store.close().await;
     let written = written.context("nothing was imported")?;
     println!(
