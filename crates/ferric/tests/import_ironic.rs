@@ -3,7 +3,8 @@
 //! API, the import copies its database into Ferric's (SQLite, then PostgreSQL), and every
 //! `GET` of every resource on Ferric must equal Ironic's answer at the same microversion,
 //! field by field, except the documented list in [`IGNORED`]. Then the imported nodes go on
-//! living (undeploy, manage, provide, deploy again on fake-hardware), and bad input (a live
+//! living (undeploy, manage, provide, deploy again on fake-hardware; a redfish node drives
+//! sushy-tools' emulator with its imported credentials), and bad input (a live
 //! Ironic, an empty or foreign database, a newer schema, a hardware type not enabled) is
 //! refused with a clear message and nothing written.
 //!
@@ -18,6 +19,12 @@
 )]
 
 mod common;
+#[allow(
+    dead_code,
+    reason = "the Redfish emulator only; the IPMI ones are for other tests"
+)]
+#[path = "../../ferric-api/tests/emulators/mod.rs"]
+mod emulators;
 #[path = "import_ironic/workload.rs"]
 mod workload;
 
@@ -418,6 +425,76 @@ fn import_from_ironic_on_mariadb_keeps_every_record() {
         "mariadb → postgres",
     );
     lifecycle(&ferric, &populated.nodes);
+}
+
+/// A redfish node enrolled and verified by Ironic against sushy-tools' emulator, imported
+/// with its `driver_info` (the BMC password included): Ferric drives the same BMC with it.
+#[test]
+fn imported_redfish_node_drives_its_bmc() {
+    if !have_ironic() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sushy = runtime.block_on(emulators::Sushy::start("admin", "bmc-s3cret"));
+    let work = tempfile::tempdir().unwrap();
+    let ironic = Ironic {
+        dir: work.path().join("ironic-redfish"),
+        port: free_port(),
+        db: "sqlite",
+    };
+    let http = Client::new();
+    let api = Api {
+        http: &http,
+        base: ironic.script(&["start", "--profile", "bmo"]),
+    };
+    let node = api.ok(
+        "POST",
+        "/v1/nodes",
+        serde_json::json!({
+            "name": "redfish-0", "driver": "redfish",
+            "driver_info": {"redfish_address": sushy.address, "redfish_system_id": sushy.system_path,
+                            "redfish_username": "admin", "redfish_password": "bmc-s3cret"},
+            "boot_interface": "ipxe", "deploy_interface": "direct", "bios_interface": "no-bios",
+            "firmware_interface": "no-firmware", "inspect_interface": "no-inspect",
+            "raid_interface": "no-raid", "vendor_interface": "no-vendor",
+            "console_interface": "no-console", "rescue_interface": "no-rescue",
+        }),
+    )["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let managed = api.provision(&node, "manage", "manageable");
+    assert_eq!(managed["power_state"], "power off", "{managed}");
+    ironic.script(&["stop"]);
+
+    let target = work.path().join("ferric.db").display().to_string();
+    let done = import(
+        &ironic.database_url(),
+        &["--database-url", &target],
+        work.path(),
+    );
+    let said = text(&done);
+    assert!(done.status.success(), "{said}");
+    assert!(
+        !said.contains("bmc-s3cret"),
+        "a secret was printed:\n{said}"
+    );
+    let server = Server::start_with_env(work.path(), &["--database-url", &target], QUIET);
+    let ferric = Api {
+        http: &http,
+        base: server.url(""),
+    };
+    ferric.ok(
+        "PUT",
+        &format!("/v1/nodes/{node}/states/power"),
+        serde_json::json!({"target": "power on"}),
+    );
+    common::eventually("the node to be powered on", || {
+        (ferric.get(&format!("/v1/nodes/{node}")).1["power_state"] == "power on").then_some(())
+    });
+    let system = runtime.block_on(sushy.system());
+    assert_eq!(system["PowerState"], "On", "{system}");
+    eprintln!("the imported redfish node powered its emulated machine on through Ferric");
 }
 
 /// `--update` brings a record changed in Ironic over again; without it the stored one stays.
