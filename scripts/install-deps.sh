@@ -126,6 +126,12 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
 fi
 "$(dirname "${BASH_SOURCE[0]}")/keystone.sh" install >/dev/null
 
+# --- OpenStack Ironic for crates/ferric/tests/import_ironic.rs (and the client goldens) ------
+# Ironic 39 from PyPI in a pinned venv (scripts/ironic-standalone.sh install;
+# tests/clients/ironic-requirements.txt): the reference `ferric import ironic` reads. Its
+# MariaDB runs need PyMySQL, which the script adds to the venv on first use.
+"$(dirname "${BASH_SOURCE[0]}")/ironic-standalone.sh" install >/dev/null
+
 # --- the web UI's browser test (`cargo xtask ui-test`): Debian's chromium and Playwright ------
 # Playwright (PyPI, pinned in tests/ui/requirements.txt) drives this chromium by its executable
 # path; it never downloads a browser of its own. The venv is quick when it exists.

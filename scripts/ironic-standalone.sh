@@ -5,7 +5,9 @@
 #
 #   scripts/ironic-standalone.sh install                 # only the venv (idempotent)
 #   scripts/ironic-standalone.sh start [--port N] [--dir DIR] [--keep-db] [--profile bmo]
+#                                      [--db sqlite|mariadb]
 #   scripts/ironic-standalone.sh status|stop [--dir DIR]
+#   scripts/ironic-standalone.sh dburl|dropdb [--dir DIR] [--db sqlite|mariadb]
 #
 # `start` prints the endpoint (http://127.0.0.1:PORT) on stdout once `GET /v1` answers and
 # the conductor has registered fake-hardware, and returns; the server keeps running in the
@@ -18,6 +20,12 @@
 # the ramdisk and custom-agent deploy interfaces): the configuration the BMO replay scenario
 # (tests/clients/ferric_clients/bmo_scenario.py) is recorded against. The default profile is
 # the one the cli and sdk goldens were recorded against.
+#
+# --db mariadb keeps Ironic's database on the local MariaDB (root without a password on
+# 127.0.0.1:3306, as scripts/install-deps.sh sets it up; IRONIC_DB_HOST overrides) instead
+# of DIR/ironic.sqlite: a database of its own per DIR, dropped and created afresh at each start
+# unless --keep-db. PyMySQL comes into the venv with `install` (or on first use). `dburl` prints the
+# database's URL (SQLAlchemy's form, as in ironic.conf) for `ferric import ironic --from`.
 #
 # Defaults: --port 6388, --dir $HOME/.cache/ferric/ironic-standalone, venv
 # $HOME/.cache/ferric/ironic-venv (IRONIC_VENV), Python from PYTHON (>= 3.11).
@@ -54,6 +62,9 @@ port=6388
 dir="${HOME}/.cache/ferric/ironic-standalone"
 keep_db=""
 profile=""
+db="sqlite"
+db_host="${IRONIC_DB_HOST:-127.0.0.1:3306}"
+pymysql_version="1.2.4"
 
 log() { printf 'ironic-standalone: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -66,6 +77,7 @@ while [ $# -gt 0 ]; do
     --dir) dir="$2"; shift 2 ;;
     --keep-db) keep_db=1; shift ;;
     --profile) profile="$2"; shift 2 ;;
+    --db) db="$2"; shift 2 ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -86,6 +98,38 @@ install_venv() {
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$requirements"
   "$venv/bin/pip" check >/dev/null || { "$venv/bin/pip" check >&2; die "pip check failed in $venv"; }
   echo "$stamp" >"$venv/.ferric-stamp"
+}
+
+# The MariaDB database of DIR: one per directory, so runs in parallel each have their own.
+db_name() {
+  echo "ferric_ironic_$(printf '%s' "$dir" | sha256sum | cut -c1-12)"
+}
+
+database_url() {
+  case "$db" in
+    sqlite) echo "sqlite:///$dir/ironic.sqlite" ;;
+    mariadb) echo "mysql+pymysql://root@$db_host/$(db_name)?charset=utf8mb4" ;;
+    *) die "unknown --db $db (known: sqlite, mariadb)" ;;
+  esac
+}
+
+# PyMySQL in the venv: Ironic's driver for MariaDB (not in the pinned requirements, which are
+# what the client goldens were recorded with). Idempotent.
+ensure_pymysql() {
+  "$venv/bin/python" -c 'import pymysql' 2>/dev/null ||
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "PyMySQL==$pymysql_version"
+}
+
+# Runs one SQL statement on the MariaDB server (with the venv's PyMySQL).
+mariadb_sql() {
+  ensure_pymysql
+  "$venv/bin/python" - "$db_host" "$1" <<'PY'
+import sys, pymysql
+host, _, port = sys.argv[1].partition(":")
+connection = pymysql.connect(host=host, port=int(port or 3306), user="root")
+connection.cursor().execute(sys.argv[2])
+connection.commit()
+PY
 }
 
 running_pid() {
@@ -153,7 +197,7 @@ host_ip = 127.0.0.1
 port = $port
 
 [database]
-connection = sqlite:///$dir/ironic.sqlite
+connection = $(database_url)
 
 [dhcp]
 dhcp_provider = none
@@ -176,10 +220,25 @@ start() {
     die "already running (pid $pid, $dir); stop it first"
   fi
   mkdir -p "$dir/httpboot" "$dir/tftpboot"
-  [ -n "$keep_db" ] || rm -f "$dir/ironic.sqlite"
+  local fresh=""
+  case "$db" in
+    sqlite)
+      [ -n "$keep_db" ] || rm -f "$dir/ironic.sqlite"
+      [ -f "$dir/ironic.sqlite" ] || fresh=1
+      ;;
+    mariadb)
+      if [ -z "$keep_db" ]; then
+        mariadb_sql "DROP DATABASE IF EXISTS $(db_name)" ||
+          die "cannot reach MariaDB at $db_host as root"
+        mariadb_sql "CREATE DATABASE $(db_name) CHARACTER SET utf8mb4"
+        fresh=1
+      fi
+      ;;
+    *) die "unknown --db $db (known: sqlite, mariadb)" ;;
+  esac
   rm -f "$dir/ironic.log" "$dir/stdout.log"
   write_config
-  if [ ! -f "$dir/ironic.sqlite" ]; then
+  if [ -n "$fresh" ]; then
     "$venv/bin/ironic-dbsync" --config-file "$dir/ironic.conf" create_schema \
       >"$dir/dbsync.log" 2>&1 || { cat "$dir/dbsync.log" >&2; die "ironic-dbsync create_schema failed"; }
   fi
@@ -227,10 +286,12 @@ stop() {
 }
 
 case "$command" in
-  install) install_venv; echo "$venv" ;;
+  install) install_venv; ensure_pymysql; echo "$venv" ;;
   start) start ;;
   stop) stop ;;
+  dburl) database_url ;;
+  dropdb) if [ "$db" = mariadb ]; then mariadb_sql "DROP DATABASE IF EXISTS $(db_name)"; fi ;;
   status)
     if pid="$(running_pid)"; then echo "running (pid $pid, $dir)"; else echo "stopped"; exit 3; fi ;;
-  *) die "usage: $0 install|start|stop|status [--port N] [--dir DIR] [--keep-db] [--profile bmo]" ;;
+  *) die "usage: $0 install|start|stop|status|dburl|dropdb [--port N] [--dir DIR] [--keep-db] [--profile bmo] [--db sqlite|mariadb]" ;;
 esac

@@ -28,8 +28,9 @@ async fn create_show_list_patch_delete() {
         created.headers["location"],
         format!("http://ferric.test{path}")
     );
+    // Inside a second list, as Ironic shows it.
     assert_eq!(
-        created.body["nodes"][0]["href"],
+        created.body["nodes"][0][0]["href"],
         format!("http://ferric.test/v1/chassis/{uuid}/nodes")
     );
 

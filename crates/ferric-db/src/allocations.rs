@@ -40,7 +40,7 @@ define_sort_key! {
     }
 }
 
-fn allocation_values(allocation: &Allocation) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn allocation_values(allocation: &Allocation) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("name", (&allocation.name).into()),
         ("node_uuid", allocation.node_uuid.into()),

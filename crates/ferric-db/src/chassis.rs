@@ -21,7 +21,7 @@ define_sort_key! {
     }
 }
 
-fn chassis_values(chassis: &Chassis) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn chassis_values(chassis: &Chassis) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("description", (&chassis.description).into()),
         ("extra", (&chassis.extra).into()),

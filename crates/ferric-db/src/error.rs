@@ -185,6 +185,15 @@ pub enum Error {
     #[error("the database file is damaged: {problems}")]
     Corrupt { problems: String },
 
+    /// An import's transaction failed at a row of `table` (a unique name or address taken
+    /// by another record, a missing parent, …): nothing of it was written.
+    #[error("the import failed writing to {table}; nothing was written")]
+    Import {
+        table: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// The database failed at something it should have done.
     #[error("database error during {operation}")]
     Backend {

@@ -5,7 +5,8 @@
 //! types of [`ferric_model::resources`]; errors are [`Error`].
 //!
 //! Architecture Invariants: every method is one SQL statement (or a read followed by one write
-//! that is guarded against races), so no transaction is ever held open across anything but SQL;
+//! that is guarded against races; [`Store::import`] writes a whole import in one transaction,
+//! SQL only), so no transaction is ever held open across anything but SQL;
 //! both backends run the same SQL text (see `store.rs` and `sql.rs` for how); the schema is
 //! versioned migrations per backend, checked against a fresh schema file by the test suite.
 
@@ -18,6 +19,7 @@ mod clock;
 mod conductors;
 mod error;
 mod history;
+mod import;
 mod introspections;
 mod leases;
 mod liveness;
@@ -39,6 +41,7 @@ pub use chassis::ChassisSortKey;
 pub use conductors::ConductorFilter;
 pub use error::{Error, Kind, redact};
 pub use history::{LeaseRelease, WriteGuard};
+pub use import::{ImportMode, ImportSet};
 pub use introspections::{Introspection, IntrospectionRule};
 pub use liveness::ConductorLock;
 pub use node_listing::{NODE_COLUMNS, NodeHead};

@@ -36,7 +36,7 @@ define_sort_key! {
     }
 }
 
-fn portgroup_values<'a>(
+pub(crate) fn portgroup_values<'a>(
     portgroup: &'a Portgroup,
     address: Option<&'a str>,
 ) -> Vec<(&'static str, Arg<'a>)> {

@@ -45,7 +45,7 @@ pub(crate) fn normalize_mac(address: &str) -> String {
     address.trim().to_ascii_lowercase()
 }
 
-fn port_values<'a>(port: &'a Port, address: &'a str) -> Vec<(&'static str, Arg<'a>)> {
+pub(crate) fn port_values<'a>(port: &'a Port, address: &'a str) -> Vec<(&'static str, Arg<'a>)> {
     vec![
         ("address", address.into()),
         ("node_uuid", port.node_uuid.into()),

@@ -680,6 +680,52 @@ impl Store {
         })
     }
 
+    /// Runs every statement in one transaction (SQL only inside, nothing else awaited):
+    /// all commit or none do. Returns how many rows they changed; on failure, the index of
+    /// the statement that failed (`statements.len()` for the commit) with its error.
+    /// `done` is called after each statement with how many have run (progress for a long
+    /// batch; nothing is committed until the last).
+    pub(crate) async fn execute_all(
+        &self,
+        statements: &[(&str, &[Arg<'_>])],
+        done: &(dyn Fn(usize) + Sync),
+    ) -> Result<u64, (usize, sqlx::Error)> {
+        let at = |index: usize| move |error: sqlx::Error| (index, error);
+        let end = statements.len();
+        if let Some(local) = &self.local {
+            let mut slot = local.write_turn().await;
+            let mut failed_at = end;
+            let result = slot.with(|connection| {
+                connection.batch("BEGIN")?;
+                let mut changed = 0;
+                for (index, (sql, args)) in statements.iter().enumerate() {
+                    failed_at = index;
+                    changed += connection.run(sql, args)?.changed;
+                    done(index + 1);
+                }
+                failed_at = end;
+                connection.batch("COMMIT")?;
+                Ok(changed)
+            });
+            return result.map_err(at(failed_at));
+        }
+        on_pool!(self, pool => {
+            let mut transaction = pool.begin().await.map_err(at(0))?;
+            let mut changed = 0;
+            for (index, (sql, args)) in statements.iter().enumerate() {
+                changed += sqlx::query(sql)
+                    .bind_args(args)
+                    .execute(&mut *transaction)
+                    .await
+                    .map_err(at(index))?
+                    .rows_affected();
+                done(index + 1);
+            }
+            transaction.commit().await.map_err(at(end))?;
+            Ok(changed)
+        })
+    }
+
     /// Runs `first` and, only if it changed a row, `then`, in one transaction (SQL only inside,
     /// nothing else awaited). Returns whether `first` changed a row (and so both ran).
     pub(crate) async fn execute_then(

@@ -45,7 +45,7 @@ pub struct RunbookFilter {
     pub project: Option<String>,
 }
 
-fn template_values(template: &DeployTemplate) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn template_values(template: &DeployTemplate) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("name", (&template.name).into()),
         ("steps", (&template.steps).into()),
@@ -66,7 +66,7 @@ fn template_from_row(row: &dyn DbRow) -> Result<DeployTemplate, sqlx::Error> {
     })
 }
 
-fn runbook_values(runbook: &Runbook) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn runbook_values(runbook: &Runbook) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("name", (&runbook.name).into()),
         ("traits", (&runbook.traits).into()),

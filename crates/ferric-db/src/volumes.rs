@@ -46,7 +46,7 @@ define_sort_key! {
     }
 }
 
-fn connector_values(connector: &VolumeConnector) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn connector_values(connector: &VolumeConnector) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("node_uuid", connector.node_uuid.into()),
         ("type", (&connector.connector_type).into()),
@@ -69,7 +69,7 @@ fn connector_from_row(row: &dyn DbRow) -> Result<VolumeConnector, sqlx::Error> {
     })
 }
 
-fn target_values(target: &VolumeTarget) -> Vec<(&'static str, Arg<'_>)> {
+pub(crate) fn target_values(target: &VolumeTarget) -> Vec<(&'static str, Arg<'_>)> {
     vec![
         ("node_uuid", target.node_uuid.into()),
         ("volume_type", (&target.volume_type).into()),

@@ -57,7 +57,7 @@ pub(crate) struct DbArgs {
 }
 
 impl DbArgs {
-    fn settings(&self) -> anyhow::Result<Settings> {
+    pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
         let mut settings = Settings::load(self.config.as_deref(), &Default::default())?;
         if let Some(url) = &self.database_url {
             settings.database_url.clone_from(url);

@@ -7,6 +7,7 @@ mod config_doc;
 #[cfg(test)]
 mod config_file;
 mod db;
+mod import;
 mod logging;
 mod server;
 mod tls;
@@ -65,6 +66,12 @@ enum Command {
     #[command(subcommand)]
     Db(db::DbCommand),
 
+    /// Take over another service's machines: `ferric import ironic --from URL` reads an
+    /// OpenStack Ironic's database and writes its nodes, ports and the rest into Ferric's
+    /// (docs/import.md).
+    #[command(subcommand)]
+    Import(import::ImportCommand),
+
     /// The client commands (`node`, `port`, `portgroup`, `driver`, `conductor`,
     /// `allocation`): one per API operation, against --url / FERRIC_URL (docs/cli.md).
     #[command(flatten)]
@@ -102,6 +109,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Client(command) => ferric_cli::run(command),
         Command::Db(command) => db::run(command),
+        Command::Import(command) => import::run(command),
         Command::Lab(command) => match ferric_lab::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

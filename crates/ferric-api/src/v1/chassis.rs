@@ -59,7 +59,9 @@ impl Resource for Chassis {
             "created_at" => timestamp(self.created_at),
             "updated_at" => opt_timestamp(self.updated_at),
             "links" => links(base, &format!("chassis/{}", self.uuid)),
-            "nodes" => links(base, &format!("chassis/{}/nodes", self.uuid)),
+            // Ironic shows these links inside a second list (a tuple in its chassis
+            // controller, serialized as a list): clients written against it expect that shape.
+            "nodes" => Value::Array(vec![links(base, &format!("chassis/{}/nodes", self.uuid))]),
             _ => Value::Null,
         }
     }

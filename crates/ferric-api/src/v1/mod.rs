@@ -74,7 +74,14 @@ pub(crate) fn links(base: &str, path: &str) -> Value {
 
 /// Ironic's timestamps: ISO 8601 with microseconds and an explicit `+00:00` offset.
 pub(crate) fn timestamp(time: DateTime<Utc>) -> Value {
-    Value::String(time.to_rfc3339_opts(SecondsFormat::Micros, false))
+    // As Python's `isoformat()`, which Ironic uses: no fraction when it is zero (MySQL's
+    // `DATETIME`, which Ironic's tables use there, keeps whole seconds only).
+    let format = if time.timestamp_subsec_micros() == 0 {
+        SecondsFormat::Secs
+    } else {
+        SecondsFormat::Micros
+    };
+    Value::String(time.to_rfc3339_opts(format, false))
 }
 
 pub(crate) fn opt_timestamp(time: Option<DateTime<Utc>>) -> Value {

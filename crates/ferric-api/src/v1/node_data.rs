@@ -59,14 +59,13 @@ fn bios_json(
         "links".to_owned(),
         super::links(base, &format!("nodes/{node}/bios/{}", setting.name)),
     );
-    if detail {
-        shown.insert("created_at".to_owned(), timestamp(setting.created_at));
-        shown.insert("updated_at".to_owned(), opt_timestamp(setting.updated_at));
-        if version.minor() >= BIOS_REGISTRY_SINCE {
-            for name in BIOS_REGISTRY_FIELDS {
-                let value = setting.registry.get(*name).cloned().unwrap_or(Value::Null);
-                shown.insert((*name).to_owned(), value);
-            }
+    // Ironic shows the times in every listing, with or without `detail`.
+    shown.insert("created_at".to_owned(), timestamp(setting.created_at));
+    shown.insert("updated_at".to_owned(), opt_timestamp(setting.updated_at));
+    if detail && version.minor() >= BIOS_REGISTRY_SINCE {
+        for name in BIOS_REGISTRY_FIELDS {
+            let value = setting.registry.get(*name).cloned().unwrap_or(Value::Null);
+            shown.insert((*name).to_owned(), value);
         }
     }
     Value::Object(shown)
