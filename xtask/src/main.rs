@@ -5,6 +5,9 @@
 mod agentlab;
 mod bench;
 mod bench_memory;
+mod chaos;
+mod chaos_load;
+mod chaos_pg;
 mod clients;
 mod compare;
 mod deb;
@@ -81,6 +84,10 @@ commands:
           100,000 nodes on PostgreSQL, 3 conductors + 2 APIs: enroll rate, detail page at
           10k/100k, a 10,000-node deploy cycle, a power-sync pass against simulated BMCs,
           takeover of a SIGKILLed conductor, RSS per process (`cargo xtask bench-scale --help`)
+  chaos   fake-hardware nodes cycling on a private PostgreSQL (primary + synchronous replica)
+          with 3 conductors (one 10 minutes fast) and 2 APIs while processes are SIGKILLed,
+          PostgreSQL crashes and fails over; invariants checked, one table
+          (`cargo xtask chaos --help`; --long: 1,000 nodes for 10 minutes; docs/benchmarks.md)
   ui-test the web UI's browser test: ferric with http_basic users, 10,000 nodes, Debian's
           headless chromium driven by Playwright (tests/ui/test_ui.py): log in, overview,
           table filters and search timed, deploy and abort from the UI, a reader's read-only
@@ -137,6 +144,7 @@ fn main() -> anyhow::Result<()> {
         "bench-api" => bench::bench_api(&extra),
         "bench-compare" => compare::bench_compare(&extra),
         "bench-scale" => scale::bench_scale(&extra),
+        "chaos" => chaos::chaos(&extra),
         "fuzz" => fuzz::fuzz(&extra),
         "keystone" => keystone::keystone(&workspace_root(), &extra),
         "tempest" => tempest::tempest(&workspace_root(), &extra),
