@@ -293,14 +293,16 @@ impl Store {
         node: Uuid,
         fence: Fence<'_>,
     ) -> Result<bool, Error> {
-        let sql = "SELECT 1 AS held FROM node_leases \
+        // The generation itself (a BIGINT on both backends; a bare `1` is an INT4 on
+        // PostgreSQL, which does not decode as the i64 `row.int` reads).
+        let sql = "SELECT generation FROM node_leases \
                    WHERE node_uuid = $1 AND holder = $2 AND generation = $3";
         let args = [
             Arg::Uuid(node),
             Arg::Text(fence.holder),
             Arg::Int(fence.generation),
         ];
-        self.fetch_optional(sql, &args, |row| row.int("held"))
+        self.fetch_optional(sql, &args, |row| row.int("generation"))
             .await
             .map(|held| held.is_some())
             .map_err(backend("node_lease_fence_stands"))

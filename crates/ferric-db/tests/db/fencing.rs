@@ -19,6 +19,7 @@ backend_tests!(
     a_taken_over_holder_writes_nothing,
     a_new_grant_to_the_same_name_fences_off_the_old_one,
     generations_only_grow,
+    a_standing_fence_leaves_other_refusals_as_they_were,
 );
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -221,4 +222,51 @@ async fn generations_only_grow(store: Store) {
         }
         store.node_delete(node).await.unwrap();
     }
+}
+
+/// A fenced write refused for another reason while its fence stands is refused for that
+/// reason: an abort mark (`Ok(None)`, nothing written) or a revision moved on (a stale
+/// revision, which the conductor re-reads and retries), never as a lost lease.
+async fn a_standing_fence_leaves_other_refusals_as_they_were(store: Store) {
+    let mut node = store.node_create(&enrolled("n")).await.unwrap();
+    node.provision_state = ProvisionState::Deploying;
+    let node = store.node_update(&node, node.version).await.unwrap();
+    let lease = store
+        .node_lease_acquire(node.uuid, "conductor-a", MINUTE)
+        .await
+        .unwrap();
+
+    let mut api_edit = node.clone();
+    api_edit.extra.insert("by".into(), "api".into());
+    let moved_on = store.node_update(&api_edit, node.version).await.unwrap();
+    let mut mine = node.clone();
+    mine.provision_state = ProvisionState::Active;
+    let stale = store
+        .node_save(&mine, &node, Fence::of(&lease), WriteGuard::Revision, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, Error::StaleRevision { .. }), "{stale:?}");
+
+    assert!(
+        store
+            .node_abort_request_set(node.uuid, moved_on.version, &[ProvisionState::Deploying])
+            .await
+            .unwrap()
+    );
+    let marked = store.node_get(&Ident::Uuid(node.uuid)).await.unwrap();
+    let mut mine = marked.clone();
+    mine.provision_state = ProvisionState::Active;
+    let refused = store
+        .node_save(
+            &mine,
+            &marked,
+            Fence::of(&lease),
+            WriteGuard::RevisionUnlessAborted,
+            Some(&entry(node.uuid, "conductor-a", "deploying -> active")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused, None);
+    assert_eq!(store.node_get(&Ident::Uuid(node.uuid)).await.unwrap(), marked);
+    assert!(store.node_history_list(node.uuid).await.unwrap().is_empty());
 }
