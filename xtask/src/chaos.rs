@@ -22,8 +22,11 @@
 //!    request to its end; a prober asks both APIs every 100 ms.
 //! 5. The driver, every `--interval` seconds, in turn: SIGKILLs a conductor (restarted after
 //!    2 s), SIGKILLs an API (restarted after 1 s), crashes PostgreSQL (`pg_ctl -m immediate`,
-//!    started again after 2 s), and fails over: the primary crashes, the replica is promoted,
-//!    the forwarder switches, and the old primary is rebuilt as the new replica.
+//!    started again after 2 s), fails over (the primary crashes, the replica is promoted, the
+//!    forwarder switches, and the old primary is rebuilt as the new replica), and cuts a
+//!    conductor off for 12 s — frozen with SIGSTOP, so it stops heartbeating and renewing
+//!    while its work is mid-way, its nodes are taken over, and after SIGCONT its writes must be
+//!    refused (the network-namespace cut of issue 42 is not built; this stands for it).
 //! 6. Then no new requests: every accepted request must end and every node come to rest
 //!    (within [`DRAIN`]); each node's history must hold an entry for every accepted request.
 //!
@@ -71,6 +74,8 @@ const SKEWED: usize = 2;
 const SKEW: &str = "+10m";
 /// How long the end of the run waits for every accepted request to end.
 const DRAIN: Duration = Duration::from_secs(150);
+/// How long a conductor is cut off (frozen): longer than its heartbeat timeout and lease.
+const CUT_OFF: Duration = Duration::from_secs(12);
 /// An outage outside PostgreSQL's own restarts longer than this is a violation.
 const OUTAGE_TOLERANCE: Duration = Duration::from_secs(1);
 
@@ -367,6 +372,28 @@ impl World {
         })
     }
 
+    /// Freezes conductor `n` (SIGSTOP) for `cut_off`, then lets it go on (SIGCONT): to the
+    /// others it is cut off — no heartbeat, no lease renewal — and they take its nodes over;
+    /// when it comes back, its workers' next writes must be refused (fencing).
+    fn freeze(&mut self, n: usize, cut_off: Duration) -> anyhow::Result<Event> {
+        let start = Instant::now();
+        let pid = self.procs[n]
+            .child
+            .as_ref()
+            .map(Child::id)
+            .context("the conductor to freeze is not running")?
+            .to_string();
+        run("kill", &["-STOP", &pid], &[])?;
+        thread::sleep(cut_off);
+        run("kill", &["-CONT", &pid], &[])?;
+        Ok(Event {
+            kind: "conductor cut off (SIGSTOP)",
+            what: format!("{} for {} s", self.procs[n].name, cut_off.as_secs()),
+            start,
+            end: Instant::now(),
+        })
+    }
+
     /// PostgreSQL crashes and comes back after 2 s.
     fn restart_postgres(&mut self) -> anyhow::Result<Event> {
         let start = Instant::now();
@@ -555,7 +582,7 @@ fn drive(world: &mut World, options: &Options) -> anyhow::Result<Vec<(String, Va
             thread::sleep(Duration::from_millis(200));
             continue;
         }
-        let event = match turn % 4 {
+        let event = match turn % 5 {
             0 => {
                 conductor += 1;
                 world.kill_and_restart(conductor % CONDUCTORS, Duration::from_secs(2))?
@@ -565,8 +592,12 @@ fn drive(world: &mut World, options: &Options) -> anyhow::Result<Vec<(String, Va
                 world.kill_and_restart(CONDUCTORS + api % APIS, Duration::from_secs(1))?
             }
             2 => world.restart_postgres()?,
-            _ if world.replica.is_some() => world.failover()?,
-            _ => world.restart_postgres()?,
+            3 if world.replica.is_some() => world.failover()?,
+            3 => world.restart_postgres()?,
+            _ => {
+                conductor += 1;
+                world.freeze(conductor % CONDUCTORS, CUT_OFF)?
+            }
         };
         turn += 1;
         println!(
@@ -739,6 +770,10 @@ fn checks(
         (
             "conductor SIGKILLs".into(),
             json!(count("conductor SIGKILL")),
+        ),
+        (
+            "conductors cut off 12 s (SIGSTOP)".into(),
+            json!(count("conductor cut off (SIGSTOP)")),
         ),
         ("API SIGKILLs".into(), json!(count("api SIGKILL"))),
         (
