@@ -644,32 +644,22 @@ fn checks(
     let (entries, writers) = chaos_load::check_history(&apis[0], tally)?;
     // The audit: entries written by a conductor that did not hold the node's lease, and writes
     // under an older grant after one under a newer grant of the same node.
-    let foreign: u64 = world
-        .primary
-        .psql(
-            DATABASE,
-            "SELECT count(*) FROM chaos_writes WHERE conductor IS NOT NULL \
-             AND holder IS DISTINCT FROM conductor",
-        )?
-        .parse()?;
-    let backwards: u64 = world
-        .primary
-        .psql(
-            DATABASE,
-            "SELECT count(*) FROM (SELECT generation, lag(generation) OVER \
-             (PARTITION BY node_uuid ORDER BY id) AS before FROM chaos_writes \
-             WHERE conductor IS NOT NULL) writes WHERE generation < before",
-        )?
-        .parse()?;
-    let handovers: u64 = world
-        .primary
-        .psql(
-            DATABASE,
-            "SELECT count(*) FROM (SELECT conductor, lag(conductor) OVER \
-             (PARTITION BY node_uuid ORDER BY id) AS before FROM chaos_writes \
-             WHERE conductor IS NOT NULL) writes WHERE conductor <> before",
-        )?
-        .parse()?;
+    let count_rows =
+        |sql: &str| -> anyhow::Result<u64> { Ok(world.primary.psql(DATABASE, sql)?.parse()?) };
+    let foreign = count_rows(
+        "SELECT count(*) FROM chaos_writes WHERE conductor IS NOT NULL \
+         AND holder IS DISTINCT FROM conductor",
+    )?;
+    let backwards = count_rows(
+        "SELECT count(*) FROM (SELECT generation, lag(generation) OVER \
+         (PARTITION BY node_uuid ORDER BY id) AS before FROM chaos_writes \
+         WHERE conductor IS NOT NULL) writes WHERE generation < before",
+    )?;
+    let handovers = count_rows(
+        "SELECT count(*) FROM (SELECT conductor, lag(conductor) OVER \
+         (PARTITION BY node_uuid ORDER BY id) AS before FROM chaos_writes \
+         WHERE conductor IS NOT NULL) writes WHERE conductor <> before",
+    )?;
     if foreign > 0 {
         tally.violation(format!(
             "{foreign} history entries written by a conductor that did not hold the node's lease"

@@ -205,7 +205,7 @@ pub(crate) fn client(
                 random ^= random << 13;
                 random ^= random >> 7;
                 random ^= random << 17;
-                if random % 3 == 0 {
+                if random.is_multiple_of(3) {
                     abort(&agent, api, uuid, expected, follow, tally);
                 }
             }

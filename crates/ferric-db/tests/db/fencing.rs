@@ -267,6 +267,9 @@ async fn a_standing_fence_leaves_other_refusals_as_they_were(store: Store) {
         .await
         .unwrap();
     assert_eq!(refused, None);
-    assert_eq!(store.node_get(&Ident::Uuid(node.uuid)).await.unwrap(), marked);
+    assert_eq!(
+        store.node_get(&Ident::Uuid(node.uuid)).await.unwrap(),
+        marked
+    );
     assert!(store.node_history_list(node.uuid).await.unwrap().is_empty());
 }
