@@ -5,6 +5,9 @@
 mod agentlab;
 mod bench;
 mod bench_memory;
+mod chaos;
+mod chaos_load;
+mod chaos_pg;
 mod clients;
 mod compare;
 mod deb;
@@ -35,7 +38,7 @@ commands:
   test    install what the tests need (PostgreSQL, cargo-nextest), make sure PostgreSQL is
           running, and run every test of the workspace on SQLite and PostgreSQL
   lint    cargo fmt --check and cargo clippy --all-targets -D warnings (also with lab-e2e)
-  ci      lint, test, rolling-upgrade, deb-test, clients, ui-test, a bounded run of every
+  ci      lint, test, rolling-upgrade, chaos, deb-test, clients, ui-test, a bounded run of every
           fuzz target (20 s each), then e2e (what .ci/run does)
   e2e     the QEMU end-to-end suites (root): install the lab packages, build the agent, run
           ferric-lab's lab_e2e, ferric's lab_lifecycle (a node's whole life on the lab) and
@@ -85,6 +88,10 @@ commands:
           100,000 nodes on PostgreSQL, 3 conductors + 2 APIs: enroll rate, detail page at
           10k/100k, a 10,000-node deploy cycle, a power-sync pass against simulated BMCs,
           takeover of a SIGKILLed conductor, RSS per process (`cargo xtask bench-scale --help`)
+  chaos   fake-hardware nodes cycling on a private PostgreSQL (primary + synchronous replica)
+          with 3 conductors (one 10 minutes fast) and 2 APIs while processes are SIGKILLed,
+          PostgreSQL crashes and fails over; invariants checked, one table
+          (`cargo xtask chaos --help`; --long: 1,000 nodes for 10 minutes; docs/benchmarks.md)
   ui-test the web UI's browser test: ferric with http_basic users, 10,000 nodes, Debian's
           headless chromium driven by Playwright (tests/ui/test_ui.py): log in, overview,
           table filters and search timed, deploy and abort from the UI, a reader's read-only
@@ -116,6 +123,10 @@ fn main() -> anyhow::Result<()> {
             // by one: from each older hand-off version (upgrade::RELEASES, each built once and
             // cached in ~/.cache/ferric/release-n).
             upgrade::rolling_upgrade(&[])?;
+            // Processes SIGKILLed and cut off, PostgreSQL crashed and failed over, one conductor's
+            // clock 10 minutes fast, under a cycling fleet: every invariant of issue 42 holds
+            // (about 90 s; docs/benchmarks.md#chaos-issue-42).
+            chaos::chaos(&[])?;
             // The package: built, installed, upgraded and purged on this machine (root).
             deb::deb_test(&[])?;
             // The real OpenStack clients against ferric, step by step against Ironic's
@@ -141,6 +152,7 @@ fn main() -> anyhow::Result<()> {
         "bench-api" => bench::bench_api(&extra),
         "bench-compare" => compare::bench_compare(&extra),
         "bench-scale" => scale::bench_scale(&extra),
+        "chaos" => chaos::chaos(&extra),
         "fuzz" => fuzz::fuzz(&extra),
         "keystone" => keystone::keystone(&workspace_root(), &extra),
         "tempest" => tempest::tempest(&workspace_root(), &extra),

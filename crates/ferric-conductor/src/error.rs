@@ -80,6 +80,8 @@ impl From<ferric_db::Error> for ConductorError {
                 ident,
             } => Self::NodeNotFound(ident),
             ferric_db::Error::LeaseHeld { node, holder, .. } => Self::NodeLocked { node, holder },
+            // 409: the node went on under another conductor; this one's write was refused.
+            error @ ferric_db::Error::LeaseLost { .. } => Self::Conflict(error.to_string()),
             ferric_db::Error::ConductorLocked { hostname, holder } => {
                 Self::NameTaken { hostname, holder }
             }

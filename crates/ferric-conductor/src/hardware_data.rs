@@ -36,6 +36,9 @@ pub(crate) async fn refresh_bios(
             updated_at: None,
         })
         .collect();
+    // TODO-correctness: the BIOS, firmware and inventory records (and ports inspection
+    // creates) are written without the task's lease fence (issue 42); a conductor cut off and
+    // taken over could still rewrite them once, though never the node's state or history.
     task.inner
         .store
         .node_bios_set(task.uuid(), &settings)

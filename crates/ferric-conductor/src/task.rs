@@ -10,6 +10,12 @@
 //! records the change in the node's history. [`Task::release`] gives the lease back; a task
 //! dropped without it (an early return, a panic) releases in the background.
 //!
+//! Every write a task makes for its node — the node, its history, the lease's renewal and
+//! release — is fenced by the lease it was granted ([`ferric_db::Fence`]: holder and
+//! generation, checked in the same statement). A task whose lease was taken over while it was
+//! cut off (or stopped, or too slow to renew) finds its next write refused; it then abandons
+//! the node ([`Task::lease_lost`]), logged, and nothing more it does lands.
+//!
 //! A task's last write gives the lease back in the same transaction
 //! ([`Task::release_at_rest`], [`Task::save_and_release`]): a client that reads the state a
 //! task ended in must be able to act on the node at once, never to find it still leased (409
@@ -33,7 +39,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use ferric_db::{LeaseRelease, WriteGuard};
+use ferric_db::{Fence, LeaseRelease, WriteGuard};
 
 use crate::abort::AbortSignal;
 use crate::{Busy, ConductorError, Inner};
@@ -62,6 +68,8 @@ pub(crate) struct Task {
     original: Node,
     /// Cancelled when an abort of this task's flow is accepted in this process.
     abort: CancellationToken,
+    /// The grant of the node's lease this task works under (its fencing token).
+    generation: i64,
     lost: Arc<AtomicBool>,
     renewal: Option<JoinHandle<()>>,
     released: bool,
@@ -116,29 +124,34 @@ impl Task {
         } else {
             store.node_lease_acquire(node, hostname, ttl).await
         };
-        if let Err(error) = leased {
-            inner.unmark_busy(node);
-            return Err(error.into());
-        }
+        let generation = match leased {
+            Ok(lease) => lease.generation,
+            Err(error) => {
+                inner.unmark_busy(node);
+                return Err(error.into());
+            }
+        };
         let (record, ports) = match crate::view::read(inner, node).await {
             Ok(read) => read,
             Err(error) => {
-                let _ = inner
-                    .store
-                    .node_lease_release(node, &inner.config.hostname)
-                    .await;
+                let fence = Fence {
+                    holder: hostname,
+                    generation,
+                };
+                let _ = inner.store.node_lease_give_back(node, fence, false).await;
                 inner.unmark_busy(node);
                 return Err(error);
             }
         };
         let lost = Arc::new(AtomicBool::new(false));
-        let renewal = tokio::spawn(renew(inner.clone(), node, lost.clone()));
+        let renewal = tokio::spawn(renew(inner.clone(), node, generation, lost.clone()));
         Ok(Task {
             inner: inner.clone(),
             original: record.clone(),
             node: record,
             ports,
             abort,
+            generation,
             lost,
             renewal: Some(renewal),
             released: false,
@@ -156,6 +169,32 @@ impl Task {
 
     pub(crate) fn uuid(&self) -> Uuid {
         self.node.uuid
+    }
+
+    /// The lease this task works under, which every write it makes names.
+    fn fence(&self) -> Fence<'_> {
+        Fence {
+            holder: &self.inner.config.hostname,
+            generation: self.generation,
+        }
+    }
+
+    /// Whether another conductor took the node's lease over while this task held it: the
+    /// task has been fenced off, writes nothing more, and its worker abandons the node.
+    pub(crate) fn lease_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Marks the lease lost after a refused write, logging that the node is abandoned.
+    fn fenced_off(&self, error: &ferric_db::Error) {
+        if !self.lost.swap(true, Ordering::SeqCst) {
+            tracing::error!(
+                node = %self.uuid(),
+                generation = self.generation,
+                error = %error,
+                "lease taken over by another conductor: write refused, abandoning the node"
+            );
+        }
     }
 
     /// The node's driver interfaces.
@@ -263,12 +302,12 @@ impl Task {
             let saved = match release {
                 None => {
                     store
-                        .node_save(&self.node, &self.original, guard, entry)
+                        .node_save(&self.node, &self.original, self.fence(), guard, entry)
                         .await
                 }
                 Some(kind) => {
                     let release = LeaseRelease {
-                        holder: &self.inner.config.hostname,
+                        fence: self.fence(),
                         forget_abort: kind == ReleaseKind::Ending,
                     };
                     // Marked before the commit: from then on an acquire here waits for the
@@ -297,6 +336,10 @@ impl Task {
                     let fresh = self.inner.store.node_get(&Ident::Uuid(self.uuid())).await?;
                     self.node = merge_changes(&self.original, &self.node, fresh.clone());
                     self.original = fresh;
+                }
+                Err(error @ ferric_db::Error::LeaseLost { .. }) => {
+                    self.fenced_off(&error);
+                    return Err(error.into());
                 }
                 Err(error) => return Err(error.into()),
             }
@@ -421,11 +464,24 @@ impl Task {
         self.fire(Event::Fail, Cause::Conductor).await
     }
 
-    /// Adds a history entry; a failure to write it is logged, never fatal to the task.
+    /// Adds a history entry, fenced by the task's lease; a failure to write it is logged,
+    /// never fatal to the task (a lost lease shows at the task's next save).
     pub(crate) async fn history(&self, severity: &str, event_type: &str, event: String) {
+        if self.lease_lost() {
+            return;
+        }
         let entry = self.history_entry(severity, event_type, event);
-        if let Err(error) = self.inner.store.node_history_add(&entry).await {
-            tracing::warn!(node = %self.uuid(), error = %error, "could not record node history");
+        match self
+            .inner
+            .store
+            .node_history_add_fenced(&entry, self.fence())
+            .await
+        {
+            Ok(()) => {}
+            Err(error @ ferric_db::Error::LeaseLost { .. }) => self.fenced_off(&error),
+            Err(error) => {
+                tracing::warn!(node = %self.uuid(), error = %error, "could not record node history");
+            }
         }
     }
 
@@ -461,15 +517,18 @@ impl Task {
         self.stop_renewal();
         self.released = true;
         let node = self.uuid();
-        let store = &self.inner.store;
-        let hostname = &self.inner.config.hostname;
-        let released = if forget_abort {
-            store.node_lease_release_ending(node, hostname).await
-        } else {
-            store.node_lease_release(node, hostname).await
-        };
-        if let Err(error) = released {
-            tracing::warn!(node = %node, error = %error, "could not release node lease; it will expire");
+        let released = self
+            .inner
+            .store
+            .node_lease_give_back(node, self.fence(), forget_abort)
+            .await;
+        match released {
+            Ok(()) => {}
+            // Taken over: the lease is someone else's now and stays theirs.
+            Err(ferric_db::Error::LeaseNotHeld { .. }) if self.lease_lost() => {}
+            Err(error) => {
+                tracing::warn!(node = %node, error = %error, "could not release node lease; it will expire");
+            }
         }
         self.inner.unmark_busy(node);
     }
@@ -496,13 +555,15 @@ impl Drop for Task {
         }
         let inner = self.inner.clone();
         let node = self.node.uuid;
+        let generation = self.generation;
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    let _ = inner
-                        .store
-                        .node_lease_release(node, &inner.config.hostname)
-                        .await;
+                    let fence = Fence {
+                        holder: &inner.config.hostname,
+                        generation,
+                    };
+                    let _ = inner.store.node_lease_give_back(node, fence, false).await;
                     inner.unmark_busy(node);
                 });
             }
@@ -522,13 +583,17 @@ enum ReleaseKind {
 
 /// Renews the lease at a third of its lifetime until the task ends; marks it lost if another
 /// conductor took the node over.
-async fn renew(inner: Arc<Inner>, node: Uuid, lost: Arc<AtomicBool>) {
+async fn renew(inner: Arc<Inner>, node: Uuid, generation: i64, lost: Arc<AtomicBool>) {
     let period = inner.config.lease_ttl / 3;
+    let fence = Fence {
+        holder: &inner.config.hostname,
+        generation,
+    };
     loop {
         tokio::time::sleep(period).await;
         match inner
             .store
-            .node_lease_renew(node, &inner.config.hostname, inner.config.lease_ttl)
+            .node_lease_renew(node, fence, inner.config.lease_ttl)
             .await
         {
             Ok(_) => {}

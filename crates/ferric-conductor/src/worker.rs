@@ -64,7 +64,10 @@ async fn drive_to_rest(mut task: Task, resume: bool) {
     let result = drive(&mut task, resume).await;
     if let Err(error) = result {
         tracing::error!(node = %node, error = %error, "conductor task failed");
-        if task.node.provision_state.is_stuck_treated_as_failure() {
+        if task.lease_lost() {
+            // Fenced off: the node is another conductor's now, and so is its state.
+            tracing::error!(node = %node, "abandoned the node: another conductor took its lease over");
+        } else if task.node.provision_state.is_stuck_treated_as_failure() {
             let message = format!("The conductor could not finish its work on the node: {error}");
             if let Err(error) = task.fail(message).await {
                 // The recovery reconciler fails the node once the lease is gone.

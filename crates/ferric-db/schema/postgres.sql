@@ -153,11 +153,16 @@ CREATE TABLE node_leases (
     node_uuid   UUID PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
     holder      TEXT NOT NULL,
     acquired_at TIMESTAMPTZ NOT NULL,
-    expires_at  TIMESTAMPTZ NOT NULL
+    expires_at  TIMESTAMPTZ NOT NULL,
+    -- The fencing token of this grant (leases.rs).
+    generation  BIGINT NOT NULL DEFAULT 0
 );
 
 CREATE INDEX node_leases_expires_at_idx ON node_leases (expires_at);
 CREATE INDEX node_leases_holder_idx ON node_leases (holder);
+
+-- Where lease generations come from: each grant takes the next number.
+CREATE SEQUENCE node_lease_generation;
 
 CREATE TABLE node_history (
     id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -153,11 +153,19 @@ CREATE TABLE node_leases (
     node_uuid   TEXT PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
     holder      TEXT NOT NULL,
     acquired_at TEXT NOT NULL,
-    expires_at  TEXT NOT NULL
+    expires_at  TEXT NOT NULL,
+    -- The fencing token of this grant (leases.rs).
+    generation  INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX node_leases_expires_at_idx ON node_leases (expires_at);
 CREATE INDEX node_leases_holder_idx ON node_leases (holder);
+
+-- Where lease generations come from: one row, each grant takes the next number.
+CREATE TABLE node_lease_generation (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    value INTEGER NOT NULL
+);
 
 CREATE TABLE node_history (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -112,6 +112,19 @@ pub enum Error {
     )]
     LeaseNotHeld { node: Uuid, holder: String },
 
+    /// A fenced write ([`crate::Fence`]) by a holder whose grant of the node's lease no longer
+    /// stands: it lapsed and was taken over (or released) meanwhile. Nothing was written; the
+    /// holder must abandon the node to whoever holds it now.
+    #[error(
+        "write refused: {holder} no longer holds lease generation {generation} on node {node} \
+         (the lease was taken over or released meanwhile); nothing was written"
+    )]
+    LeaseLost {
+        node: Uuid,
+        holder: String,
+        generation: i64,
+    },
+
     /// Another live process holds this conductor name's liveness lock (`liveness.rs`).
     #[error("conductor name {hostname} is in use: its lock is held by {holder}")]
     ConductorLocked {
@@ -214,6 +227,7 @@ impl Error {
                 | Self::InUse { .. }
                 | Self::LeaseHeld { .. }
                 | Self::LeaseNotHeld { .. }
+                | Self::LeaseLost { .. }
         )
     }
 }

@@ -7,8 +7,9 @@ use ferric_model::resources::{Node, NodeHistoryEntry};
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
+use crate::leases::Fence;
 use crate::nodes::{node_changes, node_from_row, node_values, write_error};
-use crate::sql::{Arg, DbRow, update_returning_if};
+use crate::sql::{Arg, DbRow, SqlBuilder, update_returning_if};
 use crate::store::{InsertRow, Store};
 
 /// When [`Store::node_update_recorded`] writes.
@@ -24,11 +25,34 @@ pub enum WriteGuard {
 /// A lease given up by the write that ends a task ([`Store::node_save_releasing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseRelease<'a> {
-    /// The holder whose lease goes; someone else's lease is never removed.
-    pub holder: &'a str,
+    /// The lease that goes, and the one the write is made under; any other grant (someone
+    /// else's, or a later one under the same name) is never removed, and refuses the write.
+    pub fence: Fence<'a>,
     /// Whether an abort mark left on the node goes too (a flow ends, and an abort marked too
     /// late to matter with it, as [`Store::node_lease_release_ending`]).
     pub forget_abort: bool,
+}
+
+/// How [`Store::node_write`] writes: its guard, the lease it is made under, and what commits
+/// with it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeWrite<'a> {
+    pub(crate) guard: WriteGuard,
+    pub(crate) fence: Option<Fence<'a>>,
+    pub(crate) entry: Option<&'a NodeHistoryEntry>,
+    pub(crate) release: Option<LeaseRelease<'a>>,
+}
+
+impl NodeWrite<'_> {
+    /// A write guarded by `guard` alone: no lease, nothing with it (the API's writes).
+    pub(crate) fn unfenced(guard: WriteGuard) -> Self {
+        Self {
+            guard,
+            fence: None,
+            entry: None,
+            release: None,
+        }
+    }
 }
 
 const HISTORY_COLUMNS: &str =
@@ -100,6 +124,35 @@ impl Store {
             })
     }
 
+    /// [`Store::node_history_add`] by the holder of the node's lease: the entry is written
+    /// only while `fence`'s grant stands (checked in the same statement), and
+    /// [`Error::LeaseLost`] otherwise.
+    pub async fn node_history_add_fenced(
+        &self,
+        entry: &NodeHistoryEntry,
+        fence: Fence<'_>,
+    ) -> Result<(), Error> {
+        let mut query = SqlBuilder::new("INSERT INTO node_history (");
+        query.push(HISTORY_COLUMNS).push(") SELECT ");
+        for (at, arg) in entry_args(entry).into_iter().enumerate() {
+            query.push(if at == 0 { "" } else { ", " }).arg(arg);
+        }
+        query.push(" WHERE ");
+        fence.push_condition(&mut query, Some(entry.node));
+        let written = self
+            .execute(query.sql(), query.args())
+            .await
+            .map_err(backend("node_history_add_fenced"))?;
+        if written == 0 {
+            return Err(Error::LeaseLost {
+                node: entry.node,
+                holder: fence.holder.to_owned(),
+                generation: fence.generation,
+            });
+        }
+        Ok(())
+    }
+
     /// [`Store::node_update`] (or, with [`WriteGuard::RevisionUnlessAborted`],
     /// [`Store::node_update_unless_aborted`]) and [`Store::node_history_add`] of `entry` in one
     /// transaction: both or neither. `Ok(None)`: an abort is requested and nothing was written.
@@ -111,7 +164,13 @@ impl Store {
         entry: &NodeHistoryEntry,
     ) -> Result<Option<Node>, Error> {
         let values = node_values(node);
-        self.node_write(node, &values, expected_version, guard, Some(entry), None)
+        let write = NodeWrite {
+            guard,
+            fence: None,
+            entry: Some(entry),
+            release: None,
+        };
+        self.node_write(node, &values, expected_version, write)
             .await
     }
 
@@ -122,10 +181,15 @@ impl Store {
     /// update). With `entry`, its history entry commits with it; `Ok(None)` as
     /// [`Store::node_update_recorded`]. A `base` that is another node or another revision
     /// than `node`'s is not trusted: then every column is written over `node.version`.
+    ///
+    /// The write is the lease holder's: it lands only while `fence`'s grant of the node's
+    /// lease stands, checked in the same statement; [`Error::LeaseLost`] otherwise, and
+    /// nothing is written.
     pub async fn node_save(
         &self,
         node: &Node,
         base: &Node,
+        fence: Fence<'_>,
         guard: WriteGuard,
         entry: Option<&NodeHistoryEntry>,
     ) -> Result<Option<Node>, Error> {
@@ -134,14 +198,20 @@ impl Store {
         } else {
             node_values(node)
         };
-        self.node_write(node, &values, node.version, guard, entry, None)
-            .await
+        let write = NodeWrite {
+            guard,
+            fence: Some(fence),
+            entry,
+            release: None,
+        };
+        self.node_write(node, &values, node.version, write).await
     }
 
     /// [`Store::node_save`] that also gives up `release.holder`'s lease on the node in the
     /// same transaction, so nobody ever sees the state a task ended in while the node is
     /// still leased: a client that reads the new state can act on the node at once. Nothing
-    /// is released when nothing is written (`Ok(None)`, or an error).
+    /// is released when nothing is written (`Ok(None)`, or an error). Fenced by the lease it
+    /// releases, as [`Store::node_save`].
     pub async fn node_save_releasing(
         &self,
         node: &Node,
@@ -155,26 +225,39 @@ impl Store {
         } else {
             node_values(node)
         };
-        self.node_write(node, &values, node.version, guard, entry, Some(release))
-            .await
+        let write = NodeWrite {
+            guard,
+            fence: Some(release.fence),
+            entry,
+            release: Some(release),
+        };
+        self.node_write(node, &values, node.version, write).await
     }
 
-    /// Writes `values` of `node` over revision `expected_version` as `guard` says, with
-    /// `entry` and `release` in the same transaction if given.
-    pub(crate) async fn node_write(
+    /// Writes `values` of `node` over revision `expected_version` as `write` says.
+    pub(crate) async fn node_write<'a>(
         &self,
         node: &Node,
-        values: &[(&'static str, Arg<'_>)],
+        values: &[(&'static str, Arg<'a>)],
         expected_version: i64,
-        guard: WriteGuard,
-        entry: Option<&NodeHistoryEntry>,
-        release: Option<LeaseRelease<'_>>,
+        write: NodeWrite<'a>,
     ) -> Result<Option<Node>, Error> {
-        let condition = match guard {
-            WriteGuard::Revision => "",
-            WriteGuard::RevisionUnlessAborted => {
-                " AND NOT EXISTS (SELECT 1 FROM node_abort_requests \
-                 WHERE node_abort_requests.node_uuid = nodes.uuid)"
+        let NodeWrite {
+            guard,
+            fence,
+            entry,
+            release,
+        } = write;
+        let condition = |query: &mut SqlBuilder<'a>| {
+            if guard == WriteGuard::RevisionUnlessAborted {
+                query.push(
+                    " AND NOT EXISTS (SELECT 1 FROM node_abort_requests \
+                     WHERE node_abort_requests.node_uuid = nodes.uuid)",
+                );
+            }
+            if let Some(fence) = &fence {
+                query.push(" AND ");
+                fence.push_condition(query, None);
             }
         };
         let query = update_returning_if(
@@ -195,14 +278,19 @@ impl Store {
                     args,
                 });
                 let insert_sql = insert.map(|insert| insert.sql());
-                let lease_args = [Arg::Uuid(node.uuid), Arg::Text(release.holder)];
+                let lease_args = [
+                    Arg::Uuid(node.uuid),
+                    Arg::Text(release.fence.holder),
+                    Arg::Int(release.fence.generation),
+                ];
                 let node_args = [Arg::Uuid(node.uuid)];
                 let mut then: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(3);
                 if let (Some(sql), Some(insert)) = (&insert_sql, &insert) {
                     then.push((sql, insert.args));
                 }
                 then.push((
-                    "DELETE FROM node_leases WHERE node_uuid = $1 AND holder = $2",
+                    "DELETE FROM node_leases \
+                     WHERE node_uuid = $1 AND holder = $2 AND generation = $3",
                     &lease_args,
                 ));
                 if release.forget_abort {
@@ -233,6 +321,16 @@ impl Store {
             }
         }
         .map_err(|error| write_error(error, node, "node_write"))?;
+        // A write that matched no row: first whether its lease was lost, which no retry mends.
+        if let (None, Some(fence)) = (&updated, fence)
+            && !self.node_lease_fence_stands(node.uuid, fence).await?
+        {
+            return Err(Error::LeaseLost {
+                node: node.uuid,
+                holder: fence.holder.to_owned(),
+                generation: fence.generation,
+            });
+        }
         match updated {
             Some(node) => Ok(Some(node)),
             None if guard == WriteGuard::RevisionUnlessAborted

@@ -10,6 +10,14 @@
 //! and any other conductor may take the node over. Renew and release only touch a lease the
 //! caller still holds.
 //!
+//! Fencing: every grant of a lease (a new lease, one taken over, or one its holder takes
+//! again) carries a new `generation`, from one sequence (PostgreSQL) or one-row counter
+//! (SQLite) that only grows. The holder names its [`Fence`] — holder and generation — in every
+//! write it makes for the node ([`Store::node_save`], [`Store::node_history_add_fenced`],
+//! renew, release), checked in the same statement as the write: a conductor that was cut off,
+//! lost its lease to another and comes back finds its writes refused
+//! ([`Error::LeaseLost`]) and nothing it tried lands over the new owner's work.
+//!
 //! Times are the store's clock, the database's (`clock.rs`), so hosts whose clocks disagree
 //! agree on expiry. On PostgreSQL a lease whose holder registered under its liveness lock and
 //! no longer holds it (its process died: `liveness.rs`) is free too, without waiting for
@@ -24,10 +32,10 @@ use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation};
 use crate::liveness::pg_lock_lost;
-use crate::sql::{Arg, DbRow};
+use crate::sql::{Arg, DbRow, SqlBuilder};
 use crate::store::Store;
 
-const LEASE_COLUMNS: &str = "node_uuid, holder, acquired_at, expires_at";
+const LEASE_COLUMNS: &str = "node_uuid, holder, acquired_at, expires_at, generation";
 
 fn lease_from_row(row: &dyn DbRow) -> Result<NodeLease, sqlx::Error> {
     Ok(NodeLease {
@@ -35,7 +43,45 @@ fn lease_from_row(row: &dyn DbRow) -> Result<NodeLease, sqlx::Error> {
         holder: row.text("holder")?,
         acquired_at: row.time("acquired_at")?,
         expires_at: row.time("expires_at")?,
+        generation: row.int("generation")?,
     })
+}
+
+/// The lease a write is made under: who holds it and which grant ([`NodeLease::generation`]).
+/// A fenced write lands only while exactly this grant stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence<'a> {
+    pub holder: &'a str,
+    pub generation: i64,
+}
+
+impl<'a> Fence<'a> {
+    /// The fence of a lease as granted.
+    pub fn of(lease: &'a NodeLease) -> Self {
+        Self {
+            holder: &lease.holder,
+            generation: lease.generation,
+        }
+    }
+
+    /// SQL true while the fence stands on `node` (bound), or with `None` on the row of `nodes`
+    /// being written; binds holder and generation.
+    pub(crate) fn push_condition<'q>(&self, query: &mut SqlBuilder<'q>, node: Option<Uuid>)
+    where
+        'a: 'q,
+    {
+        query.push("EXISTS (SELECT 1 FROM node_leases WHERE node_leases.node_uuid = ");
+        match node {
+            Some(node) => query.arg(node),
+            None => query.push("nodes.uuid"),
+        };
+        query
+            .push(" AND node_leases.holder = ")
+            .arg(self.holder)
+            .push(" AND node_leases.generation = ")
+            .arg(self.generation)
+            .push(")");
+    }
 }
 
 /// PostgreSQL: SQL that is true when the lease row `node_leases` belongs to a conductor whose
@@ -91,10 +137,20 @@ impl Store {
             "sqlite" => String::new(),
             _ => format!(" OR {}", holder_gone()),
         };
+        // Each grant a new generation, even the holder's own again: a task of an earlier
+        // grant (another process under the same name) is fenced off too.
+        let (bump, generation) = match self.backend_name() {
+            "sqlite" => (
+                "INSERT INTO node_lease_generation (id, value) VALUES (1, 1) \
+                 ON CONFLICT (id) DO UPDATE SET value = value + 1; ",
+                "(SELECT value FROM node_lease_generation WHERE id = 1)",
+            ),
+            _ => ("", "nextval('node_lease_generation')"),
+        };
         let upsert = format!(
-            "INSERT INTO node_leases ({LEASE_COLUMNS}) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO node_leases ({LEASE_COLUMNS}) VALUES ($1, $2, $3, $4, {generation}) \
              ON CONFLICT (node_uuid) DO UPDATE SET holder = excluded.holder, \
-             expires_at = excluded.expires_at, \
+             expires_at = excluded.expires_at, generation = excluded.generation, \
              acquired_at = CASE WHEN node_leases.holder = excluded.holder \
              THEN node_leases.acquired_at ELSE excluded.acquired_at END \
              WHERE node_leases.holder = excluded.holder \
@@ -102,10 +158,10 @@ impl Store {
              RETURNING {LEASE_COLUMNS}"
         );
         let sql = match (forget_abort, self.backend_name()) {
-            (false, _) => upsert,
-            // Two statements in one call; `changes()` is 0 after a refused upsert.
+            (false, _) => format!("{bump}{upsert}"),
+            // Statements in one call; `changes()` is 0 after a refused upsert.
             (true, "sqlite") => format!(
-                "{upsert}; DELETE FROM node_abort_requests \
+                "{bump}{upsert}; DELETE FROM node_abort_requests \
                  WHERE node_uuid = $1 AND changes() > 0"
             ),
             (true, _) => format!(
@@ -159,32 +215,97 @@ impl Store {
         })
     }
 
-    /// Extends `holder`'s lease on `node` to `now + ttl`. [`Error::LeaseNotHeld`] if the lease
-    /// is gone or someone else took it over: the caller must stop working on the node.
+    /// Extends the lease `fence` names on `node` to `now + ttl`, keeping its generation.
+    /// [`Error::LeaseNotHeld`] if the lease is gone or was granted again since (to someone
+    /// else, or to the same name): the caller must stop working on the node.
     ///
     /// A lapsed lease that nobody took over is renewed: the holder did not lose anything.
     pub async fn node_lease_renew(
         &self,
         node: Uuid,
-        holder: &str,
+        fence: Fence<'_>,
         ttl: Duration,
     ) -> Result<NodeLease, Error> {
         let sql = format!(
             "UPDATE node_leases SET expires_at = $3 WHERE node_uuid = $1 AND holder = $2 \
-             RETURNING {LEASE_COLUMNS}"
+             AND generation = $4 RETURNING {LEASE_COLUMNS}"
         );
         let args = [
             Arg::Uuid(node),
-            Arg::Text(holder),
+            Arg::Text(fence.holder),
             Arg::Time(expiry(self.now(), ttl)),
+            Arg::Int(fence.generation),
         ];
         self.fetch_optional(&sql, &args, lease_from_row)
             .await
             .map_err(backend("node_lease_renew"))?
             .ok_or_else(|| Error::LeaseNotHeld {
                 node,
-                holder: holder.to_owned(),
+                holder: fence.holder.to_owned(),
             })
+    }
+
+    /// Gives up the lease `fence` names on `node` (with, if `forget_abort`, any abort mark
+    /// left on the node, as [`Store::node_lease_release_ending`]). [`Error::LeaseNotHeld`] if
+    /// that grant no longer stands: a later grant, even to the same name, is never removed.
+    pub async fn node_lease_give_back(
+        &self,
+        node: Uuid,
+        fence: Fence<'_>,
+        forget_abort: bool,
+    ) -> Result<(), Error> {
+        const DELETE: &str = "DELETE FROM node_leases \
+             WHERE node_uuid = $1 AND holder = $2 AND generation = $3 RETURNING node_uuid";
+        let sql = match (forget_abort, self.backend_name()) {
+            (false, _) => DELETE.to_owned(),
+            // The mark goes only if the lease did (`changes()` of the DELETE before it).
+            (true, "sqlite") => format!(
+                "{DELETE}; DELETE FROM node_abort_requests WHERE node_uuid = $1 \
+                 AND changes() > 0"
+            ),
+            (true, _) => format!(
+                "WITH lease AS ({DELETE}), cleared AS (DELETE FROM node_abort_requests \
+                 WHERE node_uuid = $1 AND EXISTS (SELECT 1 FROM lease)) SELECT * FROM lease"
+            ),
+        };
+        let args = [
+            Arg::Uuid(node),
+            Arg::Text(fence.holder),
+            Arg::Int(fence.generation),
+        ];
+        let released = self
+            .fetch_all(&sql, &args, |row| row.uuid("node_uuid"))
+            .await
+            .map_err(backend("node_lease_give_back"))?;
+        if released.is_empty() {
+            return Err(Error::LeaseNotHeld {
+                node,
+                holder: fence.holder.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the lease `fence` names still stands on `node` (why a fenced write matched no
+    /// row: the fence, or the revision).
+    pub(crate) async fn node_lease_fence_stands(
+        &self,
+        node: Uuid,
+        fence: Fence<'_>,
+    ) -> Result<bool, Error> {
+        // The generation itself (a BIGINT on both backends; a bare `1` is an INT4 on
+        // PostgreSQL, which does not decode as the i64 `row.int` reads).
+        let sql = "SELECT generation FROM node_leases \
+                   WHERE node_uuid = $1 AND holder = $2 AND generation = $3";
+        let args = [
+            Arg::Uuid(node),
+            Arg::Text(fence.holder),
+            Arg::Int(fence.generation),
+        ];
+        self.fetch_optional(sql, &args, |row| row.int("generation"))
+            .await
+            .map(|held| held.is_some())
+            .map_err(backend("node_lease_fence_stands"))
     }
 
     /// Gives up `holder`'s lease on `node`. [`Error::LeaseNotHeld`] if `holder` does not hold

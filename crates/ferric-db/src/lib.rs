@@ -43,6 +43,7 @@ pub use error::{Error, Kind, redact};
 pub use history::{LeaseRelease, WriteGuard};
 pub use import::{ImportMode, ImportSet};
 pub use introspections::{Introspection, IntrospectionRule};
+pub use leases::Fence;
 pub use liveness::ConductorLock;
 pub use node_listing::{NODE_COLUMNS, NodeHead};
 pub use nodes::{NodeFilter, NodeSortKey};

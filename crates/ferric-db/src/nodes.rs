@@ -7,7 +7,7 @@ use ferric_model::resources::{Ident, Node, PowerState};
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
-use crate::history::WriteGuard;
+use crate::history::{NodeWrite, WriteGuard};
 use crate::paging::{Page, push_after_marker, push_order_and_limit};
 use crate::sql::{Arg, DbRow, SqlBuilder, insert_returning, like_contains, opt_parsed, parsed};
 use crate::store::Store;
@@ -365,9 +365,7 @@ impl Store {
             node,
             &values,
             expected_version,
-            WriteGuard::Revision,
-            None,
-            None,
+            NodeWrite::unfenced(WriteGuard::Revision),
         )
         .await?
         .ok_or_else(|| Error::NotFound {

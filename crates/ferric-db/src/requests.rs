@@ -24,7 +24,7 @@ use ferric_model::ProvisionState;
 use ferric_model::resources::Node;
 
 use crate::error::{Error, backend};
-use crate::history::WriteGuard;
+use crate::history::{NodeWrite, WriteGuard};
 use crate::nodes::node_values;
 use crate::sql::{Arg, DbRow, SqlBuilder};
 use crate::store::Store;
@@ -260,9 +260,7 @@ impl Store {
             node,
             &values,
             expected_version,
-            WriteGuard::RevisionUnlessAborted,
-            None,
-            None,
+            NodeWrite::unfenced(WriteGuard::RevisionUnlessAborted),
         )
         .await
     }

@@ -439,17 +439,18 @@ pub(crate) fn update_returning<'a>(
     expected_version: i64,
     values: &[(&str, Arg<'a>)],
 ) -> SqlBuilder<'a> {
-    update_returning_if(table, uuid, now, expected_version, values, "")
+    update_returning_if(table, uuid, now, expected_version, values, |_| {})
 }
 
-/// [`update_returning`] with `condition` (literal SQL, `" AND …"`) added to its guard.
+/// [`update_returning`] with `condition` (which pushes `" AND …"`, with any values it binds)
+/// added to its guard.
 pub(crate) fn update_returning_if<'a>(
     table: &str,
     uuid: Uuid,
     now: DateTime<Utc>,
     expected_version: i64,
     values: &[(&str, Arg<'a>)],
-    condition: &str,
+    condition: impl FnOnce(&mut SqlBuilder<'a>),
 ) -> SqlBuilder<'a> {
     let mut query = SqlBuilder::new("UPDATE ");
     query
@@ -460,11 +461,9 @@ pub(crate) fn update_returning_if<'a>(
         query.push(", ").push(column).push(" = ").arg(*value);
     }
     query.push(" WHERE uuid = ").arg(uuid);
-    query
-        .push(" AND version = ")
-        .arg(expected_version)
-        .push(condition)
-        .push(" RETURNING *");
+    query.push(" AND version = ").arg(expected_version);
+    condition(&mut query);
+    query.push(" RETURNING *");
     query
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferric_db::{Error, Kind, Store};
+use ferric_db::{Error, Fence, Kind, Store};
 use ferric_model::resources::Ident;
 use uuid::Uuid;
 
@@ -69,7 +69,7 @@ async fn acquire_contend_release(store: Store) {
 async fn expired_lease_is_taken_over(store: Store) {
     let node = store.node_create(&enrolled("n")).await.unwrap().uuid;
     let other = store.node_create(&enrolled("m")).await.unwrap().uuid;
-    store
+    let dead = store
         .node_lease_acquire(node, "dead-conductor", Duration::ZERO)
         .await
         .unwrap();
@@ -113,7 +113,7 @@ async fn expired_lease_is_taken_over(store: Store) {
 
     // The old holder lost it: it can neither renew nor release.
     let renew = store
-        .node_lease_renew(node, "dead-conductor", MINUTE)
+        .node_lease_renew(node, Fence::of(&dead), MINUTE)
         .await
         .unwrap_err();
     assert!(matches!(renew, Error::LeaseNotHeld { .. }), "{renew:?}");
@@ -133,17 +133,22 @@ async fn only_the_holder_renews_or_releases(store: Store) {
         "{wrong:?}"
     );
     assert_eq!(store.node_lease_get(node).await.unwrap().unwrap(), lease);
+    let wrong = Fence {
+        holder: "c2",
+        generation: lease.generation,
+    };
     assert!(matches!(
-        store.node_lease_renew(node, "c2", MINUTE).await,
+        store.node_lease_renew(node, wrong, MINUTE).await,
         Err(Error::LeaseNotHeld { .. })
     ));
 
     let renewed = store
-        .node_lease_renew(node, "c1", MINUTE * 10)
+        .node_lease_renew(node, Fence::of(&lease), MINUTE * 10)
         .await
         .unwrap();
     assert!(renewed.expires_at > lease.expires_at);
     assert_eq!(renewed.acquired_at, lease.acquired_at);
+    assert_eq!(renewed.generation, lease.generation);
 
     assert_eq!(store.node_lease_release_all("c1").await.unwrap(), 1);
     assert!(matches!(

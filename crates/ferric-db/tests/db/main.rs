@@ -11,6 +11,7 @@ mod harness;
 mod aborts;
 mod allocations;
 mod conductors;
+mod fencing;
 mod history;
 mod import;
 mod introspections;

@@ -28,6 +28,11 @@ pub struct NodeLease {
     pub holder: String,
     pub acquired_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The fencing token: a number the database gives each grant of a lease, larger than any
+    /// it gave before (renewing keeps it). Every write the holder makes for the node names
+    /// it, so a holder whose lease was taken over meanwhile writes nothing.
+    #[serde(default)]
+    pub generation: i64,
 }
 
 impl NodeLease {

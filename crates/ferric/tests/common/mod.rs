@@ -138,6 +138,31 @@ impl Server {
 }
 
 impl Server {
+    /// Waits for a log line (after start-up) holding `needle` and returns it; the deadline
+    /// only catches hangs.
+    pub(crate) fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .log
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no log line holding {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, …) to the process.
+    pub(crate) fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// Kills the process with SIGKILL, as a crash or the OOM killer would.
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
