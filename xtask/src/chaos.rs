@@ -46,8 +46,7 @@ use serde_json::{Value, json};
 
 use crate::chaos_load::{self, Load};
 use crate::chaos_pg::{Cluster, DATABASE, Forwarder, PG_BIN};
-use crate::clients::{free_port, target_dir};
-use crate::{run, workspace_root};
+use crate::run;
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask chaos [--long] [--nodes N] [--seconds S] [--interval S] [--no-failover]
@@ -502,15 +501,14 @@ pub(crate) fn chaos(args: &[String]) -> anyhow::Result<()> {
             );
         }
     }
-    let root = workspace_root();
     let mut build = vec!["build", "--locked", "--bin", "ferric", "-p", "ferric"];
     if options.release {
         build.push("--release");
     }
     run("cargo", &build, &[])?;
     let profile = if options.release { "release" } else { "debug" };
-    let binary = target_dir(&root).join(profile).join("ferric");
-    let run_dir = target_dir(&root).join("chaos");
+    let binary = crate::target_dir().join(profile).join("ferric");
+    let run_dir = crate::target_dir().join("chaos");
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir)?;
     }
@@ -835,4 +833,10 @@ fn checks(
 
 fn round(seconds: f64) -> f64 {
     (seconds * 100.0).round() / 100.0
+}
+
+/// A port nothing listens on now (for the private clusters and the forwarders).
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
+    Ok(listener.local_addr()?.port())
 }
