@@ -707,7 +707,7 @@ mod tests {
             (
                 Method::GET,
                 "/v1/inspection_rules",
-                Check::Rule("default", Subject::Nothing),
+                Check::Rule("baremetal:inspection_rule:get", Subject::Nothing),
             ),
         ];
         for (method, path, expected) in cases {

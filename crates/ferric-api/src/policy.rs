@@ -440,6 +440,26 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "DELETE /v1/deploy_templates/{template}",
     ),
     (
+        "baremetal:inspection_rule:get",
+        SYSTEM_READERS,
+        "GET /v1/inspection_rules(…)",
+    ),
+    (
+        "baremetal:inspection_rule:create",
+        &[Admin],
+        "POST /v1/inspection_rules",
+    ),
+    (
+        "baremetal:inspection_rule:update",
+        &[Admin],
+        "PATCH /v1/inspection_rules/{rule}",
+    ),
+    (
+        "baremetal:inspection_rule:delete",
+        &[Admin],
+        "DELETE /v1/inspection_rules/{rule}",
+    ),
+    (
         "baremetal:runbook:get",
         &[SystemReader, Service, OwnerReader],
         "GET /v1/runbooks/{runbook} (owner: the runbook's); public runbooks are readable by every authenticated caller",

@@ -12,6 +12,7 @@ mod aborts;
 mod allocations;
 mod conductors;
 mod history;
+mod inspection_rules;
 mod introspections;
 mod leases;
 mod nodes;
