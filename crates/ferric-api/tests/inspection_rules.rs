@@ -200,6 +200,25 @@ async fn invalid_rules_are_400_and_sensitive_rules_hide_their_content() {
     assert_eq!(old.status, StatusCode::METHOD_NOT_ALLOWED);
 }
 
+/// Plays the ramdisk: posts a QEMU machine's inventory for `uuid` (waiting in `inspect
+/// wait`), lets the conductor finish, and returns the node.
+async fn post_inspection_data(api: &Api, uuid: &str) -> Value {
+    let mut payload: Value = serde_json::from_str(include_str!(
+        "../../ferric-inspector/tests/fixtures/qemu.json"
+    ))
+    .unwrap();
+    payload["inventory"]["interfaces"][1]["mac_address"] = MAC.into();
+    payload["boot_interface"] = MAC.into();
+    let answer = api
+        .send(Method::POST, "/v1/continue_inspection", Some(payload))
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
+    api.settle().await;
+    api.send_latest(Method::GET, &format!("/v1/nodes/{uuid}"), None)
+        .await
+        .body
+}
+
 #[tokio::test]
 async fn rules_run_when_the_ramdisk_posts_its_data() {
     let root = tempfile::tempdir().unwrap();
@@ -262,21 +281,7 @@ async fn rules_run_when_the_ramdisk_posts_its_data() {
     api.provision(&uuid, "inspect").await;
     api.settle().await;
 
-    let mut payload: Value = serde_json::from_str(include_str!(
-        "../../ferric-inspector/tests/fixtures/qemu.json"
-    ))
-    .unwrap();
-    payload["inventory"]["interfaces"][1]["mac_address"] = MAC.into();
-    payload["boot_interface"] = MAC.into();
-    let answer = api
-        .send(Method::POST, "/v1/continue_inspection", Some(payload))
-        .await;
-    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
-    api.settle().await;
-    let node = api
-        .send_latest(Method::GET, &format!("/v1/nodes/{uuid}"), None)
-        .await
-        .body;
+    let node = post_inspection_data(&api, &uuid).await;
     assert_eq!(node["provision_state"], "manageable", "{node:#}");
     assert_eq!(node["extra"]["vendor"], "QEMU");
     assert_eq!(node["resource_class"], "test-vm");
@@ -294,21 +299,7 @@ async fn rules_run_when_the_ramdisk_posts_its_data() {
     assert_eq!(fail.status, StatusCode::CREATED, "{}", fail.body);
     api.provision(&uuid, "inspect").await;
     api.settle().await;
-    let mut payload: Value = serde_json::from_str(include_str!(
-        "../../ferric-inspector/tests/fixtures/qemu.json"
-    ))
-    .unwrap();
-    payload["inventory"]["interfaces"][1]["mac_address"] = MAC.into();
-    payload["boot_interface"] = MAC.into();
-    let answer = api
-        .send(Method::POST, "/v1/continue_inspection", Some(payload))
-        .await;
-    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.body);
-    api.settle().await;
-    let node = api
-        .send_latest(Method::GET, &format!("/v1/nodes/{uuid}"), None)
-        .await
-        .body;
+    let node = post_inspection_data(&api, &uuid).await;
     assert_eq!(node["provision_state"], "inspect failed", "{node:#}");
     assert!(
         node["last_error"]
