@@ -5,6 +5,8 @@
 //! - **version-less paths** (`/nodes/{node}`, `/ports/detail?address=…`, `/drivers/…`): Ironic's
 //!   root controller hands any path whose first segment is not `v1` to the v1 controller, and
 //!   every `rel: bookmark` link in its (and Ferric's) answers is such a path;
+//! - **the node last** (`/v1/nodes/states/console/{node}`): Ironic's node controller walks
+//!   to its `states`, `management` and `maintenance` controllers before it takes the node;
 //! - **a `.json` suffix** (`/v1/nodes/{node}.json`): stripped when the request names a
 //!   microversion below 1.91 in `X-OpenStack-Ironic-API-Version`, as Ironic's
 //!   `JsonExtensionMiddleware` does; from 1.91 (or with no header) the suffix is part of the
@@ -50,10 +52,36 @@ fn canonical_path(path: &str, minor: Option<u16>) -> Option<String> {
             path = stripped.to_owned().into();
         }
     }
+    if let Some(rewritten) = node_first(&path) {
+        path = rewritten.into();
+    }
     match path {
         std::borrow::Cow::Borrowed(_) => None,
         std::borrow::Cow::Owned(path) => Some(path),
     }
+}
+
+/// The node-level controllers Ironic also reaches with the node last (pecan walks
+/// `NodesController.states` before it takes a node): `/v1/nodes/states/console/{node}` is
+/// `/v1/nodes/{node}/states/console`.
+const NODE_CONTROLLERS: [&str; 3] = ["states", "management", "maintenance"];
+
+/// `/v1/nodes/<controller>/<…>/<node>` as `/v1/nodes/<node>/<controller>/<…>`, when only the
+/// latter is an endpoint.
+fn node_first(path: &str) -> Option<String> {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    let ["", "v1", "nodes", controller, rest @ .., node] = segments.as_slice() else {
+        return None;
+    };
+    if !NODE_CONTROLLERS.contains(controller) || node.is_empty() || endpoints::serves_path(path) {
+        return None;
+    }
+    let mut rewritten = format!("/v1/nodes/{node}/{controller}");
+    for segment in rest {
+        rewritten.push('/');
+        rewritten.push_str(segment);
+    }
+    endpoints::serves_path(&rewritten).then_some(rewritten)
 }
 
 /// The minor version of a well-formed `X-OpenStack-Ironic-API-Version: 1.N` header.
@@ -119,6 +147,22 @@ mod tests {
         ] {
             assert_eq!(canonical_path(other, None), None, "{other}");
         }
+    }
+
+    #[test]
+    fn the_node_may_come_last() {
+        assert_eq!(
+            canonical_path("/v1/nodes/states/console/n1", None).as_deref(),
+            Some("/v1/nodes/n1/states/console")
+        );
+        assert_eq!(
+            canonical_path("/v1/nodes/states/n1", None).as_deref(),
+            Some("/v1/nodes/n1/states")
+        );
+        // Declared paths, and rewrites that serve nothing, stay as they are.
+        assert_eq!(canonical_path("/v1/nodes/n1/states/console", None), None);
+        assert_eq!(canonical_path("/v1/nodes/states/nothing/n1", None), None);
+        assert_eq!(canonical_path("/v1/nodes/states", None), None);
     }
 
     #[test]

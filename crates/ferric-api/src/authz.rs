@@ -92,6 +92,9 @@ enum Check {
     /// `PATCH /v1/runbooks/{runbook}`: `…:update`, `…:update:owner`, `…:update:public` by
     /// the paths the patch touches, as Ironic picks them.
     RunbookUpdate(String),
+    /// No endpoint serves the request: the router answers it (404 or 405) whoever asks, as
+    /// Ironic routes before it checks a policy. Nothing is read or done.
+    Unrouted,
 }
 
 /// The rules of the console stream: watching, and typing.
@@ -105,12 +108,12 @@ const INSTANCE_VERBS: &[&str] = &[
 ];
 
 /// The check for `method path`, from the declaration of the endpoint that serves it
-/// ([`endpoints::find`]). A request no endpoint serves (the router answers 404 or 405) and a
-/// public endpoint reached with credentials (a path `is_public_route` does not accept, such
-/// as an upper-case node name in a heartbeat) are checked against `default`.
+/// ([`endpoints::find`]). A request no endpoint serves goes on to the router, which answers
+/// 404 or 405; a public endpoint reached with credentials (a path `is_public_route` does not
+/// accept, such as an upper-case node name in a heartbeat) is checked against `default`.
 fn classify(method: &Method, path: &str) -> Check {
     let Some((endpoint, ident)) = endpoints::find(method, path) else {
-        return Check::Rule("default", Subject::Nothing);
+        return Check::Unrouted;
     };
     let ident = ident.unwrap_or_default().to_owned();
     match endpoint.guard {
@@ -207,6 +210,7 @@ async fn authorize_check(
 ) -> Result<Request, Response> {
     let policy = &authz.policy;
     let (rules, subject) = match check {
+        Check::Unrouted => return Ok(request),
         Check::List(kind) => {
             let all = format!("baremetal:{kind}:list_all");
             let scoped = format!("baremetal:{kind}:list");
@@ -710,7 +714,7 @@ mod tests {
             (
                 Method::GET,
                 "/v1/inspection_rules",
-                Check::Rule("default", Subject::Nothing),
+                Check::Rule("baremetal:inspection_rule:get", Subject::Nothing),
             ),
         ];
         for (method, path, expected) in cases {

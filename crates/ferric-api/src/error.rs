@@ -94,14 +94,6 @@ impl IntoResponse for ApiError {
 #[derive(Clone, Copy)]
 struct AlreadyFormatted;
 
-/// Fallback for paths that match no route.
-pub(crate) async fn not_found(request: Request) -> ApiError {
-    ApiError::not_found(format!(
-        "The resource could not be found: {}",
-        request.uri().path()
-    ))
-}
-
 /// The largest framework error text we are willing to wrap into an error body.
 const MAX_WRAPPED_ERROR_TEXT: usize = 16 * 1024;
 

@@ -10,8 +10,8 @@
 //! - a system-scoped token (`system: {all: true}`) is a system caller (`project: None`) with
 //!   its roles: admin, member and reader act on every node as the policy allows;
 //! - a project-scoped token is a caller of that project (by ID): it sees and acts on the nodes
-//!   its project owns or leases. Its `admin` role counts as `member` there (Ironic's
-//!   project-admin is an owner, not a system administrator);
+//!   its project owns or leases. Its `admin` role counts as `member` and `manager` there
+//!   (Ironic's project-admin is an owner, not a system administrator);
 //! - the `service` role is Ferric's `service` persona whatever the scope (other OpenStack
 //!   services, which Ironic lets act on every node);
 //! - a domain-scoped or unscoped token gets no roles: every rule refuses it.
@@ -459,12 +459,14 @@ fn caller_of(token: &Value) -> (Caller, Option<DateTime<Utc>>) {
         let Some(role) = Role::parse(&name.to_ascii_lowercase()) else {
             continue;
         };
-        let role = match role {
-            // A project's admin administers its project's nodes, not the system.
-            Role::Admin if !system => Role::Member,
-            role => role,
-        };
-        roles.insert(role);
+        match role {
+            // A project's admin administers its project's nodes, not the system: a member,
+            // and the manager of its project (Keystone's own role chain).
+            Role::Admin if !system => roles.extend([Role::Member, Role::Manager]),
+            role => {
+                roles.insert(role);
+            }
+        }
     }
     let (roles, project) = match (system, project) {
         (true, _) => (roles, None),
@@ -524,7 +526,10 @@ mod tests {
             "expires_at": "2030-01-01T00:00:00.000000Z",
         }));
         assert_eq!(project.project.as_deref(), Some("p1"));
-        assert_eq!(project.roles, BTreeSet::from([Role::Member, Role::Reader]));
+        assert_eq!(
+            project.roles,
+            BTreeSet::from([Role::Member, Role::Reader, Role::Manager])
+        );
         assert!(expiry.is_some());
 
         let (service, _) = caller_of(&json!({

@@ -110,7 +110,7 @@ pub fn router(state: ApiState) -> Router {
 pub fn router_with(state: ApiState, config: ApiConfig) -> Router {
     let metrics = state.metrics.clone();
     let routes = endpoints::router()
-        .fallback(error::not_found)
+        .fallback(endpoints::unrouted)
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(
             authz::Authz {

@@ -25,6 +25,9 @@ pub enum Role {
     Reader,
     /// Other services (the inspection service, automation): system-wide member rights.
     Service,
+    /// A project's manager (Keystone's `manager` role; Keystone's project admin counts as
+    /// one): a member who also creates what its project owns, such as runbooks.
+    Manager,
 }
 
 impl Role {
@@ -34,6 +37,7 @@ impl Role {
             "member" => Some(Self::Member),
             "reader" => Some(Self::Reader),
             "service" => Some(Self::Service),
+            "manager" => Some(Self::Manager),
             _ => None,
         }
     }
@@ -44,6 +48,7 @@ impl Role {
             Self::Member => "member",
             Self::Reader => "reader",
             Self::Service => "service",
+            Self::Manager => "manager",
         }
     }
 }
@@ -62,9 +67,9 @@ impl Caller {
         self.roles.contains(&role)
     }
 
-    /// Member rights: member or admin (implied roles).
+    /// Member rights: member, manager or admin (implied roles).
     fn is_member(&self) -> bool {
-        self.has(Role::Member) || self.has(Role::Admin)
+        self.has(Role::Member) || self.has(Role::Manager) || self.has(Role::Admin)
     }
 
     /// Reader rights: reader, member or admin.
@@ -118,6 +123,9 @@ pub enum Persona {
     LesseeMember,
     /// `reader` (or better) of the target's lessee project.
     LesseeReader,
+    /// `manager` of a project (Keystone's project admin is one), for what it creates in its
+    /// own project.
+    ProjectManager,
     /// Any user with at least one role (listings are then filtered to the user's project).
     Authenticated,
     /// Nobody: the rule is switched off.
@@ -125,7 +133,7 @@ pub enum Persona {
 }
 
 impl Persona {
-    pub const ALL: [Persona; 10] = [
+    pub const ALL: [Persona; 11] = [
         Self::Admin,
         Self::Service,
         Self::SystemMember,
@@ -134,6 +142,7 @@ impl Persona {
         Self::OwnerReader,
         Self::LesseeMember,
         Self::LesseeReader,
+        Self::ProjectManager,
         Self::Authenticated,
         Self::Nobody,
     ];
@@ -148,6 +157,7 @@ impl Persona {
             Self::OwnerReader => "owner_reader",
             Self::LesseeMember => "lessee_member",
             Self::LesseeReader => "lessee_reader",
+            Self::ProjectManager => "project_manager",
             Self::Authenticated => "authenticated",
             Self::Nobody => "nobody",
         }
@@ -170,6 +180,7 @@ impl Persona {
             Self::OwnerReader => caller.is_reader() && caller.in_project(target.owner),
             Self::LesseeMember => caller.is_member() && caller.in_project(target.lessee),
             Self::LesseeReader => caller.is_reader() && caller.in_project(target.lessee),
+            Self::ProjectManager => caller.project.is_some() && caller.has(Role::Manager),
             Self::Authenticated => !caller.roles.is_empty(),
             Self::Nobody => false,
         }
@@ -177,8 +188,8 @@ impl Persona {
 }
 
 use Persona::{
-    Admin, Authenticated, LesseeMember, LesseeReader, OwnerMember, OwnerReader, Service,
-    SystemMember, SystemReader,
+    Admin, Authenticated, LesseeMember, LesseeReader, OwnerMember, OwnerReader, ProjectManager,
+    Service, SystemMember, SystemReader,
 };
 
 /// Readers of a node: system readers, services, and the owner's and lessee's readers.
@@ -440,6 +451,26 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "DELETE /v1/deploy_templates/{template}",
     ),
     (
+        "baremetal:inspection_rule:get",
+        SYSTEM_READERS,
+        "GET /v1/inspection_rules(…)",
+    ),
+    (
+        "baremetal:inspection_rule:create",
+        &[Admin],
+        "POST /v1/inspection_rules",
+    ),
+    (
+        "baremetal:inspection_rule:update",
+        &[Admin],
+        "PATCH /v1/inspection_rules/{rule}",
+    ),
+    (
+        "baremetal:inspection_rule:delete",
+        &[Admin],
+        "DELETE /v1/inspection_rules/{rule}",
+    ),
+    (
         "baremetal:runbook:get",
         &[SystemReader, Service, OwnerReader],
         "GET /v1/runbooks/{runbook} (owner: the runbook's); public runbooks are readable by every authenticated caller",
@@ -456,7 +487,7 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
     ),
     (
         "baremetal:runbook:create",
-        SYSTEM_MEMBERS,
+        &[SystemMember, Service, ProjectManager],
         "POST /v1/runbooks (a project-scoped caller's runbook is owned by its project)",
     ),
     (

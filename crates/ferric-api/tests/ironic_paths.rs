@@ -1,8 +1,9 @@
 //! Paths and statuses Ironic's own API tests (ironic-tempest-plugin) rely on, through the
 //! real router: version-less resource paths (every `rel: bookmark` link is one), the `.json`
 //! suffix of old microversions, a port or portgroup named by something that is neither a
-//! UUID nor a name (400), and the allocations endpoints below 1.52 (404 for GET, 405 for the
-//! rest).
+//! UUID nor a name (400), the allocations endpoints below 1.52 (404 for GET, 405 for the
+//! rest) and the other answers below an endpoint's version, unknown paths, and the node-last
+//! spelling of state paths (`/v1/nodes/states/console/{node}`).
 #![allow(
     clippy::unwrap_used,
     reason = "in tests a failed unwrap is a failed test"
@@ -180,4 +181,152 @@ async fn allocations_below_their_version_answer_as_ironic() {
         .send_at(52, Method::DELETE, &format!("/v1/allocations/{uuid}"), None)
         .await;
     assert_eq!(at_version.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn older_versions_are_refused_as_ironic_refuses_them() {
+    let api = Api::new().await;
+    let node = api
+        .send_latest(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"driver": "fake-hardware"})),
+        )
+        .await;
+    let uuid = node.body["uuid"].as_str().unwrap().to_owned();
+    let traits = format!("/v1/nodes/{uuid}/traits");
+    let cases = [
+        // Traits (1.37): reading is 406, setting 405, removing 404.
+        (
+            36,
+            Method::GET,
+            traits.clone(),
+            None,
+            StatusCode::NOT_ACCEPTABLE,
+        ),
+        (
+            36,
+            Method::PUT,
+            traits.clone(),
+            Some(json!({"traits": ["CUSTOM_A"]})),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            36,
+            Method::PUT,
+            format!("{traits}/CUSTOM_A"),
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            36,
+            Method::DELETE,
+            traits.clone(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        // RAID (1.12): 406.
+        (
+            11,
+            Method::PUT,
+            format!("/v1/nodes/{uuid}/states/raid"),
+            Some(json!({})),
+            StatusCode::NOT_ACCEPTABLE,
+        ),
+        (
+            2,
+            Method::GET,
+            "/v1/drivers/fake-hardware/raid/logical_disk_properties".to_owned(),
+            None,
+            StatusCode::NOT_ACCEPTABLE,
+        ),
+        // A path newer than the request answers 404 to any method, even one it never serves.
+        (
+            88,
+            Method::PUT,
+            format!("/v1/nodes/{uuid}/vmedia"),
+            Some(json!({})),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            89,
+            Method::PUT,
+            format!("/v1/nodes/{uuid}/vmedia"),
+            Some(json!({})),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        // No such state controller method: 405 to writes, 404 to reads.
+        (
+            96,
+            Method::PUT,
+            format!("/v1/nodes/{uuid}/states/target_raid_config"),
+            Some(json!({})),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            96,
+            Method::GET,
+            format!("/v1/nodes/{uuid}/states/target_raid_config"),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        // A heartbeat without its node: 400 from the ramdisk API on, 404 before.
+        (
+            22,
+            Method::POST,
+            "/v1/heartbeat".to_owned(),
+            Some(json!({"callback_url": "http://x"})),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            21,
+            Method::POST,
+            "/v1/heartbeat".to_owned(),
+            Some(json!({"callback_url": "http://x"})),
+            StatusCode::NOT_FOUND,
+        ),
+        // A doubled prefix is no path at all.
+        (
+            96,
+            Method::PUT,
+            format!("/v1/v1/nodes/{uuid}/management/inject_nmi"),
+            Some(json!({})),
+            StatusCode::NOT_FOUND,
+        ),
+    ];
+    for (minor, method, path, body, expected) in cases {
+        let answer = api.send_at(minor, method.clone(), &path, body).await;
+        assert_eq!(
+            answer.status, expected,
+            "{method} {path} at 1.{minor}: {}",
+            answer.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_node_may_come_last_in_state_paths() {
+    let api = Api::new().await;
+    let node = api
+        .send_latest(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"driver": "fake-hardware"})),
+        )
+        .await;
+    let uuid = node.body["uuid"].as_str().unwrap();
+    let console = api
+        .send_latest(
+            Method::GET,
+            &format!("/v1/nodes/states/console/{uuid}"),
+            None,
+        )
+        .await;
+    assert_eq!(console.status, StatusCode::OK, "{}", console.body);
+    assert_eq!(console.body["console_enabled"], false);
+    let states = api
+        .send_latest(Method::GET, &format!("/v1/nodes/states/{uuid}"), None)
+        .await;
+    assert_eq!(states.status, StatusCode::OK, "{}", states.body);
+    assert_eq!(states.body["provision_state"], "enroll");
 }

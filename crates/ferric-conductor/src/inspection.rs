@@ -5,8 +5,8 @@
 //! - `agent` interface: the ramdisk posts to `/v1/continue_inspection`; the API calls
 //!   [`Conductor::continue_inspection`], which hands the payload to a worker in this process
 //!   and resumes the node (`inspecting`); the worker processes it with the shared
-//!   [`ferric_inspector::process`] code, writes properties and ports, stores the inventory,
-//!   and finishes (machine off) → `manageable`, or → `inspect failed` with the reason.
+//!   [`ferric_inspector::process`] code, writes properties and ports, runs the inspection
+//!   rules (`/v1/inspection_rules`), stores the inventory, and finishes (machine off) → `manageable`, or → `inspect failed` with the reason.
 //! - `inspector` interface: the inspection service processes the data and writes the node
 //!   itself; the `inspector_status` reconciler polls the service and resumes the node when it
 //!   finished (the worker then only powers the machine off), or fails it with the service's
@@ -169,14 +169,95 @@ async fn apply(
     ferric_inspector::service::create_ports(&inner.store, task.uuid(), &processed.new_ports).await;
     ferric_inspector::service::fill_local_links(&inner.store, task.uuid(), &processed.local_links)
         .await;
+    let plugin_data = run_rules(task, &processed.inventory, processed.plugin_data).await?;
     // Stored for `GET /v1/nodes/{node}/inventory`; a store that refuses it fails the
     // inspection (the data would otherwise be lost without a word).
     inner
         .store
-        .node_inventory_set(task.uuid(), &processed.inventory, &processed.plugin_data)
+        .node_inventory_set(task.uuid(), &processed.inventory, &plugin_data)
         .await
         .map_err(|error| format!("the inventory could not be stored: {error}"))?;
     Ok(())
+}
+
+/// Ironic's inspection rules of phase `main` (`/v1/inspection_rules`), after the data was
+/// processed and the ports created: the node's changes are saved with its next transition,
+/// changed ports at once; `api-call` actions are made here. Returns the plugin data as the
+/// rules left it.
+async fn run_rules(
+    task: &mut Task,
+    inventory: &serde_json::Map<String, Value>,
+    plugin_data: serde_json::Map<String, Value>,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let store = task.inner.store.clone();
+    let rules = store
+        .inspection_rule_list_for_phase(ferric_model::resources::INSPECTION_PHASE_MAIN)
+        .await
+        .map_err(|error| format!("the inspection rules could not be read: {error}"))?;
+    if rules.is_empty() {
+        return Ok(plugin_data);
+    }
+    let filter = ferric_db::PortFilter {
+        node_uuid: Some(task.uuid()),
+        ..ferric_db::PortFilter::default()
+    };
+    let mut ports = store
+        .port_list(&filter, &Page::all())
+        .await
+        .map_err(|error| format!("the node's ports could not be read: {error}"))?;
+    let inventory = Value::Object(inventory.clone());
+    let mut plugin_data = Value::Object(plugin_data);
+    let applied = ferric_inspector::inspection_rules::apply(
+        &rules,
+        &mut ferric_inspector::inspection_rules::RuleTarget {
+            node: &mut task.node,
+            ports: &mut ports,
+            inventory: &inventory,
+            plugin_data: &mut plugin_data,
+        },
+    )?;
+    for port in ports
+        .iter()
+        .filter(|port| applied.changed_ports.contains(&port.uuid))
+    {
+        store
+            .port_update(port, port.version)
+            .await
+            .map_err(|error| format!("port {} could not be saved: {error}", port.uuid))?;
+    }
+    for call in &applied.api_calls {
+        api_call(call).await?;
+    }
+    tracing::info!(node = %task.uuid(), rules = applied.matched.len(), "inspection rules applied");
+    Ok(match plugin_data {
+        Value::Object(data) => data,
+        _ => serde_json::Map::new(),
+    })
+}
+
+/// An `api-call` action: `GET url` with its headers, retried, each try bounded by its
+/// timeout; anything but a success fails the inspection.
+async fn api_call(call: &ferric_inspector::inspection_rules::ApiCall) -> Result<(), String> {
+    let timeout = std::time::Duration::from_secs_f64(call.timeout_seconds.clamp(0.1, 300.0));
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|error| format!("api-call {}: {error}", call.url))?;
+    let mut last = String::new();
+    for _ in 0..=call.retries.min(10) {
+        let mut request = client.get(&call.url);
+        for (name, value) in &call.headers {
+            if let Some(value) = value.as_str() {
+                request = request.header(name.as_str(), value);
+            }
+        }
+        match request.send().await {
+            Ok(response) if response.status().is_success() => return Ok(()),
+            Ok(response) => last = format!("answered {}", response.status()),
+            Err(error) => last = error.to_string(),
+        }
+    }
+    Err(format!("api-call {} failed: {last}", call.url))
 }
 
 /// The `inspector_status` reconciler: asks the inspection service about every node waiting

@@ -27,6 +27,7 @@ pub enum Kind {
     Runbook,
     Introspection,
     IntrospectionRule,
+    InspectionRule,
 }
 
 impl Kind {
@@ -46,6 +47,7 @@ impl Kind {
             Self::Runbook => "runbook",
             Self::Introspection => "introspection",
             Self::IntrospectionRule => "introspection rule",
+            Self::InspectionRule => "inspection rule",
         }
     }
 }

@@ -369,7 +369,12 @@ impl Store {
         self.delete_by_uuid("runbooks", Kind::Runbook, uuid).await
     }
 
-    async fn delete_by_uuid(&self, table: &str, kind: Kind, uuid: Uuid) -> Result<(), Error> {
+    pub(crate) async fn delete_by_uuid(
+        &self,
+        table: &str,
+        kind: Kind,
+        uuid: Uuid,
+    ) -> Result<(), Error> {
         let sql = format!("DELETE FROM {table} WHERE uuid = $1");
         let deleted = self
             .execute(&sql, &[Arg::Uuid(uuid)])

@@ -5,7 +5,8 @@
 //!   `POST /v1/continue_inspection`) and the inspection service below. Pure: callers apply
 //!   the result.
 //! - [`lldp`]: LLDP TLVs into `plugin_data.parsed_lldp` (Ironic's `parse-lldp` hook).
-//! - [`rules`]: introspection rules (ironic-inspector format).
+//! - [`rules`]: introspection rules (ironic-inspector format); [`inspection_rules`]: Ironic's
+//!   own inspection rules (API 1.96), which the conductor runs after built-in inspection.
 //! - [`pxe_filter`]: dnsmasq hostsdir entries for machines under introspection.
 //! - [`service`] and [`api`]: the ironic-inspector compatible inspection service (seed 002),
 //!   run in-process by `ferric server` or alone by `ferric inspector`; [`serve`] runs it. Its
@@ -14,6 +15,7 @@
 
 pub mod api;
 pub mod discovery;
+pub mod inspection_rules;
 pub mod lldp;
 pub mod node_cache;
 pub mod process;

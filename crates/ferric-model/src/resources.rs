@@ -1,6 +1,6 @@
 //! Resource records shared by storage, API and conductor: nodes, ports, portgroups, chassis,
-//! conductors, leases, history, allocations, BIOS settings, inventories, deploy templates and
-//! runbooks.
+//! conductors, leases, history, allocations, BIOS settings, inventories, deploy templates,
+//! runbooks and inspection rules.
 //!
 //! These are plain data: what the database stores and hands back. They hold no behaviour beyond
 //! sane defaults, so the API can map them to its wire views and the conductor can change them
@@ -10,6 +10,7 @@
 mod allocation;
 mod conductor;
 mod ident;
+mod inspection_rule;
 mod interface;
 mod node;
 mod port;
@@ -22,6 +23,7 @@ pub use allocation::{
 };
 pub use conductor::{Conductor, NodeHistoryEntry, NodeLease};
 pub use ident::Ident;
+pub use inspection_rule::{INSPECTION_PHASE_MAIN, InspectionRule};
 pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
 pub use port::{Chassis, Port, Portgroup};

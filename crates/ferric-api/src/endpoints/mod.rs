@@ -138,6 +138,10 @@ pub(crate) enum Guard {
 pub(crate) enum Gate {
     /// 404 naming the path, as if the endpoint did not exist (Ironic's usual answer).
     NotFound,
+    /// 406: Ironic's answer for RAID (1.12) and for reading a node's traits (1.37).
+    NotAcceptable,
+    /// 405: Ironic's answer for setting a node's traits below 1.37.
+    MethodNotAllowed,
     /// Ironic's answer for deploy templates and runbooks: 404 to reads, 405 to writes, naming
     /// the resource (plural).
     Resource(&'static str),
@@ -211,6 +215,12 @@ where
 impl Endpoint {
     pub(crate) fn since(mut self, since: Microversion) -> Self {
         self.since = since;
+        self
+    }
+
+    /// Refuse older requests with another status than 404 (see [`Gate`]).
+    pub(crate) fn refused_with(mut self, gate: Gate) -> Self {
+        self.gate = gate;
         self
     }
 
@@ -361,8 +371,75 @@ pub(crate) fn router() -> Router<ApiState> {
     by_path
         .into_iter()
         .fold(Router::new(), |router, (path, route)| {
-            router.route(path, route)
+            let first = path_since(path);
+            router.route(
+                path,
+                route.fallback(move |request: Request| other_method(first, request)),
+            )
         })
+}
+
+/// The answer to a request no declared path matches: 404, except where Ironic's routing
+/// answers otherwise — a write to an unknown `/v1/nodes/{node}/states/{x}` is 405 (its state
+/// controller has no such method), and `POST /v1/heartbeat` without the node in its path is
+/// 400 from the ramdisk API's version on (404 before it).
+pub(crate) async fn unrouted(request: Request) -> ApiError {
+    let path = request.uri().path().trim_end_matches('/');
+    let method = request.method();
+    let segments: Vec<&str> = path.split('/').collect();
+    let version = request
+        .extensions()
+        .get::<ApiVersion>()
+        .map_or(Microversion::MIN, |version| version.0);
+    if let ["", "v1", "nodes", _, "states", _] = segments.as_slice()
+        && !matches!(*method, Method::GET | Method::HEAD)
+    {
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{method} is not allowed on {path}."),
+        );
+    }
+    if path == "/v1/heartbeat" && *method == Method::POST && version >= since::RAMDISK {
+        return ApiError::bad_request(
+            "A heartbeat names its node in the path: POST /v1/heartbeat/{node_ident}.",
+        );
+    }
+    ApiError::not_found(format!("The resource could not be found: {path}"))
+}
+
+/// The oldest microversion any method of `path` (a template) is served from.
+fn path_since(path: &str) -> Microversion {
+    all()
+        .iter()
+        .filter(|endpoint| endpoint.path == path)
+        .map(|endpoint| endpoint.since)
+        .min()
+        .unwrap_or(Microversion::MIN)
+}
+
+/// A method the path does not serve: 404 when the request is older than everything the path
+/// serves (the resource does not exist yet: Ironic's version check comes before its method
+/// dispatch, `PUT …/vmedia` at 1.79), otherwise 405.
+async fn other_method(first: Microversion, request: Request) -> ApiError {
+    let version = request
+        .extensions()
+        .get::<ApiVersion>()
+        .map_or(Microversion::MIN, |version| version.0);
+    if version < first {
+        return ApiError::not_found(format!(
+            "The resource could not be found: {} (it needs API version {first} or later; this \
+             request asked for {version}).",
+            request.uri().path()
+        ));
+    }
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} is not allowed on {}.",
+            request.method(),
+            request.uri().path()
+        ),
+    )
 }
 
 /// The declaration that serves `method path` (a concrete path, no trailing slash) and the
@@ -407,6 +484,19 @@ pub(crate) fn find<'p>(
     Some((endpoint, first_param))
 }
 
+/// Whether any method of a declared path serves `path` (a concrete path).
+pub(crate) fn serves_path(path: &str) -> bool {
+    [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::PATCH,
+        Method::DELETE,
+    ]
+    .iter()
+    .any(|method| find(method, path).is_some())
+}
+
 /// Middleware on each route newer than 1.1: refuses requests older than it.
 async fn gate(
     State((since, gate)): State<(Microversion, Gate)>,
@@ -426,6 +516,19 @@ async fn gate(
              this request asked for {version}).",
             request.uri().path()
         )),
+        Gate::NotAcceptable => ApiError::not_acceptable(format!(
+            "{} {} needs API version {since} or later; this request asked for {version}.",
+            request.method(),
+            request.uri().path()
+        )),
+        Gate::MethodNotAllowed => ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "{} {} needs API version {since} or later; this request asked for {version}.",
+                request.method(),
+                request.uri().path()
+            ),
+        ),
         Gate::Resource(plural) => {
             let message = format!(
                 "The API version does not allow {plural}: they need API version {since} or \

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::Guard::{List, NodeUpdate, Provision, Rule};
 use super::Verb::{Delete, Get, Patch, Post, Put};
-use super::{Endpoint, On, op, since, vendor_calls};
+use super::{Endpoint, Gate, On, op, since, vendor_calls};
 use crate::v1::{
     allocations, children, console, history, node_data, node_management, nodes, portgroups, ports,
     raid, states, traits, vendor, vifs, vmedia, volumes,
@@ -187,6 +187,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_raid_state", On::Node))
         .summary("Set the node's target RAID configuration")
         .since(since::RAID)
+        .refused_with(Gate::NotAcceptable)
         .refs(NODE)
         .body("RaidConfig")
         .ok(204, None)
@@ -201,6 +202,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:get", On::Node))
         .summary("The node's traits")
         .since(since::TRAITS)
+        .refused_with(Gate::NotAcceptable)
         .refs(NODE)
         .ok(200, Some("Traits")),
         op(
@@ -212,6 +214,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:traits:set", On::Node))
         .summary("Replace all of the node's traits")
         .since(since::TRAITS)
+        .refused_with(Gate::MethodNotAllowed)
         .refs(NODE)
         .body("Traits")
         .ok(204, None)
@@ -237,6 +240,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:traits:set", On::Node))
         .summary("Add one trait")
         .since(since::TRAITS)
+        .refused_with(Gate::MethodNotAllowed)
         .refs(&["node_ident", "trait_name"])
         .ok(204, None)
         .errors(&[400, 409]),

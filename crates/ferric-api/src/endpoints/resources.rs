@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::Guard::{List, Public, Rule};
 use super::Verb::{Delete, Get, Patch, Post};
-use super::{Endpoint, On, op, since, vendor_calls};
+use super::{Endpoint, Gate, On, op, since, vendor_calls};
 use crate::v1::{
     allocations, chassis, conductors, drivers, node_data, nodes, portgroups, ports, raid, ramdisk,
     vendor, volumes,
@@ -345,6 +345,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:driver:get", On::Nothing))
         .summary("What each property of a RAID logical disk means")
         .since(since::RAID)
+        .refused_with(Gate::NotAcceptable)
         .refs(&["driver_name"])
         .ok(200, Some("DriverProperties")),
         // Allocations: below 1.52, GET answers 404 and the other methods 405, as Ironic.

@@ -48,6 +48,8 @@ pub(crate) const CHILDREN: Microversion = Microversion::new(83);
 pub(crate) const CONTINUE_INSPECTION: Microversion = Microversion::new(84);
 /// A node's firmware components.
 pub(crate) const FIRMWARE: Microversion = Microversion::new(86);
+/// Inspection rules.
+pub(crate) const INSPECTION_RULES: Microversion = Microversion::new(96);
 /// Runbooks.
 pub(crate) const RUNBOOKS: Microversion = Microversion::new(92);
 /// A runbook's traits.

@@ -1,11 +1,12 @@
 //! The declarations of deploy templates (1.55) and runbooks (1.92, their traits 1.112): step
-//! lists a deploy or a manual clean runs. Below their version Ironic answers reads 404 and
+//! lists a deploy or a manual clean runs; and of inspection rules (1.96), what inspection
+//! runs. Below their version Ironic answers reads 404 and
 //! writes 405 (`resource_gate`). See the parent module for how to add an endpoint.
 
 use super::Guard::{List, Rule, RunbookUpdate};
 use super::Verb::{Delete, Get, Patch, Post, Put};
 use super::{Endpoint, On, op, since};
-use crate::v1::{deploy_templates, runbook_traits, runbooks};
+use crate::v1::{deploy_templates, inspection_rules, runbook_traits, runbooks};
 
 /// Every deploy template and runbook endpoint.
 pub(super) fn endpoints() -> Vec<Endpoint> {
@@ -224,5 +225,84 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .refs(&["runbook_ident", "trait_name"])
         .ok(204, None)
         .errors(&[400, 409]),
+        op(
+            Get,
+            "/v1/inspection_rules",
+            "inspection_rule_list",
+            inspection_rules::inspection_rule_list,
+        )
+        .guard(Rule("baremetal:inspection_rule:get", On::Nothing))
+        .summary("List inspection rules")
+        .since(since::INSPECTION_RULES)
+        .resource_gate("inspection rules")
+        .listing(&[], false)
+        .ok(200, Some("InspectionRuleCollection"))
+        .errors(&[400]),
+        op(
+            Post,
+            "/v1/inspection_rules",
+            "inspection_rule_create",
+            inspection_rules::inspection_rule_create,
+        )
+        .guard(Rule("baremetal:inspection_rule:create", On::Nothing))
+        .summary("Create an inspection rule")
+        .since(since::INSPECTION_RULES)
+        .resource_gate("inspection rules")
+        .body("InspectionRuleCreate")
+        .ok(201, Some("InspectionRule"))
+        .errors(&[400, 405, 409]),
+        op(
+            Get,
+            "/v1/inspection_rules/detail",
+            "inspection_rule_list_detail",
+            inspection_rules::inspection_rule_list_detail,
+        )
+        .guard(Rule("baremetal:inspection_rule:get", On::Nothing))
+        .summary("List inspection rules with every field")
+        .since(since::INSPECTION_RULES)
+        .resource_gate("inspection rules")
+        .listing(&[], true)
+        .ok(200, Some("InspectionRuleCollection"))
+        .errors(&[400]),
+        op(
+            Get,
+            "/v1/inspection_rules/{rule_uuid}",
+            "inspection_rule_get",
+            inspection_rules::inspection_rule_get,
+        )
+        .guard(Rule("baremetal:inspection_rule:get", On::Nothing))
+        .summary("Show an inspection rule")
+        .since(since::INSPECTION_RULES)
+        .resource_gate("inspection rules")
+        .refs(&["rule_uuid", "fields"])
+        .ok(200, Some("InspectionRule"))
+        .errors(&[400]),
+        op(
+            Patch,
+            "/v1/inspection_rules/{rule_uuid}",
+            "inspection_rule_update",
+            inspection_rules::inspection_rule_update,
+        )
+        .guard(Rule("baremetal:inspection_rule:update", On::Nothing))
+        .summary("Update an inspection rule (JSON patch)")
+        .since(since::INSPECTION_RULES)
+        .resource_gate("inspection rules")
+        .refs(&["rule_uuid"])
+        .body("JsonPatch")
+        .ok(200, Some("InspectionRule"))
+        .errors(&[400, 405, 409]),
+        op(
+            Delete,
+            "/v1/inspection_rules/{rule_uuid}",
+            "inspection_rule_delete",
+            inspection_rules::inspection_rule_delete,
+        )
+        .guard(Rule("baremetal:inspection_rule:delete", On::Nothing))
+        .summary("Delete an inspection rule")
+        .since(since::INSPECTION_RULES)
+        .resource_gate("inspection rules")
+        .refs(&["rule_uuid"])
+        .ok(204, None)
+        .errors(&[400, 405]),
     ]
 }

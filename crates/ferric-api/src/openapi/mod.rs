@@ -89,6 +89,7 @@ fn parameters() -> Value {
         "event_uuid": path_param("event_uuid", "A history event's UUID."),
         "allocation_ident": path_param("allocation_ident", "An allocation's UUID or name."),
         "template_ident": path_param("template_ident", "A deploy template's UUID or name."),
+        "rule_uuid": path_param("rule_uuid", "An inspection rule's UUID."),
         "runbook_ident": path_param("runbook_ident", "A runbook's UUID or name."),
         "setting_name": path_param("setting_name", "A BIOS setting's name."),
         "connector_uuid": path_param("connector_uuid", "A volume connector's UUID."),

@@ -5,8 +5,8 @@ use serde_json::{Map, Value, json};
 
 use crate::v1::fields::{Access, FieldSpec, FieldType};
 use crate::v1::{
-    allocations, chassis, conductors, deploy_templates, node_fields, port_fields, portgroup_fields,
-    runbooks, volumes,
+    allocations, chassis, conductors, deploy_templates, inspection_rules, node_fields, port_fields,
+    portgroup_fields, runbooks, volumes,
 };
 
 // ---- schemas -----------------------------------------------------------------------------
@@ -27,6 +27,21 @@ fn field_type_schema(ty: FieldType) -> Value {
         FieldType::Links => json!({ "$ref": "#/components/schemas/Links" }),
         FieldType::DeploySteps => steps_schema("priority", true),
         FieldType::RunbookSteps => steps_schema("order", false),
+        FieldType::RuleItems => json!({
+            "type": "array",
+            "nullable": true,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "op": { "type": "string" },
+                    "args": {},
+                    "loop": {},
+                    "multiple": { "type": "string", "enum": ["any", "all", "first", "last"] },
+                },
+                "required": ["op", "args"],
+                "additionalProperties": true,
+            },
+        }),
     }
 }
 
@@ -551,6 +566,12 @@ pub(super) fn schemas() -> Value {
         "Runbook": resource_schema(runbooks::RUNBOOK_FIELDS),
         "RunbookCreate": create_schema(runbooks::RUNBOOK_FIELDS, &["name", "steps"]),
         "RunbookCollection": collection_schema("runbooks", "Runbook"),
+        "InspectionRule": resource_schema(inspection_rules::INSPECTION_RULE_FIELDS),
+        "InspectionRuleCreate": create_schema(
+            inspection_rules::INSPECTION_RULE_FIELDS,
+            &["actions"],
+        ),
+        "InspectionRuleCollection": collection_schema("inspection_rules", "InspectionRule"),
         }),
         json!({
         "BootModeRequest": object(json!({

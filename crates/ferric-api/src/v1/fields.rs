@@ -44,6 +44,9 @@ pub(crate) enum FieldType {
     DeploySteps,
     /// A runbook's steps: `[{interface, step, args, order}]`.
     RunbookSteps,
+    /// An inspection rule's conditions or actions: `[{op, args, loop?, multiple?}]` (null
+    /// when the rule is sensitive).
+    RuleItems,
 }
 
 /// One API field: its name, the minor version it appeared in, who may write it and its type.

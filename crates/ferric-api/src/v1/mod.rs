@@ -22,6 +22,7 @@ pub mod deploy_templates;
 pub mod drivers;
 pub(crate) mod fields;
 pub mod history;
+pub mod inspection_rules;
 pub mod node_data;
 pub(crate) mod node_document;
 pub(crate) mod node_fields;

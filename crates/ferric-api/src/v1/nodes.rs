@@ -158,6 +158,29 @@ pub(crate) async fn lease_holder(store: &Store, node: Uuid) -> Result<Option<Str
     Ok(lease.map(|lease| lease.holder))
 }
 
+/// How long a data write waits for a conductor to give the node back before answering 409:
+/// Ironic's conductor retries taking the node's lock 3 times, a second apart
+/// (`node_locked_retry_attempts`, `node_locked_retry_interval`), so a client that changes a
+/// port or a volume target right after a power change is not refused.
+const LOCKED_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+const LOCKED_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The holder of the node's lease after waiting up to [`LOCKED_WAIT`] for it to be released
+/// (`None`: free).
+pub(crate) async fn lease_holder_after_wait(
+    store: &Store,
+    node: Uuid,
+) -> Result<Option<String>, ApiError> {
+    let deadline = tokio::time::Instant::now() + LOCKED_WAIT;
+    loop {
+        let holder = lease_holder(store, node).await?;
+        if holder.is_none() || tokio::time::Instant::now() >= deadline {
+            return Ok(holder);
+        }
+        tokio::time::sleep(LOCKED_POLL).await;
+    }
+}
+
 /// Whether `selection` includes the field `name`.
 fn selects(selection: &Selection, name: &str) -> bool {
     match selection {
@@ -554,9 +577,9 @@ async fn check_parent_exists(
     }
 }
 
-/// 409 if a conductor holds the node (Ironic's NodeLocked).
+/// 409 if a conductor holds the node (Ironic's NodeLocked), after a bounded wait.
 async fn check_not_locked(store: &Store, node: &Node) -> Result<(), ApiError> {
-    match lease_holder(store, node.uuid).await? {
+    match lease_holder_after_wait(store, node.uuid).await? {
         Some(holder) => Err(ApiError::conflict(format!(
             "Node {} is locked by host {holder}, please retry after the current operation is \
              completed.",

@@ -13,7 +13,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::fields::{Selection, show_selection};
-use super::nodes::lease_holder;
+use super::nodes::lease_holder_after_wait;
 use super::patch::parse_patch;
 use super::port_fields::normalize_mac;
 use super::resource::{
@@ -501,9 +501,9 @@ pub async fn port_create(
 }
 
 /// 409 while a conductor holds the node (Ironic takes the node lock for port, portgroup,
-/// trait and VIF writes).
+/// trait and VIF writes), after waiting a little for it as Ironic's lock does.
 pub(crate) async fn check_node_not_locked(store: &Store, node: Uuid) -> Result<(), ApiError> {
-    match lease_holder(store, node).await? {
+    match lease_holder_after_wait(store, node).await? {
         Some(holder) => Err(ApiError::conflict(format!(
             "Node {node} is locked by host {holder}, please retry after the current operation \
              is completed."

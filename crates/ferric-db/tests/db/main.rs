@@ -14,6 +14,7 @@ mod conductors;
 mod fencing;
 mod history;
 mod import;
+mod inspection_rules;
 mod introspections;
 mod leases;
 mod nodes;

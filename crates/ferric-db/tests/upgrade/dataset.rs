@@ -6,14 +6,14 @@
 
 use chrono::{Duration, TimeZone, Utc};
 use ferric_db::{
-    AllocationFilter, ConductorFilter, Introspection, IntrospectionRule, NodeFilter, Page,
-    PortFilter, PortgroupFilter, RunbookFilter, Store, VolumeFilter,
+    AllocationFilter, ConductorFilter, InspectionRuleFilter, Introspection, IntrospectionRule,
+    NodeFilter, Page, PortFilter, PortgroupFilter, RunbookFilter, Store, VolumeFilter,
 };
 use ferric_model::ProvisionState;
 use ferric_model::resources::{
-    Allocation, AllocationState, BiosSetting, Chassis, DeployStep, DeployTemplate, JsonObject,
-    Node, NodeHistoryEntry, Port, Portgroup, PowerState, Runbook, RunbookStep, VolumeConnector,
-    VolumeTarget,
+    Allocation, AllocationState, BiosSetting, Chassis, DeployStep, DeployTemplate, InspectionRule,
+    JsonObject, Node, NodeHistoryEntry, Port, Portgroup, PowerState, Runbook, RunbookStep,
+    VolumeConnector, VolumeTarget,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -317,6 +317,22 @@ pub(crate) async fn populate(store: &Store) {
         })
         .await
         .unwrap();
+
+    // Migration 0011: inspection rules (API 1.96).
+    let mut rule = InspectionRule::new(id(13, 1));
+    rule.description = Some("Dell BMCs speak Redfish".to_owned());
+    rule.priority = 100;
+    rule.sensitive = true;
+    rule.conditions = vec![object(json!({
+        "op": "contains",
+        "args": {"value": "{inventory[system_vendor][manufacturer]}", "regex": "(?i)dell"},
+    }))];
+    rule.actions = vec![object(json!({
+        "op": "set-attribute",
+        "args": ["{item[path]}", "{item[value]}"],
+        "loop": [{"path": "/driver", "value": "redfish"}],
+    }))];
+    store.inspection_rule_create(&rule).await.unwrap();
 }
 
 fn introspection_json(introspection: Option<Introspection>) -> Value {
@@ -433,6 +449,12 @@ pub(crate) async fn read_all(store: &Store) -> Value {
         "deploy_templates": to_json(&store.deploy_template_list(&Page::all()).await.unwrap()),
         "runbooks": to_json(
             &store.runbook_list(&RunbookFilter::default(), &Page::all()).await.unwrap()
+        ),
+        "inspection_rules": to_json(
+            &store
+                .inspection_rule_list(&InspectionRuleFilter::default(), &Page::all())
+                .await
+                .unwrap()
         ),
         "volume_connectors": to_json(
             &store.volume_connector_list(&VolumeFilter::default(), &Page::all()).await.unwrap()
