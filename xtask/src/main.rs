@@ -134,8 +134,9 @@ fn main() -> anyhow::Result<()> {
             clients::clients(&[])?;
             // Ironic's own API conformance tests (ironic-tempest-plugin, by Tempest) against
             // ferric behind a real Keystone (about 12 minutes); the known failures listed with
-            // their causes in tests/tempest/known-failures.txt are left out, any other fails.
-            tempest::tempest(&workspace_root(), &[])?;
+            // their causes in tests/tempest/known-failures.txt are left out, any other fails
+            // (a failed test gets one more try and is then named FLAKY in the output).
+            tempest::tempest(&workspace_root(), &["--retry-failed".to_owned()])?;
             // The web UI in a real browser (headless chromium, 10,000 nodes; docs/ui.md).
             ui::ui_test(&[])?;
             // A parser regression fails CI: every fuzz target, briefly (fuzz::CI_SECONDS each).
