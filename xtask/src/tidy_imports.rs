@@ -46,6 +46,7 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-api", "endpoints::resources", "v1::ramdisk"),     // *
     ("ferric-api", "endpoints::templates", "v1::deploy_templates"), // *
     ("ferric-api", "endpoints::templates", "v1::runbook_traits"), // *
+    ("ferric-api", "endpoints::templates", "v1::inspection_rules"), // *
     ("ferric-api", "v1::allocations", ""),                     // ApiState
     ("ferric-api", "v1::conductors", ""),                      // ApiState
     ("ferric-api", "v1::drivers", ""),                         // ApiState

@@ -118,8 +118,9 @@ async fn traits_are_listed_replaced_added_and_removed() {
     let node_record = api.store().node_get(&node.as_str().into()).await.unwrap();
     assert!(node_record.traits.is_empty());
 
+    // Traits arrived in 1.37; below it Ironic answers 406 to a GET.
     let too_old = api.send_at(36, Method::GET, path, None).await;
-    assert_eq!(too_old.status, StatusCode::NOT_FOUND);
+    assert_eq!(too_old.status, StatusCode::NOT_ACCEPTABLE);
 }
 
 #[tokio::test]
