@@ -46,7 +46,7 @@ use serde_json::{Value, json};
 
 use crate::chaos_load::{self, Load};
 use crate::chaos_pg::{Cluster, DATABASE, Forwarder, PG_BIN};
-use crate::run;
+use crate::{free_port, run};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask chaos [--long] [--nodes N] [--seconds S] [--interval S] [--no-failover]
@@ -833,10 +833,4 @@ fn checks(
 
 fn round(seconds: f64) -> f64 {
     (seconds * 100.0).round() / 100.0
-}
-
-/// A port nothing listens on now (for the private clusters and the forwarders).
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
 }

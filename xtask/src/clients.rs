@@ -20,7 +20,7 @@
 //! also held by `crates/ferric-api/tests/metal3.rs`.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -286,11 +286,7 @@ fn clients_venv(root: &Path) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(path.trim()))
 }
 
-/// A port nobody listens on right now. (Racy in theory; the server fails loudly if taken.)
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
-}
+pub(crate) use crate::free_port;
 
 /// The server under test; dropping it stops it.
 pub(crate) struct RunningServer {

@@ -263,6 +263,12 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     )
 }
 
+/// A port nobody listens on right now. (Racy in theory; the server fails loudly if taken.)
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
 /// Where cargo puts build products.
 fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")

@@ -38,8 +38,9 @@ async fn patch(api: &Api, uuid: &str, ops: Value) -> Value {
     answer.body
 }
 
-#[tokio::test]
-async fn a_disk_image_deploys_with_the_last_choice_and_cleaning_restores_autodetect() {
+/// An `autodetect` fake-hardware node deployed with a disk image: the API, its UUID and the
+/// node as it rests in `active`.
+async fn deployed_disk_image() -> (Api, String, Value) {
     let api = api().await;
     let uuid = api
         .node_in(
@@ -56,6 +57,12 @@ async fn a_disk_image_deploys_with_the_last_choice_and_cleaning_restores_autodet
     .await;
     api.provision(&uuid, "active").await;
     let active = api.run_until_state(&uuid, "active", STATE_TIMEOUT).await;
+    (api, uuid, active)
+}
+
+#[tokio::test]
+async fn a_disk_image_deploys_with_the_last_choice_and_cleaning_restores_autodetect() {
+    let (api, uuid, active) = deployed_disk_image().await;
     assert_eq!(active["deploy_interface"], "fake", "{active}");
     assert_eq!(
         active["driver_internal_info"]["original_deploy_interface"],
@@ -138,22 +145,7 @@ async fn validate_speaks_for_the_interface_autodetect_would_pick() {
 
 #[tokio::test]
 async fn an_operator_choosing_an_interface_drops_the_stashed_autodetect() {
-    let api = api().await;
-    let uuid = api
-        .node_in(
-            "available",
-            NodeSpec::fake().with("deploy_interface", json!("autodetect")),
-        )
-        .await;
-    patch(
-        &api,
-        &uuid,
-        json!([{"op": "add", "path": "/instance_info/image_source",
-                "value": "http://images.example/disk.qcow2"}]),
-    )
-    .await;
-    api.provision(&uuid, "active").await;
-    let active = api.run_until_state(&uuid, "active", STATE_TIMEOUT).await;
+    let (api, uuid, active) = deployed_disk_image().await;
     assert_eq!(active["deploy_interface"], "fake");
     // Interfaces of an active node change only in maintenance.
     patch(

@@ -417,7 +417,8 @@ impl AgentClient {
     }
 }
 
-fn error_chain(error: &reqwest::Error) -> Vec<String> {
+/// Each error of `error`'s chain, outermost first (reqwest's own text is only the outermost).
+pub(crate) fn error_chain(error: &reqwest::Error) -> Vec<String> {
     let mut chain = Vec::new();
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {

@@ -243,15 +243,9 @@ async fn download(node: &Node, url: &str, path: &Path) -> Result<(), DriverError
     Ok(())
 }
 
-/// A reqwest error with its causes (reqwest's own text is only the outermost).
+/// A reqwest error with its causes.
 fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(error);
-    while let Some(inner) = cause {
-        text = format!("{text}: {inner}");
-        cause = inner.source();
-    }
-    text
+    crate::agent_client::error_chain(error).join(": ")
 }
 
 #[cfg(test)]
