@@ -63,6 +63,12 @@ if ! command -v faketime >/dev/null 2>&1; then
   apt_install faketime
 fi
 
+# --- nftables: `cargo xtask chaos` cuts a conductor off the database with a firewall rule in
+# the conductor's own network namespace ------------------------------------------------------
+if ! command -v nft >/dev/null 2>&1; then
+  apt_install nftables
+fi
+
 # --- e2fsprogs: the agent's partition-image tests build ext4 root filesystems with mkfs.ext4 -d
 if ! command -v mkfs.ext4 >/dev/null 2>&1; then
   apt_install e2fsprogs

@@ -8,10 +8,11 @@
 //! Theory of operation:
 //! 1. PostgreSQL: a private primary and a synchronous streaming replica (`chaos_pg.rs`), on
 //!    their own ports and data directories under `/tmp`, never the machine's shared server.
-//!    Every Ferric process connects through a forwarder that follows the primary (sqlx takes
-//!    one host per URL; `chaos_pg.rs` says more).
-//! 2. `ferric server --role conductor` ×3 (`conductor-2` under libfaketime, `+10m`) and
-//!    `--role api` ×2, each restarted like a service manager would if it exits by itself.
+//!    Every Ferric process names both in a multi-host `database_url`
+//!    (`target_session_attrs=read-write`) and follows the primary itself.
+//! 2. `ferric server --role conductor` ×3, each in a network namespace of its own
+//!    (`chaos_net.rs`; `conductor-2` under libfaketime, `+10m`), and `--role api` ×2 on
+//!    loopback, each restarted like a service manager would if it exits by itself.
 //! 3. An audit trigger in the run's database (not part of Ferric's schema) records, for each
 //!    history entry a conductor writes — and every state change a conductor makes writes one
 //!    in the same transaction — which conductor held the node's lease, and which grant
@@ -21,12 +22,14 @@
 //! 4. The workload (`chaos_load.rs`) keeps every node cycling and follows each accepted
 //!    request to its end; a prober asks both APIs every 100 ms.
 //! 5. The driver, every `--interval` seconds, in turn: SIGKILLs a conductor (restarted after
-//!    2 s), SIGKILLs an API (restarted after 1 s), crashes PostgreSQL (`pg_ctl -m immediate`,
-//!    started again after 2 s), fails over (the primary crashes, the replica is promoted, the
-//!    forwarder switches, and the old primary is rebuilt as the new replica), and cuts a
-//!    conductor off for 12 s — frozen with SIGSTOP, so it stops heartbeating and renewing
-//!    while its work is mid-way, its nodes are taken over, and after SIGCONT its writes must be
-//!    refused (the network-namespace cut of issue 42 is not built; this stands for it).
+//!    2 s); cuts a conductor off the network for `--cut` seconds (an nftables rule in its
+//!    namespace drops every packet: its connections hang, it stops heartbeating and renewing
+//!    while its work is mid-way, its nodes are taken over, and when the rule is lifted its
+//!    late writes must be refused); SIGKILLs an API (restarted after 1 s); crashes PostgreSQL
+//!    (`pg_ctl -m immediate`, started again after 2 s); fails over (the primary crashes, the
+//!    replica is promoted, every process finds the new primary by itself, and the old primary
+//!    is rebuilt as the new replica); and freezes a conductor for 12 s with SIGSTOP (a paused
+//!    VM or process: the same take-over, without the network noticing).
 //! 6. Then no new requests: every accepted request must end and every node come to rest
 //!    (within [`DRAIN`]); each node's history must hold an entry for every accepted request.
 //!
@@ -45,24 +48,28 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::chaos_load::{self, Load};
-use crate::chaos_pg::{Cluster, DATABASE, Forwarder, PG_BIN};
+use crate::chaos_net::Net;
+use crate::chaos_pg::{Cluster, DATABASE, PG_BIN};
 use crate::{free_port, run};
 
 pub(crate) const USAGE: &str = "\
-usage: cargo xtask chaos [--long] [--nodes N] [--seconds S] [--interval S] [--no-failover]
-                         [--release] [--seed N]
+usage: cargo xtask chaos [--long] [--nodes N] [--seconds S] [--interval S] [--cut S]
+                         [--no-failover] [--release] [--seed N]
 
-  (default)       the short run of CI: 24 nodes, 60 s of chaos, one event every 6 s
-  --long          1,000 nodes, 600 s of chaos, one event every 15 s
+  (default)       the short run of CI: 24 nodes, 70 s of chaos, one event every 6 s,
+                  a conductor cut off the network for 20 s
+  --long          1,000 nodes, 600 s of chaos, one event every 15 s, cuts of 45 s
   --nodes N       fake-hardware nodes cycling
   --seconds S     how long the chaos lasts before the drain
   --interval S    seconds between two chaos events (default 6)
+  --cut S         how long a conductor is cut off the network (default 20)
   --no-failover   no replica: PostgreSQL is only crashed and restarted
   --release       use the release build of ferric (default: the debug build, as the tests)
   --seed N        which waiting flows are aborted (default: from the clock; printed)
 
-Needs Debian's postgresql-15 binaries and libfaketime (scripts/install-deps.sh), and root (the
-private PostgreSQL runs as the postgres user). Logs stay in target/chaos/.
+Needs Debian's postgresql-15 binaries, libfaketime and nftables (scripts/install-deps.sh), and
+root (the private PostgreSQL runs as the postgres user; the conductors' network namespaces).
+Logs stay in target/chaos/.
 ";
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
@@ -73,8 +80,8 @@ const SKEWED: usize = 2;
 const SKEW: &str = "+10m";
 /// How long the end of the run waits for every accepted request to end.
 const DRAIN: Duration = Duration::from_secs(150);
-/// How long a conductor is cut off (frozen): longer than its heartbeat timeout and lease.
-const CUT_OFF: Duration = Duration::from_secs(12);
+/// How long a conductor is frozen: longer than its heartbeat timeout and lease.
+const FREEZE: Duration = Duration::from_secs(12);
 /// An outage outside PostgreSQL's own restarts longer than this is a violation.
 const OUTAGE_TOLERANCE: Duration = Duration::from_secs(1);
 
@@ -83,6 +90,7 @@ struct Options {
     nodes: usize,
     seconds: u64,
     interval: u64,
+    cut: u64,
     failover: bool,
     release: bool,
     seed: u64,
@@ -94,8 +102,9 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         .map_or(1, |since| since.as_secs());
     let mut options = Options {
         nodes: 24,
-        seconds: 60,
+        seconds: 70,
         interval: 6,
+        cut: 20,
         failover: true,
         release: false,
         seed,
@@ -116,10 +125,12 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
                 options.nodes = 1_000;
                 options.seconds = 600;
                 options.interval = 15;
+                options.cut = 45;
             }
             "--nodes" => options.nodes = usize::try_from(number("--nodes")?)?,
             "--seconds" => options.seconds = number("--seconds")?,
             "--interval" => options.interval = number("--interval")?,
+            "--cut" => options.cut = number("--cut")?,
             "--no-failover" => options.failover = false,
             "--release" => options.release = true,
             "--seed" => options.seed = number("--seed")?,
@@ -139,6 +150,10 @@ struct Proc {
     role: &'static str,
     skew: Option<&'static str>,
     port: u16,
+    /// The network namespace it runs in (conductors), or the host's (APIs).
+    netns: Option<String>,
+    /// Its `database_url`: both clusters, at the addresses it reaches them on.
+    database_url: String,
     child: Option<Child>,
     starts: usize,
 }
@@ -152,13 +167,21 @@ impl Proc {
         run_dir.join(format!("{}.{}.log", self.name, self.starts))
     }
 
-    fn start(&mut self, binary: &Path, run_dir: &Path, database_url: &str) -> anyhow::Result<()> {
+    fn start(&mut self, binary: &Path, run_dir: &Path) -> anyhow::Result<()> {
         self.starts += 1;
         let file = std::fs::File::create(self.log(run_dir))?;
-        let mut command = Command::new(binary);
+        // `ip netns exec` enters the namespace and execs the program: same process id.
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns]).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         command
             .arg("server")
-            .args(["--role", self.role, "--database-url", database_url])
+            .args(["--role", self.role, "--database-url", &self.database_url])
             .args(["--api-listen", &format!("127.0.0.1:{}", self.port)])
             .env_remove("FERRIC_CONFIG")
             .env("FERRIC_CONDUCTOR_HOSTNAME", &self.name)
@@ -244,10 +267,9 @@ struct World {
     binary: PathBuf,
     run_dir: PathBuf,
     pg_dir: PathBuf,
-    database_url: String,
     primary: Cluster,
     replica: Option<Cluster>,
-    forwarder: Forwarder,
+    net: Net,
     procs: Vec<Proc>,
     events: Vec<Event>,
     self_exits: Vec<String>,
@@ -259,7 +281,14 @@ impl World {
         std::fs::create_dir_all(&pg_dir)?;
         let owned = pg_dir.to_string_lossy().into_owned();
         run("chown", &["postgres:postgres", &owned], &[])?;
-        let primary = Cluster::init(&pg_dir, "pg-a", free_port()?)?;
+        let net = Net::create(CONDUCTORS)?;
+        let primary = Cluster::init(
+            &pg_dir,
+            "pg-a",
+            free_port()?,
+            &net.host_addrs(),
+            &net.clients(),
+        )?;
         primary.start()?;
         primary.psql("postgres", &format!("CREATE DATABASE {DATABASE}"))?;
         let replica = if options.failover {
@@ -271,11 +300,17 @@ impl World {
         } else {
             None
         };
-        let forwarder = Forwarder::start(primary.port)?;
-        let database_url = format!(
-            "postgres://postgres@127.0.0.1:{}/{DATABASE}",
-            forwarder.port
-        );
+        let ports: Vec<u16> = std::iter::once(primary.port)
+            .chain(replica.as_ref().map(|replica| replica.port))
+            .collect();
+        // Every server of the pair, wherever the primary is now (`ferric-db/src/pg_hosts.rs`).
+        let database_url = |host: &str| {
+            let hosts: Vec<String> = ports.iter().map(|port| format!("{host}:{port}")).collect();
+            format!(
+                "postgres://postgres@{}/{DATABASE}?target_session_attrs=read-write",
+                hosts.join(",")
+            )
+        };
         let mut procs = Vec::new();
         for n in 0..CONDUCTORS {
             procs.push(Proc {
@@ -283,6 +318,8 @@ impl World {
                 role: "conductor",
                 skew: (n == SKEWED).then_some(SKEW),
                 port: free_port()?,
+                netns: Some(net.namespace(n).to_owned()),
+                database_url: database_url(&net.host_addr(n)),
                 child: None,
                 starts: 0,
             });
@@ -293,6 +330,8 @@ impl World {
                 role: "api",
                 skew: None,
                 port: free_port()?,
+                netns: None,
+                database_url: database_url("127.0.0.1"),
                 child: None,
                 starts: 0,
             });
@@ -301,10 +340,9 @@ impl World {
             binary,
             run_dir,
             pg_dir,
-            database_url,
             primary,
             replica,
-            forwarder,
+            net,
             procs,
             events: Vec::new(),
             self_exits: Vec::new(),
@@ -324,8 +362,8 @@ impl World {
     }
 
     fn start_proc(&mut self, n: usize) -> anyhow::Result<()> {
-        let (binary, run_dir, url) = (&self.binary, &self.run_dir, &self.database_url);
-        self.procs[n].start(binary, run_dir, url)
+        let (binary, run_dir) = (&self.binary, &self.run_dir);
+        self.procs[n].start(binary, run_dir)
     }
 
     fn apis(&self) -> Vec<String> {
@@ -371,8 +409,25 @@ impl World {
         })
     }
 
+    /// Cuts conductor `n` off the network for `cut_off` (a firewall rule in its namespace):
+    /// its connections hang, to the others it stops heartbeating and renewing, and they take
+    /// its nodes over; when the rule is lifted, its workers' late writes must be refused
+    /// (fencing) and it must find its way back.
+    fn cut_off(&mut self, n: usize, cut_off: Duration) -> anyhow::Result<Event> {
+        let start = Instant::now();
+        self.net.cut(n)?;
+        thread::sleep(cut_off);
+        self.net.restore(n)?;
+        Ok(Event {
+            kind: "conductor cut off the network",
+            what: format!("{} for {} s", self.procs[n].name, cut_off.as_secs()),
+            start,
+            end: Instant::now(),
+        })
+    }
+
     /// Freezes conductor `n` (SIGSTOP) for `cut_off`, then lets it go on (SIGCONT): to the
-    /// others it is cut off — no heartbeat, no lease renewal — and they take its nodes over;
+    /// others it is gone — no heartbeat, no lease renewal — and they take its nodes over;
     /// when it comes back, its workers' next writes must be refused (fencing).
     fn freeze(&mut self, n: usize, cut_off: Duration) -> anyhow::Result<Event> {
         let start = Instant::now();
@@ -386,7 +441,7 @@ impl World {
         thread::sleep(cut_off);
         run("kill", &["-CONT", &pid], &[])?;
         Ok(Event {
-            kind: "conductor cut off (SIGSTOP)",
+            kind: "conductor frozen (SIGSTOP)",
             what: format!("{} for {} s", self.procs[n].name, cut_off.as_secs()),
             start,
             end: Instant::now(),
@@ -407,8 +462,9 @@ impl World {
         })
     }
 
-    /// The primary crashes; the replica is promoted and the forwarder switched to it (the
-    /// event's end); then the old primary is rebuilt as the new one's synchronous replica.
+    /// The primary crashes; the replica is promoted (the event's end: every Ferric process
+    /// finds it by itself); then the old primary is rebuilt as the new one's synchronous
+    /// replica on its old port.
     fn failover(&mut self) -> anyhow::Result<Event> {
         let Some(replica) = self.replica.take() else {
             bail!("no replica to fail over to");
@@ -418,7 +474,6 @@ impl World {
         replica.promote()?;
         // Nobody to wait for until the new replica streams.
         replica.synchronous_standby(false)?;
-        self.forwarder.switch(replica.port);
         let end = Instant::now();
         let what = format!("{} -> {}", self.primary.name, replica.name);
         let old = std::mem::replace(&mut self.primary, replica);
@@ -580,21 +635,25 @@ fn drive(world: &mut World, options: &Options) -> anyhow::Result<Vec<(String, Va
             thread::sleep(Duration::from_millis(200));
             continue;
         }
-        let event = match turn % 5 {
+        let event = match turn % 6 {
             0 => {
                 conductor += 1;
                 world.kill_and_restart(conductor % CONDUCTORS, Duration::from_secs(2))?
             }
             1 => {
+                conductor += 1;
+                world.cut_off(conductor % CONDUCTORS, Duration::from_secs(options.cut))?
+            }
+            2 => {
                 api += 1;
                 world.kill_and_restart(CONDUCTORS + api % APIS, Duration::from_secs(1))?
             }
-            2 => world.restart_postgres()?,
-            3 if world.replica.is_some() => world.failover()?,
             3 => world.restart_postgres()?,
+            4 if world.replica.is_some() => world.failover()?,
+            4 => world.restart_postgres()?,
             _ => {
                 conductor += 1;
-                world.freeze(conductor % CONDUCTORS, CUT_OFF)?
+                world.freeze(conductor % CONDUCTORS, FREEZE)?
             }
         };
         turn += 1;
@@ -760,8 +819,12 @@ fn checks(
             json!(count("conductor SIGKILL")),
         ),
         (
-            "conductors cut off 12 s (SIGSTOP)".into(),
-            json!(count("conductor cut off (SIGSTOP)")),
+            "conductors cut off the network".into(),
+            json!(count("conductor cut off the network")),
+        ),
+        (
+            "conductors frozen 12 s (SIGSTOP)".into(),
+            json!(count("conductor frozen (SIGSTOP)")),
         ),
         ("API SIGKILLs".into(), json!(count("api SIGKILL"))),
         (

@@ -1,20 +1,13 @@
 //! The PostgreSQL of `cargo xtask chaos`: private clusters made with Debian's PostgreSQL 15
 //! binaries (`initdb`, `pg_ctl`, `pg_basebackup`, run as the `postgres` user) on their own
 //! ports and data directories, so restarting or killing them never touches the machine's
-//! shared server; a synchronous streaming replica that can be promoted; and the TCP forwarder
-//! every Ferric process connects through, which follows the primary.
-//!
-//! Why a forwarder: sqlx 0.8 takes one host per URL (no libpq-style multi-host list, no
-//! `target_session_attrs`), so Ferric needs one address that always leads to the primary. In
-//! production that is a virtual IP, a DNS name or HAProxy with Patroni's health checks
-//! (`docs/scale-out.md`); here it is this forwarder, switched at promotion as they would be.
+//! shared server; and a synchronous streaming replica that can be promoted. Ferric reaches
+//! them through a multi-host `database_url` with `target_session_attrs=read-write` and follows
+//! the primary itself (`ferric-db/src/pg_hosts.rs`); each cluster listens on loopback and on
+//! the host ends of the conductors' network namespaces (`chaos_net.rs`).
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,6 +25,8 @@ pub(crate) struct Cluster {
     pub(crate) port: u16,
     socket_dir: PathBuf,
     log: PathBuf,
+    /// Addresses it listens on besides 127.0.0.1 (comma-separated, may be empty).
+    listen: String,
 }
 
 /// Runs a PostgreSQL program as the `postgres` user (the server refuses to run as root).
@@ -56,8 +51,9 @@ fn as_postgres(program: &str, args: &[&str]) -> anyhow::Result<()> {
 }
 
 impl Cluster {
-    fn at(dir: &Path, name: &str, port: u16) -> Self {
+    fn at(dir: &Path, name: &str, port: u16, listen: &str) -> Self {
         Self {
+            listen: listen.to_owned(),
             name: name.to_owned(),
             data: dir.join(name),
             port,
@@ -66,14 +62,28 @@ impl Cluster {
         }
     }
 
-    /// A new primary in `dir/name`, not started.
-    pub(crate) fn init(dir: &Path, name: &str, port: u16) -> anyhow::Result<Self> {
-        let cluster = Self::at(dir, name, port);
+    /// A new primary in `dir/name`, not started, that will also listen on `listen` (a list of
+    /// addresses) and trust connections from the network `clients`.
+    pub(crate) fn init(
+        dir: &Path,
+        name: &str,
+        port: u16,
+        listen: &[String],
+        clients: &str,
+    ) -> anyhow::Result<Self> {
+        let cluster = Self::at(dir, name, port, &listen.join(","));
         let data = cluster.data.to_string_lossy().into_owned();
         as_postgres(
             "initdb",
             &["-D", &data, "-A", "trust", "-U", "postgres", "-E", "UTF8"],
         )?;
+        // Copied to replicas by pg_basebackup.
+        let hba = cluster.data.join("pg_hba.conf");
+        let mut rules = std::fs::read_to_string(&hba)?;
+        rules.push_str(&format!(
+            "host all all {clients} trust\nhost replication all {clients} trust\n"
+        ));
+        std::fs::write(&hba, rules)?;
         Ok(cluster)
     }
 
@@ -85,7 +95,7 @@ impl Cluster {
         port: u16,
         primary: &Cluster,
     ) -> anyhow::Result<Self> {
-        let cluster = Self::at(dir, name, port);
+        let cluster = Self::at(dir, name, port, &primary.listen);
         cluster.remove_data()?;
         let data = cluster.data.to_string_lossy().into_owned();
         let port = primary.port.to_string();
@@ -121,9 +131,14 @@ impl Cluster {
     /// Starts the server and waits until it accepts connections.
     pub(crate) fn start(&self) -> anyhow::Result<()> {
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200 \
+            "-p {} -c listen_addresses={} -k {} -c max_connections=200 \
              -c fsync=off -c wal_keep_size=256MB",
             self.port,
+            if self.listen.is_empty() {
+                "127.0.0.1".to_owned()
+            } else {
+                format!("127.0.0.1,{}", self.listen)
+            },
             self.socket_dir.display()
         );
         let data = self.data.to_string_lossy().into_owned();
@@ -201,78 +216,4 @@ impl Cluster {
             thread::sleep(Duration::from_millis(200));
         }
     }
-}
-
-/// A TCP forwarder on a loopback port to the current primary's port; connections made
-/// before a switch keep their old server (which is gone by then).
-pub(crate) struct Forwarder {
-    pub(crate) port: u16,
-    target: Arc<AtomicU16>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Forwarder {
-    pub(crate) fn start(target: u16) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind the forwarder")?;
-        let port = listener.local_addr()?.port();
-        listener.set_nonblocking(true)?;
-        let target = Arc::new(AtomicU16::new(target));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (to, stopped) = (target.clone(), stop.clone());
-        thread::spawn(move || {
-            while !stopped.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let port = to.load(Ordering::Relaxed);
-                        thread::spawn(move || forward(client, port));
-                    }
-                    Err(_) => thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        Ok(Self { port, target, stop })
-    }
-
-    /// From now on new connections go to `port`.
-    pub(crate) fn switch(&self, port: u16) {
-        self.target.store(port, Ordering::Relaxed);
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Copies bytes both ways between `client` and the server on `port` until either side ends.
-fn forward(client: TcpStream, port: u16) {
-    let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
-    };
-    let _ = client.set_nonblocking(false);
-    let _ = (client.set_nodelay(true), server.set_nodelay(true));
-    let (Ok(client_read), Ok(server_write)) = (client.try_clone(), server.try_clone()) else {
-        return;
-    };
-    let upstream = thread::spawn(move || pipe(client_read, server_write));
-    pipe(server, client);
-    let _ = upstream.join();
-}
-
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    let mut buffer = [0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.write_all(&buffer[..n]).is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
 }

@@ -7,6 +7,7 @@ mod bench;
 mod bench_memory;
 mod chaos;
 mod chaos_load;
+mod chaos_net;
 mod chaos_pg;
 mod clients;
 mod compare;

@@ -250,7 +250,7 @@ async fn bios_inventory_shards_and_events() {
         updated_at: None,
     };
     api.store()
-        .node_bios_set(node.uuid, &[setting])
+        .node_bios_set(node.uuid, &[setting], None)
         .await
         .unwrap();
     let listed = api.send_at(V, Method::GET, "/v1/nodes/n1/bios", None).await;
@@ -286,7 +286,7 @@ async fn bios_inventory_shards_and_events() {
         _ => unreachable!(),
     };
     api.store()
-        .node_inventory_set(node.uuid, &inventory, &Default::default())
+        .node_inventory_set(node.uuid, &inventory, &Default::default(), None)
         .await
         .unwrap();
     let stored = api

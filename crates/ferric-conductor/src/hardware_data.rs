@@ -36,12 +36,11 @@ pub(crate) async fn refresh_bios(
             updated_at: None,
         })
         .collect();
-    // TODO-correctness: the BIOS, firmware and inventory records (and ports inspection
-    // creates) are written without the task's lease fence (issue 42); a conductor cut off and
-    // taken over could still rewrite them once, though never the node's state or history.
+    // Fenced by the task's lease like the node's own writes: a conductor cut off and taken
+    // over cannot rewrite them (the ports inspection creates are not fenced yet).
     task.inner
         .store
-        .node_bios_set(task.uuid(), &settings)
+        .node_bios_set(task.uuid(), &settings, Some(task.fence()))
         .await
         .map_err(|error| store_failed("BIOS settings", error))?;
     Ok(settings.len())
@@ -57,7 +56,7 @@ pub(crate) async fn refresh_firmware(
     let versions = interfaces.firmware.cache_components(&task.node).await?;
     task.inner
         .store
-        .node_firmware_set(task.uuid(), &versions, flashed)
+        .node_firmware_set(task.uuid(), &versions, flashed, Some(task.fence()))
         .await
         .map_err(|error| store_failed("firmware versions", error))?;
     Ok(versions.len())

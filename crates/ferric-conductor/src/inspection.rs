@@ -174,7 +174,12 @@ async fn apply(
     // inspection (the data would otherwise be lost without a word).
     inner
         .store
-        .node_inventory_set(task.uuid(), &processed.inventory, &plugin_data)
+        .node_inventory_set(
+            task.uuid(),
+            &processed.inventory,
+            &plugin_data,
+            Some(task.fence()),
+        )
         .await
         .map_err(|error| format!("the inventory could not be stored: {error}"))?;
     Ok(())

@@ -172,7 +172,7 @@ impl Task {
     }
 
     /// The lease this task works under, which every write it makes names.
-    fn fence(&self) -> Fence<'_> {
+    pub(crate) fn fence(&self) -> Fence<'_> {
         Fence {
             holder: &self.inner.config.hostname,
             generation: self.generation,

@@ -11,6 +11,7 @@ use ferric_model::resources::{
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
+use crate::leases::Fence;
 use crate::paging::{Page, push_after_marker, push_order_and_limit};
 use crate::sql::{Arg, DbRow, SqlBuilder, insert_returning, parsed, update_returning};
 use crate::store::Store;
@@ -142,6 +143,47 @@ fn inventory_from_row(row: &dyn DbRow) -> Result<NodeInventory, sqlx::Error> {
         created_at: row.time("created_at")?,
         updated_at: row.opt_time("updated_at")?,
     })
+}
+
+/// `INSERT INTO {into} SELECT {args} WHERE {fence} {tail}`: a record of the node's hardware,
+/// written by the holder of its lease only while `fence`'s grant stands (unfenced with `None`:
+/// tests and imports). The `WHERE` also keeps SQLite's upsert after a `SELECT` unambiguous.
+fn insert_fenced<'a>(
+    into: &str,
+    args: Vec<Arg<'a>>,
+    node: Uuid,
+    fence: Option<Fence<'a>>,
+    tail: &str,
+) -> SqlBuilder<'a> {
+    let mut query = SqlBuilder::new(&format!("INSERT INTO {into} SELECT "));
+    for (at, arg) in args.into_iter().enumerate() {
+        query.push(if at == 0 { "" } else { ", " }).arg(arg);
+    }
+    query.push(" WHERE ");
+    match fence {
+        Some(fence) => fence.push_condition(&mut query, Some(node)),
+        None => {
+            query.push("1 = 1");
+        }
+    }
+    query.push(" ").push(tail);
+    query
+}
+
+fn lease_lost(node: Uuid, fence: Fence<'_>) -> Error {
+    Error::LeaseLost {
+        node,
+        holder: fence.holder.to_owned(),
+        generation: fence.generation,
+    }
+}
+
+/// A fenced upsert that wrote nothing: the grant no longer stands.
+fn fenced_off(written: u64, node: Uuid, fence: Option<Fence<'_>>) -> Result<(), Error> {
+    match fence {
+        Some(fence) if written == 0 => Err(lease_lost(node, fence)),
+        _ => Ok(()),
+    }
 }
 
 fn node_missing(node: Uuid) -> impl FnOnce(sqlx::Error) -> Error {
@@ -293,7 +335,14 @@ impl Store {
     }
 
     /// Replaces the node's BIOS settings with `settings` (what the BIOS interface just read).
-    pub async fn node_bios_set(&self, node: Uuid, settings: &[BiosSetting]) -> Result<(), Error> {
+    /// With `fence` (a conductor's task) every statement lands only while that grant of the
+    /// node's lease stands, and [`Error::LeaseLost`] otherwise.
+    pub async fn node_bios_set(
+        &self,
+        node: Uuid,
+        settings: &[BiosSetting],
+        fence: Option<Fence<'_>>,
+    ) -> Result<(), Error> {
         // One statement per setting, no transaction: a reader may briefly see a mix of the
         // old and new settings, which the next read corrects; the alternative would hold a
         // transaction across many statements.
@@ -303,22 +352,25 @@ impl Store {
             .collect();
         let now = self.now();
         for setting in settings {
-            let sql = format!(
-                "INSERT INTO node_bios_settings (node_uuid, {BIOS_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, NULL) \
-                 ON CONFLICT (node_uuid, name) DO UPDATE SET value = $3, registry = $4, \
-                 updated_at = $5"
+            let query = insert_fenced(
+                "node_bios_settings (node_uuid, name, value, registry, created_at)",
+                vec![
+                    Arg::Uuid(node),
+                    Arg::Text(&setting.name),
+                    (&setting.value).into(),
+                    (&setting.registry).into(),
+                    Arg::Time(now),
+                ],
+                node,
+                fence,
+                "ON CONFLICT (node_uuid, name) DO UPDATE SET value = excluded.value, \
+                 registry = excluded.registry, updated_at = excluded.created_at",
             );
-            let args = [
-                Arg::Uuid(node),
-                Arg::Text(&setting.name),
-                (&setting.value).into(),
-                (&setting.registry).into(),
-                Arg::Time(now),
-            ];
-            self.execute(&sql, &args)
+            let written = self
+                .execute(query.sql(), query.args())
                 .await
                 .map_err(node_missing(node))?;
+            fenced_off(written, node, fence)?;
         }
         // Settings the BIOS no longer reports go.
         let stored = self.node_bios_list(node).await?;
@@ -326,12 +378,22 @@ impl Store {
             .iter()
             .filter(|setting| !names.contains(&setting.name))
         {
-            self.execute(
-                "DELETE FROM node_bios_settings WHERE node_uuid = $1 AND name = $2",
-                &[Arg::Uuid(node), Arg::Text(&gone.name)],
-            )
-            .await
-            .map_err(backend("node_bios_set"))?;
+            let mut query = SqlBuilder::new("DELETE FROM node_bios_settings WHERE node_uuid = ");
+            query.arg(node).push(" AND name = ").arg(gone.name.as_str());
+            if let Some(fence) = &fence {
+                query.push(" AND ");
+                fence.push_condition(&mut query, Some(node));
+            }
+            let deleted = self
+                .execute(query.sql(), query.args())
+                .await
+                .map_err(backend("node_bios_set"))?;
+            if deleted == 0
+                && let Some(fence) = fence
+                && !self.node_lease_fence_stands(node, fence).await?
+            {
+                return Err(lease_lost(node, fence));
+            }
         }
         Ok(())
     }
@@ -356,27 +418,35 @@ impl Store {
         node: Uuid,
         versions: &[(String, String)],
         flashed: &[String],
+        fence: Option<Fence<'_>>,
     ) -> Result<(), Error> {
         let now = self.now();
         for (component, version) in versions {
             let last_flashed = flashed.contains(component).then_some(version.as_str());
-            let sql = format!(
-                "INSERT INTO node_firmware_components (node_uuid, {FIRMWARE_COLUMNS}) \
-                 VALUES ($1, $2, $3, $3, $4, $5, NULL) \
-                 ON CONFLICT (node_uuid, component) DO UPDATE SET current_version = $3, \
-                 last_version_flashed = COALESCE($4, \
-                 node_firmware_components.last_version_flashed), updated_at = $5"
+            let query = insert_fenced(
+                "node_firmware_components (node_uuid, component, initial_version, \
+                 current_version, last_version_flashed, created_at)",
+                vec![
+                    Arg::Uuid(node),
+                    Arg::Text(component),
+                    Arg::Text(version),
+                    Arg::Text(version),
+                    Arg::OptText(last_flashed),
+                    Arg::Time(now),
+                ],
+                node,
+                fence,
+                "ON CONFLICT (node_uuid, component) DO UPDATE SET \
+                 current_version = excluded.current_version, \
+                 last_version_flashed = COALESCE(excluded.last_version_flashed, \
+                 node_firmware_components.last_version_flashed), \
+                 updated_at = excluded.created_at",
             );
-            let args = [
-                Arg::Uuid(node),
-                Arg::Text(component),
-                Arg::Text(version),
-                Arg::OptText(last_flashed),
-                Arg::Time(now),
-            ];
-            self.execute(&sql, &args)
+            let written = self
+                .execute(query.sql(), query.args())
                 .await
                 .map_err(node_missing(node))?;
+            fenced_off(written, node, fence)?;
         }
         Ok(())
     }
@@ -392,31 +462,41 @@ impl Store {
             .map_err(backend("node_firmware_list"))
     }
 
-    /// Stores what inspection learned about the node, replacing what an earlier run stored.
+    /// Stores what inspection learned about the node, replacing what an earlier run stored;
+    /// fenced as [`Store::node_bios_set`].
     pub async fn node_inventory_set(
         &self,
         node: Uuid,
         inventory: &JsonObject,
         plugin_data: &JsonObject,
+        fence: Option<Fence<'_>>,
     ) -> Result<NodeInventory, Error> {
-        let sql = "INSERT INTO node_inventories \
-                   (node_uuid, inventory, plugin_data, created_at, updated_at) \
-                   VALUES ($1, $2, $3, $4, NULL) \
-                   ON CONFLICT (node_uuid) DO UPDATE SET inventory = $2, plugin_data = $3, \
-                   updated_at = $4 RETURNING *";
-        let args = [
-            Arg::Uuid(node),
-            inventory.into(),
-            plugin_data.into(),
-            Arg::Time(self.now()),
-        ];
-        self.fetch_optional(sql, &args, inventory_from_row)
+        let mut query = insert_fenced(
+            "node_inventories (node_uuid, inventory, plugin_data, created_at)",
+            vec![
+                Arg::Uuid(node),
+                inventory.into(),
+                plugin_data.into(),
+                Arg::Time(self.now()),
+            ],
+            node,
+            fence,
+            "ON CONFLICT (node_uuid) DO UPDATE SET inventory = excluded.inventory, \
+             plugin_data = excluded.plugin_data, updated_at = excluded.created_at",
+        );
+        query.push(" RETURNING *");
+        let stored = self
+            .fetch_optional(query.sql(), query.args(), inventory_from_row)
             .await
-            .map_err(node_missing(node))?
-            .ok_or_else(|| Error::NotFound {
+            .map_err(node_missing(node))?;
+        match (stored, fence) {
+            (Some(stored), _) => Ok(stored),
+            (None, Some(fence)) => Err(lease_lost(node, fence)),
+            (None, None) => Err(Error::NotFound {
                 kind: Kind::Node,
                 ident: node.to_string(),
-            })
+            }),
+        }
     }
 
     /// The node's stored inventory, if inspection stored one.

@@ -27,6 +27,7 @@ mod liveness;
 mod local;
 mod node_listing;
 mod nodes;
+mod pg_hosts;
 mod portgroups;
 mod ports;
 mod requests;

@@ -165,7 +165,12 @@ impl ConductorLock {
             return Ok(());
         }
         *session = None;
-        match pg_try_lock(options, &self.hostname).await? {
+        // The store's options, not the ones the lock was first taken with: with several hosts
+        // in the database URL they follow the primary after a failover (`pg_hosts.rs`).
+        let options = store
+            .pg_connect_options()
+            .unwrap_or_else(|| options.clone());
+        match pg_try_lock(&options, &self.hostname).await? {
             Some(connection) => {
                 tracing::warn!(
                     hostname = %self.hostname,

@@ -61,6 +61,7 @@ use sqlx::sqlite::{
 use crate::clock::Clock;
 use crate::error::{Error, backend, redact};
 use crate::local::{LocalConnection, LocalRow, Outcome, is_constraint};
+use crate::pg_hosts::Hosts;
 use crate::schema::SchemaPolicy;
 use crate::sql::{Arg, BindArgs, DbRow, db_time};
 
@@ -374,13 +375,21 @@ impl Store {
             source,
         };
         let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let connect = PgConnectOptions::from_str(url).map_err(open_error)?;
-            let pool = PgPoolOptions::new()
+            let hosts = Hosts::parse(url).map_err(open_error)?;
+            let connect = hosts.pick().await.map_err(open_error)?;
+            let mut pool_options = PgPoolOptions::new()
                 .max_connections(options.max_connections.unwrap_or(10))
-                .acquire_timeout(options.acquire_timeout)
+                .acquire_timeout(options.acquire_timeout);
+            if hosts.primary_only() {
+                pool_options = pool_options.after_connect(|connection, _| {
+                    Box::pin(crate::pg_hosts::refuse_standby(connection, true))
+                });
+            }
+            let pool = pool_options
                 .connect_with(connect)
                 .await
                 .map_err(open_error)?;
+            hosts.follow(pool.clone());
             let clock = Arc::new(Clock::default());
             crate::clock::spawn_sync(clock.clone(), pool.clone()).await;
             Self {

@@ -587,9 +587,16 @@ impl Service {
                     create_ports(&self.store, node_uuid, &processed.new_ports).await;
                     fill_local_links(&self.store, node_uuid, &processed.local_links).await;
                     // Also served by the Bare Metal API (`GET /v1/nodes/{node}/inventory`).
+                    // Not fenced: the inspection service holds no lease; the node's own write
+                    // above was guarded by its revision.
                     if let Err(error) = self
                         .store
-                        .node_inventory_set(node_uuid, &processed.inventory, &processed.plugin_data)
+                        .node_inventory_set(
+                            node_uuid,
+                            &processed.inventory,
+                            &processed.plugin_data,
+                            None,
+                        )
                         .await
                     {
                         tracing::warn!(node = %node_uuid, error = %error, "inspection could not store the inventory");

@@ -148,6 +148,7 @@ async fn bios_settings_are_replaced_as_a_whole(store: Store) {
         .node_bios_set(
             node,
             &[setting("BootMode", "Uefi"), setting("HyperThreading", "On")],
+            None,
         )
         .await
         .unwrap();
@@ -155,6 +156,7 @@ async fn bios_settings_are_replaced_as_a_whole(store: Store) {
         .node_bios_set(
             node,
             &[setting("BootMode", "Bios"), setting("SecureBoot", "Off")],
+            None,
         )
         .await
         .unwrap();
@@ -171,7 +173,7 @@ async fn bios_settings_are_replaced_as_a_whole(store: Store) {
     assert_eq!(stored[0].registry["attribute_type"], "Enumeration");
 
     let missing = store
-        .node_bios_set(Uuid::new_v4(), &[setting("BootMode", "Uefi")])
+        .node_bios_set(Uuid::new_v4(), &[setting("BootMode", "Uefi")], None)
         .await
         .unwrap_err();
     assert!(
@@ -194,6 +196,7 @@ async fn inventory_is_upserted_and_goes_with_the_node(store: Store) {
             node,
             &object(json!({"cpu": {"count": 4}})),
             &JsonObject::new(),
+            None,
         )
         .await
         .unwrap();
@@ -203,6 +206,7 @@ async fn inventory_is_upserted_and_goes_with_the_node(store: Store) {
             node,
             &object(json!({"cpu": {"count": 8}})),
             &object(json!({"root_disk": "sda"})),
+            None,
         )
         .await
         .unwrap();
@@ -210,7 +214,7 @@ async fn inventory_is_upserted_and_goes_with_the_node(store: Store) {
     assert_eq!(second.plugin_data["root_disk"], "sda");
     assert!(second.updated_at.is_some());
     store
-        .node_bios_set(node, &[setting("A", "1")])
+        .node_bios_set(node, &[setting("A", "1")], None)
         .await
         .unwrap();
 
@@ -230,15 +234,30 @@ async fn firmware_components_keep_their_first_and_flashed_versions(store: Store)
     let node = store.node_create(&enrolled("n1")).await.unwrap().uuid;
     assert!(store.node_firmware_list(node).await.unwrap().is_empty());
     store
-        .node_firmware_set(node, &versions(&[("bios", "1.0"), ("bmc", "2.0")]), &[])
+        .node_firmware_set(
+            node,
+            &versions(&[("bios", "1.0"), ("bmc", "2.0")]),
+            &[],
+            None,
+        )
         .await
         .unwrap();
     store
-        .node_firmware_set(node, &versions(&[("bios", "1.1")]), &["bios".to_owned()])
+        .node_firmware_set(
+            node,
+            &versions(&[("bios", "1.1")]),
+            &["bios".to_owned()],
+            None,
+        )
         .await
         .unwrap();
     store
-        .node_firmware_set(node, &versions(&[("bios", "1.1"), ("bmc", "2.0")]), &[])
+        .node_firmware_set(
+            node,
+            &versions(&[("bios", "1.1"), ("bmc", "2.0")]),
+            &[],
+            None,
+        )
         .await
         .unwrap();
     let stored = store.node_firmware_list(node).await.unwrap();
@@ -263,7 +282,7 @@ async fn firmware_components_keep_their_first_and_flashed_versions(store: Store)
     assert!(stored[0].updated_at.is_some());
 
     let missing = store
-        .node_firmware_set(Uuid::new_v4(), &versions(&[("bios", "1.0")]), &[])
+        .node_firmware_set(Uuid::new_v4(), &versions(&[("bios", "1.0")]), &[], None)
         .await
         .unwrap_err();
     assert!(

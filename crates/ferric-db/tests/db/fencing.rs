@@ -9,7 +9,8 @@ use std::time::Duration;
 use chrono::Utc;
 use ferric_db::{Error, Fence, LeaseRelease, Store, WriteGuard};
 use ferric_model::ProvisionState;
-use ferric_model::resources::{Ident, NodeHistoryEntry};
+use ferric_model::resources::{BiosSetting, Ident, JsonObject, NodeHistoryEntry};
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::harness::backend_tests;
@@ -20,6 +21,7 @@ backend_tests!(
     a_new_grant_to_the_same_name_fences_off_the_old_one,
     generations_only_grow,
     a_standing_fence_leaves_other_refusals_as_they_were,
+    hardware_records_are_fenced_too,
 );
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -272,4 +274,102 @@ async fn a_standing_fence_leaves_other_refusals_as_they_were(store: Store) {
         marked
     );
     assert!(store.node_history_list(node.uuid).await.unwrap().is_empty());
+}
+
+fn bios(name: &str, value: &str) -> BiosSetting {
+    BiosSetting {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        registry: JsonObject::new(),
+        created_at: Utc::now(),
+        updated_at: None,
+    }
+}
+
+fn inventory(cpus: u64) -> JsonObject {
+    match json!({"cpu": {"count": cpus}}) {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!(),
+    }
+}
+
+/// The BIOS settings, firmware versions and inventory a conductor reads from the hardware
+/// are written under its lease too: after a takeover, the old holder's late writes (and
+/// deletions) are refused with `LeaseLost` and the new owner's records stand.
+async fn hardware_records_are_fenced_too(store: Store) {
+    let uuid = store.node_create(&enrolled("n")).await.unwrap().uuid;
+    let a = store
+        .node_lease_acquire(uuid, "conductor-a", Duration::ZERO)
+        .await
+        .unwrap();
+    let a_fence = Fence::of(&a);
+    store
+        .node_bios_set(
+            uuid,
+            &[bios("BootMode", "Bios"), bios("Old", "1")],
+            Some(a_fence),
+        )
+        .await
+        .unwrap();
+    let versions = [("bmc".to_owned(), "1.0".to_owned())];
+    store
+        .node_firmware_set(uuid, &versions, &[], Some(a_fence))
+        .await
+        .unwrap();
+    store
+        .node_inventory_set(uuid, &inventory(2), &JsonObject::new(), Some(a_fence))
+        .await
+        .unwrap();
+
+    let b = store
+        .node_lease_acquire(uuid, "conductor-b", MINUTE)
+        .await
+        .unwrap();
+    let b_fence = Fence::of(&b);
+    store
+        .node_bios_set(
+            uuid,
+            &[bios("BootMode", "Uefi"), bios("Old", "1")],
+            Some(b_fence),
+        )
+        .await
+        .unwrap();
+    store
+        .node_inventory_set(uuid, &inventory(8), &JsonObject::new(), Some(b_fence))
+        .await
+        .unwrap();
+
+    // A comes back: an upsert, a deletion (it no longer sees "Old"), firmware, inventory.
+    let error = store
+        .node_bios_set(uuid, &[bios("BootMode", "Bios")], Some(a_fence))
+        .await
+        .unwrap_err();
+    assert!(is_lease_lost(&error, "conductor-a"), "{error:?}");
+    let error = store
+        .node_bios_set(uuid, &[], Some(a_fence))
+        .await
+        .unwrap_err();
+    assert!(is_lease_lost(&error, "conductor-a"), "{error:?}");
+    let stale = [("bmc".to_owned(), "0.9".to_owned())];
+    let error = store
+        .node_firmware_set(uuid, &stale, &[], Some(a_fence))
+        .await
+        .unwrap_err();
+    assert!(is_lease_lost(&error, "conductor-a"), "{error:?}");
+    let error = store
+        .node_inventory_set(uuid, &inventory(1), &JsonObject::new(), Some(a_fence))
+        .await
+        .unwrap_err();
+    assert!(is_lease_lost(&error, "conductor-a"), "{error:?}");
+
+    let settings = store.node_bios_list(uuid).await.unwrap();
+    let shown: Vec<(&str, Option<&str>)> = settings
+        .iter()
+        .map(|setting| (setting.name.as_str(), setting.value.as_deref()))
+        .collect();
+    assert_eq!(shown, [("BootMode", Some("Uefi")), ("Old", Some("1"))]);
+    let firmware = store.node_firmware_list(uuid).await.unwrap();
+    assert_eq!(firmware[0].current_version, "1.0");
+    let stored = store.node_inventory_get(uuid).await.unwrap().unwrap();
+    assert_eq!(stored.inventory["cpu"]["count"], 8);
 }

@@ -18,6 +18,7 @@ mod inspection_rules;
 mod introspections;
 mod leases;
 mod nodes;
+mod pg_hosts;
 mod ports;
 mod schema;
 mod templates;

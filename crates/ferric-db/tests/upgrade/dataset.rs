@@ -169,12 +169,13 @@ pub(crate) async fn populate(store: &Store) {
                 updated_at: None,
             }
         });
-    store.node_bios_set(node(2), &settings).await.unwrap();
+    store.node_bios_set(node(2), &settings, None).await.unwrap();
     store
         .node_inventory_set(
             node(2),
             &object(json!({"cpu": {"count": 8, "architecture": "x86_64"}, "disks": []})),
             &object(json!({"root_disk": {"name": "/dev/sda"}})),
+            None,
         )
         .await
         .unwrap();
@@ -187,11 +188,21 @@ pub(crate) async fn populate(store: &Store) {
             .collect()
     };
     store
-        .node_firmware_set(node(2), &versions(&[("bios", "1.0"), ("bmc", "2.1")]), &[])
+        .node_firmware_set(
+            node(2),
+            &versions(&[("bios", "1.0"), ("bmc", "2.1")]),
+            &[],
+            None,
+        )
         .await
         .unwrap();
     store
-        .node_firmware_set(node(2), &versions(&[("bios", "1.2")]), &["bios".to_owned()])
+        .node_firmware_set(
+            node(2),
+            &versions(&[("bios", "1.2")]),
+            &["bios".to_owned()],
+            None,
+        )
         .await
         .unwrap();
 
