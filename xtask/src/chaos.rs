@@ -717,14 +717,28 @@ fn checks(
          (PARTITION BY node_uuid ORDER BY id) AS before FROM chaos_writes \
          WHERE conductor IS NOT NULL) writes WHERE conductor <> before",
     )?;
+    // The offending entries themselves, so a violation can be followed in the logs.
+    let show = |sql: &str| world.primary.psql(DATABASE, sql).unwrap_or_default();
     if foreign > 0 {
         tally.violation(format!(
-            "{foreign} history entries written by a conductor that did not hold the node's lease"
+            "{foreign} history entries written by a conductor that did not hold the node's \
+             lease:\n{}",
+            show(
+                "SELECT id, node_uuid, conductor, coalesce(holder, '(no lease)'), generation, \
+                 event FROM chaos_writes WHERE conductor IS NOT NULL \
+                 AND holder IS DISTINCT FROM conductor ORDER BY id LIMIT 10"
+            )
         ));
     }
     if backwards > 0 {
         tally.violation(format!(
-            "{backwards} writes under an older lease grant after one under a newer grant"
+            "{backwards} writes under an older lease grant after one under a newer grant:\n{}",
+            show(
+                "SELECT id, node_uuid, conductor, generation, before, event FROM \
+                 (SELECT *, lag(generation) OVER (PARTITION BY node_uuid ORDER BY id) AS before \
+                 FROM chaos_writes WHERE conductor IS NOT NULL) writes \
+                 WHERE generation < before ORDER BY id LIMIT 10"
+            )
         ));
     }
     // Availability: outages while PostgreSQL was down are its restarts' and failovers' cost;
@@ -770,6 +784,20 @@ fn checks(
             .collect::<Vec<f64>>()
     };
     let worst = |kind: &str| of_kind(kind).into_iter().fold(0.0, f64::max);
+    // Requests made while the database is away wait for it (the pool retries) and are
+    // answered late: the slowest answer to a probe sent during such an event, or up to 10 s
+    // after it.
+    let delayed = |kind: &str| {
+        db_events
+            .iter()
+            .filter(|event| event.kind == kind)
+            .map(|event| {
+                load.availability
+                    .slowest(event.start, event.end + Duration::from_secs(10))
+                    .as_secs_f64()
+            })
+            .fold(0.0, f64::max)
+    };
     let total = |kind: &str| of_kind(kind).into_iter().sum::<f64>();
     let (samples, per_api) = load.availability.answered();
     let violations = tally.violations.lock().map(|v| v.len()).unwrap_or(1);
@@ -844,12 +872,20 @@ fn checks(
             json!(round(worst("postgres crash+restart"))),
         ),
         (
+            "API answer delayed per PG restart, worst (s)".into(),
+            json!(round(delayed("postgres crash+restart"))),
+        ),
+        (
             "API unavailable in PG restarts, total (s)".into(),
             json!(round(total("postgres crash+restart"))),
         ),
         (
             "API unavailable per failover, worst (s)".into(),
             json!(round(worst("postgres failover"))),
+        ),
+        (
+            "API answer delayed per failover, worst (s)".into(),
+            json!(round(delayed("postgres failover"))),
         ),
         (
             "API unavailable in failovers, total (s)".into(),

@@ -325,6 +325,9 @@ fn record(
 #[derive(Debug, Default)]
 pub(crate) struct Availability {
     pub(crate) samples: Mutex<Vec<(Instant, Vec<bool>)>>,
+    /// When each round of probes began and how long its answers took (a request that waits
+    /// for the database to come back is answered late rather than refused).
+    pub(crate) delays: Mutex<Vec<(Instant, Duration)>>,
 }
 
 impl Availability {
@@ -359,6 +362,21 @@ impl Availability {
             .collect();
         (samples.len(), per_api)
     }
+
+    /// The longest a round of probes begun between `from` and `to` took to be answered.
+    pub(crate) fn slowest(&self, from: Instant, to: Instant) -> Duration {
+        self.delays
+            .lock()
+            .map(|delays| {
+                delays
+                    .iter()
+                    .filter(|(at, _)| *at >= from && *at <= to)
+                    .map(|(_, took)| *took)
+                    .max()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Asks every API for one node every 100 ms until stopped.
@@ -377,6 +395,9 @@ pub(crate) fn probe(apis: &[String], seen: &Availability, stop: &AtomicBool) {
             .collect();
         if let Ok(mut samples) = seen.samples.lock() {
             samples.push((at, answered));
+        }
+        if let Ok(mut delays) = seen.delays.lock() {
+            delays.push((at, at.elapsed()));
         }
         thread::sleep(Duration::from_millis(100).saturating_sub(at.elapsed()));
     }

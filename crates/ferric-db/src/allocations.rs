@@ -149,6 +149,7 @@ fn inventory_from_row(row: &dyn DbRow) -> Result<NodeInventory, sqlx::Error> {
 /// written by the holder of its lease only while `fence`'s grant stands (unfenced with `None`:
 /// tests and imports). The `WHERE` also keeps SQLite's upsert after a `SELECT` unambiguous.
 fn insert_fenced<'a>(
+    lock: bool,
     into: &str,
     args: Vec<Arg<'a>>,
     node: Uuid,
@@ -161,7 +162,7 @@ fn insert_fenced<'a>(
     }
     query.push(" WHERE ");
     match fence {
-        Some(fence) => fence.push_condition(&mut query, Some(node)),
+        Some(fence) => fence.push_condition(&mut query, Some(node), lock),
         None => {
             query.push("1 = 1");
         }
@@ -353,6 +354,7 @@ impl Store {
         let now = self.now();
         for setting in settings {
             let query = insert_fenced(
+                self.is_postgres(),
                 "node_bios_settings (node_uuid, name, value, registry, created_at)",
                 vec![
                     Arg::Uuid(node),
@@ -382,7 +384,7 @@ impl Store {
             query.arg(node).push(" AND name = ").arg(gone.name.as_str());
             if let Some(fence) = &fence {
                 query.push(" AND ");
-                fence.push_condition(&mut query, Some(node));
+                fence.push_condition(&mut query, Some(node), self.is_postgres());
             }
             let deleted = self
                 .execute(query.sql(), query.args())
@@ -424,6 +426,7 @@ impl Store {
         for (component, version) in versions {
             let last_flashed = flashed.contains(component).then_some(version.as_str());
             let query = insert_fenced(
+                self.is_postgres(),
                 "node_firmware_components (node_uuid, component, initial_version, \
                  current_version, last_version_flashed, created_at)",
                 vec![
@@ -472,6 +475,7 @@ impl Store {
         fence: Option<Fence<'_>>,
     ) -> Result<NodeInventory, Error> {
         let mut query = insert_fenced(
+            self.is_postgres(),
             "node_inventories (node_uuid, inventory, plugin_data, created_at)",
             vec![
                 Arg::Uuid(node),

@@ -138,7 +138,7 @@ impl Store {
             query.push(if at == 0 { "" } else { ", " }).arg(arg);
         }
         query.push(" WHERE ");
-        fence.push_condition(&mut query, Some(entry.node));
+        fence.push_condition(&mut query, Some(entry.node), self.is_postgres());
         let written = self
             .execute(query.sql(), query.args())
             .await
@@ -248,6 +248,7 @@ impl Store {
             entry,
             release,
         } = write;
+        let lock = self.is_postgres();
         let condition = |query: &mut SqlBuilder<'a>| {
             if guard == WriteGuard::RevisionUnlessAborted {
                 query.push(
@@ -257,7 +258,7 @@ impl Store {
             }
             if let Some(fence) = &fence {
                 query.push(" AND ");
-                fence.push_condition(query, None);
+                fence.push_condition(query, None, lock);
             }
         };
         let query = update_returning_if(

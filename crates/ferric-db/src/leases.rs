@@ -66,8 +66,19 @@ impl<'a> Fence<'a> {
 
     /// SQL true while the fence stands on `node` (bound), or with `None` on the row of `nodes`
     /// being written; binds holder and generation.
-    pub(crate) fn push_condition<'q>(&self, query: &mut SqlBuilder<'q>, node: Option<Uuid>)
-    where
+    ///
+    /// With `lock` (PostgreSQL) the lease row is also locked `FOR SHARE` until the write's
+    /// transaction ends: a takeover (which updates that row) waits for the write to commit,
+    /// or the write, having waited for the takeover, finds the row changed and matches
+    /// nothing. Without it, under READ COMMITTED, a takeover could commit between the check
+    /// and the end of the write's transaction (the history entry of a transition landing
+    /// after the lease moved on). SQLite has one writer at a time: nothing to lock.
+    pub(crate) fn push_condition<'q>(
+        &self,
+        query: &mut SqlBuilder<'q>,
+        node: Option<Uuid>,
+        lock: bool,
+    ) where
         'a: 'q,
     {
         query.push("EXISTS (SELECT 1 FROM node_leases WHERE node_leases.node_uuid = ");
@@ -80,7 +91,7 @@ impl<'a> Fence<'a> {
             .arg(self.holder)
             .push(" AND node_leases.generation = ")
             .arg(self.generation)
-            .push(")");
+            .push(if lock { " FOR SHARE)" } else { ")" });
     }
 }
 

@@ -490,6 +490,11 @@ impl Store {
     }
 
     /// `"sqlite"` or `"postgres"`.
+    /// Whether the store is on PostgreSQL (several processes writing at once).
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self.pool, Pool::Postgres(_))
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match self.pool {
             Pool::Sqlite(_) => "sqlite",
