@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use lru::LruCache;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use ferric_drivers::keystone_session::{ServiceCredentials, ServiceSession};
@@ -415,6 +415,8 @@ fn caller_of(token: &Value) -> (Caller, Option<DateTime<Utc>>) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+
+    use serde_json::json;
 
     use super::*;
 

@@ -100,6 +100,12 @@ impl GlanceImage {
     pub fn check(&self, field: &str, capacity: u64) -> Result<(), DriverError> {
         let shown = self.shown();
         let invalid = |message: String| DriverError::invalid(field, message);
+        if self.expected().is_none() {
+            return Err(invalid(format!(
+                "{shown} has no checksum and no sha256/sha512 os_hash_value in Glance, so the \
+                 written image could not be verified; upload it again so Glance computes them."
+            )));
+        }
         if self.status != "active" {
             return Err(invalid(format!(
                 "{shown} is {}, not active: its data is not (yet) in Glance.",
@@ -108,12 +114,6 @@ impl GlanceImage {
                 } else {
                     &self.status
                 }
-            )));
-        }
-        if self.expected().is_none() {
-            return Err(invalid(format!(
-                "{shown} has no checksum and no sha256/sha512 os_hash_value in Glance, so the \
-                 written image could not be verified; upload it again so Glance computes them."
             )));
         }
         match self.disk_format.as_deref() {
