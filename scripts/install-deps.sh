@@ -131,6 +131,9 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; then
   fi
 fi
 "$(dirname "${BASH_SOURCE[0]}")/keystone.sh" install >/dev/null
+# Glance (scripts/glance.sh; tests/glance/requirements.txt) for crates/ferric/tests/glance.rs:
+# behind that Keystone, its database on the same MariaDB.
+"$(dirname "${BASH_SOURCE[0]}")/glance.sh" install >/dev/null
 
 # --- OpenStack Ironic for crates/ferric/tests/import_ironic.rs (and the client goldens) ------
 # Ironic 39 from PyPI in a pinned venv (scripts/ironic-standalone.sh install;

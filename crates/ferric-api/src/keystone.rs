@@ -35,8 +35,10 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use lru::LruCache;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use ferric_drivers::keystone_session::{ServiceCredentials, ServiceSession};
 
 use crate::ApiError;
 use crate::policy::{Caller, Role};
@@ -81,20 +83,8 @@ pub enum KeystoneError {
 /// The settings that cannot work.
 #[derive(Debug, thiserror::Error)]
 pub enum KeystoneSettingsError {
-    #[error("cannot read the Keystone CA file {path} (keystone_cafile)")]
-    CaFile {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the Keystone CA file {path} (keystone_cafile) holds no PEM certificate")]
-    CaPem {
-        path: PathBuf,
-        #[source]
-        source: reqwest::Error,
-    },
-    #[error("cannot set up the HTTP client for Keystone")]
-    Client(#[source] reqwest::Error),
+    #[error(transparent)]
+    Client(#[from] ferric_drivers::keystone_session::ClientError),
     #[error("{0} is required with auth_strategy = keystone")]
     Missing(&'static str),
 }
@@ -112,7 +102,6 @@ struct Cached {
 #[derive(Debug, Clone)]
 struct ServiceToken {
     token: String,
-    renew_at: Instant,
     identity_url: String,
 }
 
@@ -125,7 +114,8 @@ pub struct KeystoneAuth {
 struct Inner {
     settings: KeystoneSettings,
     http: reqwest::Client,
-    service: tokio::sync::Mutex<Option<ServiceToken>>,
+    /// Ferric's login, shared in form with the conductor's Glance client.
+    session: ServiceSession,
     cache: Mutex<LruCache<[u8; 32], Cached>>,
 }
 
@@ -156,31 +146,28 @@ impl KeystoneAuth {
                 return Err(KeystoneSettingsError::Missing(name));
             }
         }
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(settings.timeout.min(Duration::from_secs(3)))
-            .timeout(settings.timeout)
-            .user_agent(concat!("ferric/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = &settings.ca_file {
-            let pem = std::fs::read(path).map_err(|source| KeystoneSettingsError::CaFile {
-                path: path.clone(),
-                source,
-            })?;
-            for certificate in reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
-                KeystoneSettingsError::CaPem {
-                    path: path.clone(),
-                    source,
-                }
-            })? {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        let http = builder.build().map_err(KeystoneSettingsError::Client)?;
+        let http = ferric_drivers::keystone_session::client(
+            settings.ca_file.as_deref(),
+            settings.timeout,
+        )?;
         let capacity = NonZeroUsize::new(settings.cache_size.max(1)).unwrap_or(NonZeroUsize::MIN);
+        let session = ServiceSession::new(
+            ServiceCredentials {
+                auth_url: settings.auth_url.clone(),
+                username: settings.username.clone(),
+                password: settings.password.clone(),
+                project_name: settings.project_name.clone(),
+                user_domain_name: settings.user_domain_name.clone(),
+                project_domain_name: settings.project_domain_name.clone(),
+            },
+            http.clone(),
+            settings.timeout,
+        );
         Ok(Self {
             inner: Arc::new(Inner {
                 settings,
                 http,
-                service: tokio::sync::Mutex::new(None),
+                session,
                 cache: Mutex::new(LruCache::new(capacity)),
             }),
         })
@@ -289,99 +276,36 @@ impl KeystoneAuth {
         ))
     }
 
-    /// Ferric's own token: the one held, or a new one when it is about to expire, when Keystone
-    /// refused it (`renew`), or at first use.
+    /// Ferric's own token (the session's) and the identity endpoint of its catalog.
     async fn service_token(&self, renew: bool) -> Result<ServiceToken, KeystoneError> {
-        let mut held = self.inner.service.lock().await;
-        if let Some(service) = held.as_ref()
-            && !renew
-            && service.renew_at > Instant::now()
-        {
-            return Ok(service.clone());
-        }
-        let fresh = self.login().await?;
-        *held = Some(fresh.clone());
-        Ok(fresh)
-    }
-
-    /// `POST /v3/auth/tokens` with the service user's password, scoped to its project.
-    async fn login(&self) -> Result<ServiceToken, KeystoneError> {
         let settings = &self.inner.settings;
-        let auth_url = settings.auth_url.trim_end_matches('/');
-        let body = json!({
-            "auth": {
-                "identity": {
-                    "methods": ["password"],
-                    "password": {"user": {
-                        "name": settings.username,
-                        "domain": {"name": settings.user_domain_name},
-                        "password": settings.password,
-                    }},
-                },
-                "scope": {"project": {
-                    "name": settings.project_name,
-                    "domain": {"name": settings.project_domain_name},
-                }},
-            }
-        });
-        let response = self
-            .inner
-            .http
-            .post(format!("{auth_url}/auth/tokens"))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|error| self.unreachable(auth_url, &error))?;
-        let status = response.status();
-        if status != StatusCode::CREATED && status != StatusCode::OK {
-            return Err(self.unavailable(
-                auth_url,
-                format!(
-                    "refused Ferric's service credentials ({status}); check keystone_username, \
-                     keystone_password and keystone_project_name"
-                ),
-            ));
-        }
-        let token = response
-            .headers()
-            .get("X-Subject-Token")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-            .ok_or_else(|| self.unavailable(auth_url, "issued no X-Subject-Token".to_owned()))?;
-        let body: Value = response
-            .json()
-            .await
-            .map_err(|error| self.unreachable(auth_url, &error))?;
-        let lifetime = expires_at(&body["token"])
-            .and_then(|at| (at - Utc::now()).to_std().ok())
-            .unwrap_or(Duration::from_secs(600));
-        // Renew a minute before expiry (or halfway, for short-lived tokens).
-        let margin = Duration::from_secs(60).min(lifetime / 2);
+        let held =
+            self.inner
+                .session
+                .token(renew)
+                .await
+                .map_err(|error| KeystoneError::Unavailable {
+                    url: error.url,
+                    problem: error.problem,
+                })?;
         let identity_url = identity_endpoint(
-            &body["token"]["catalog"],
+            &held.catalog,
             &settings.interface,
             settings.region_name.as_deref(),
         )
-        .unwrap_or_else(|| auth_url.to_owned());
+        .unwrap_or_else(|| settings.auth_url.trim_end_matches('/').to_owned());
         Ok(ServiceToken {
-            token,
-            renew_at: Instant::now() + lifetime - margin,
+            token: held.token,
             identity_url: identity_url.trim_end_matches('/').to_owned(),
         })
     }
 
     fn unreachable(&self, url: &str, error: &reqwest::Error) -> KeystoneError {
-        let problem = if error.is_timeout() {
-            format!(
-                "did not answer within {} s",
-                self.inner.settings.timeout.as_secs_f32()
-            )
-        } else if error.is_connect() {
-            "is unreachable (connection failed)".to_owned()
-        } else {
-            format!("failed: {error}")
-        };
-        self.unavailable(url, problem)
+        let error = self.inner.session.unreachable(url, error);
+        KeystoneError::Unavailable {
+            url: error.url,
+            problem: error.problem,
+        }
     }
 
     fn unavailable(&self, url: &str, problem: String) -> KeystoneError {
@@ -491,6 +415,8 @@ fn caller_of(token: &Value) -> (Caller, Option<DateTime<Utc>>) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+
+    use serde_json::json;
 
     use super::*;
 

@@ -32,6 +32,7 @@ use crate::Component;
 use crate::DriverError;
 use crate::agent_client::{AgentClient, CommandStatus, Reply, forget_agent};
 use crate::fast_track::{self, FastTrackSettings};
+use crate::images::ImageSources;
 use crate::interfaces::{
     BootDevice, BootInterface, DeployInterface, ManagementInterface, Outcome, PowerAction,
     PowerInterface, StepCall, StepDef, StepKind, Validate,
@@ -75,6 +76,8 @@ pub struct DirectDeploy {
     /// The boot file server's URL, for `image_source` given as a file name.
     pub(crate) http_url: Option<String>,
     pub(crate) ports: Vec<Port>,
+    /// Glance and the conductor's image cache.
+    pub(crate) images: Arc<ImageSources>,
 }
 
 impl std::fmt::Debug for DirectDeploy {
@@ -186,6 +189,108 @@ impl DirectDeploy {
         }
         if crate::partition_image::is_partition(node)? {
             image.extend(crate::partition_image::image_info_fields(node)?);
+        }
+        Ok(image)
+    }
+
+    /// The image as the agent's `image_info`, its Glance sources resolved: a Glance image's
+    /// metadata (format, size, hashes) from Glance, checked; with `fetch`, the image (and a
+    /// partition image's kernel and ramdisk given as Glance IDs) put into the conductor's
+    /// cache and the agent given the cache's URLs. Without `fetch` (validation) nothing is
+    /// downloaded. An http(s) image goes through the cache too with
+    /// `image_download_source = local`.
+    pub(crate) async fn resolved_image_info(
+        &self,
+        node: &Node,
+        fetch: bool,
+    ) -> Result<JsonObject, DriverError> {
+        const FIELD: &str = "instance_info.image_source";
+        let source = info_str(&node.instance_info, "image_source");
+        let glance_id = source.and_then(crate::glance::image_id);
+        let mut image = match glance_id {
+            Some(id) => {
+                let glance = self.images.glance_image(FIELD, id).await?;
+                // Glance's metadata describes the image; what instance_info says of it is not
+                // asked (Nova sets these from the same metadata).
+                let mut patched = node.clone();
+                let info = &mut patched.instance_info;
+                let url = if fetch {
+                    self.images
+                        .cached_glance(FIELD, &glance, self.http_url.as_deref())
+                        .await?
+                } else {
+                    format!("http://glance.invalid/v2/images/{id}/file")
+                };
+                info.insert("image_source".into(), url.into());
+                for (key, value) in [
+                    ("image_checksum", &glance.checksum),
+                    ("image_os_hash_algo", &glance.os_hash_algo),
+                    ("image_os_hash_value", &glance.os_hash_value),
+                    ("image_disk_format", &glance.disk_format),
+                ] {
+                    match value {
+                        Some(value) => info.insert(key.into(), value.clone().into()),
+                        None => info.remove(key),
+                    };
+                }
+                let mut image = self.image_info(&patched)?;
+                image.insert("id".into(), id.into());
+                image.insert(
+                    "container_format".into(),
+                    glance
+                        .container_format
+                        .unwrap_or_else(|| "bare".to_owned())
+                        .into(),
+                );
+                if let Some(size) = glance.size {
+                    image.insert("image_size".into(), size.into());
+                }
+                image
+            }
+            None => {
+                let mut image = self.image_info(node)?;
+                let url = image["urls"][0].as_str().unwrap_or_default().to_owned();
+                let from_origin = source.is_some_and(|source| source.contains("://"));
+                if fetch && from_origin && self.images.caches_urls() {
+                    let info = &node.instance_info;
+                    let expected = crate::images::expected_hash(
+                        info_str(info, "image_checksum"),
+                        info_str(info, "image_os_hash_algo"),
+                        info_str(info, "image_os_hash_value"),
+                    )
+                    .ok_or_else(|| {
+                        DriverError::invalid(
+                            "instance_info.image_checksum",
+                            format!(
+                                "Node {}: the image cache verifies {url} with a checksum: give                                  image_checksum as md5, sha256 or sha512 hex, or                                  image_os_hash_algo and image_os_hash_value.",
+                                node.uuid
+                            ),
+                        )
+                    })?;
+                    let cached = self
+                        .images
+                        .cached_url(FIELD, &url, &expected, self.http_url.as_deref())
+                        .await?;
+                    image.insert("urls".into(), json!([cached]));
+                }
+                image
+            }
+        };
+        // A partition image's kernel and ramdisk may be Glance images too.
+        for key in ["kernel", "ramdisk"] {
+            let field = format!("instance_info.{key}");
+            let Some(id) = info_str(&node.instance_info, key).and_then(crate::glance::image_id)
+            else {
+                continue;
+            };
+            let glance = self.images.glance_image(&field, id).await?;
+            if fetch {
+                let url = self
+                    .images
+                    .cached_glance(&field, &glance, self.http_url.as_deref())
+                    .await?;
+                image.insert(key.into(), url.into());
+            }
         }
         Ok(image)
     }
@@ -368,8 +473,10 @@ impl DirectDeploy {
             None => {
                 let mut call = step.clone();
                 if kind == StepKind::Deploy && step.step == "write_image" {
-                    call.args
-                        .insert("image_info".into(), Value::Object(self.image_info(node)?));
+                    call.args.insert(
+                        "image_info".into(),
+                        Value::Object(self.resolved_image_info(node, true).await?),
+                    );
                     call.args
                         .insert("configdrive".into(), self.configdrive(node).await?);
                 }
@@ -582,7 +689,7 @@ impl Validate for DirectDeploy {
         self.boot.validate(node).await?;
         // The image settings matter only once an image is asked for.
         if node.instance_info.contains_key("image_source") {
-            self.image_info(node)?;
+            self.resolved_image_info(node, false).await?;
         }
         Ok(())
     }
@@ -623,7 +730,7 @@ impl DeployInterface for DirectDeploy {
     ) -> Result<Outcome, DriverError> {
         match (kind, step.step.as_str()) {
             (StepKind::Deploy, "deploy") => {
-                self.image_info(node)?;
+                self.resolved_image_info(node, false).await?;
                 let whole_disk = !crate::partition_image::is_partition(node)?;
                 node.driver_internal_info
                     .insert("is_whole_disk_image".into(), whole_disk.into());

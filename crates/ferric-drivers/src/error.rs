@@ -70,6 +70,8 @@ pub enum Component {
     Conductor,
     /// The separate inspection service (ironic-inspector's API).
     InspectionService,
+    /// Glance, or Keystone when Ferric looks Glance up.
+    Glance,
 }
 
 impl Component {
@@ -80,6 +82,7 @@ impl Component {
             Self::Agent => "agent",
             Self::Conductor => "conductor",
             Self::InspectionService => "inspection_service",
+            Self::Glance => "glance",
         }
     }
 }

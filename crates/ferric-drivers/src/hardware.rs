@@ -26,6 +26,7 @@ use crate::direct::DirectDeploy;
 use crate::enabled::InterfaceSettings;
 use crate::fake::{Fake, FakeBoot};
 pub use crate::hardware_types::{HARDWARE_TYPES, HardwareType};
+use crate::images::{ImageSettings, ImageSources};
 use crate::inspect::{AgentInspect, InspectBoot, InspectorInspect};
 use crate::interfaces::{
     BiosChange, BiosInterface, BootDevice, BootDeviceSetting, BootInterface, DeployInterface,
@@ -59,6 +60,9 @@ pub struct Drivers {
     http: reqwest::Client,
     /// Where BMC calls are timed and counted (the process's one registry).
     metrics: ferric_metrics::Metrics,
+    /// Glance and the image cache (`with_images`), and the settings they were made from.
+    images: Arc<ImageSources>,
+    image_settings: Option<ImageSettings>,
 }
 
 impl Default for Drivers {
@@ -102,6 +106,8 @@ impl Drivers {
             bmc: Arc::new(BmcState::new(BmcSettings::default())),
             http: reqwest::Client::new(),
             metrics: ferric_metrics::Metrics::new(),
+            images: Arc::default(),
+            image_settings: None,
         }
     }
 
@@ -109,7 +115,26 @@ impl Drivers {
     /// a registry of its own; the conductor and the API use the one they are given here).
     pub fn with_metrics(mut self, metrics: ferric_metrics::Metrics) -> Self {
         self.metrics = metrics;
+        // The image cache counts into the registry it was opened with: open it again.
+        if let Some(settings) = self.image_settings.clone()
+            && let Ok(images) = ImageSources::new(settings, self.metrics.clone())
+        {
+            self.images = Arc::new(images);
+        }
         self
+    }
+
+    /// The same types with Glance and the conductor's image cache (`settings`); the cache's
+    /// directory is created, or read back.
+    pub fn with_images(mut self, settings: ImageSettings) -> Result<Self, String> {
+        self.images = Arc::new(ImageSources::new(settings.clone(), self.metrics.clone())?);
+        self.image_settings = Some(settings);
+        Ok(self)
+    }
+
+    /// Glance and the image cache.
+    pub fn images(&self) -> &Arc<ImageSources> {
+        &self.images
     }
 
     pub fn metrics(&self) -> &ferric_metrics::Metrics {
@@ -324,6 +349,7 @@ impl Drivers {
             fast_track: self.settings.fast_track,
             http_url: self.settings.boot.http_url.clone(),
             ports: ports.to_vec(),
+            images: self.images.clone(),
         };
         // The agent RAID interface drives the agent through `direct`'s machinery, which the
         // agent-based deploy interfaces all have.

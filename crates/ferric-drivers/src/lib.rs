@@ -29,13 +29,17 @@ pub mod fast_track;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod given_iso;
+pub mod glance;
 mod hardware;
 mod hardware_types;
+pub mod image_cache;
+pub mod images;
 pub mod inspect;
 pub mod interfaces;
 pub mod ipmi;
 pub mod ipxe;
 pub mod kernel_params;
+pub mod keystone_session;
 mod measured;
 pub mod noop;
 pub mod partition_image;

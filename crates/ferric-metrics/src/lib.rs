@@ -194,6 +194,10 @@ struct Inner {
     agent_heartbeats: Family<ResultLabels, Counter>,
     api_duration: Histograms<RouteLabels>,
     workers: Family<StateLabels, Gauge>,
+    image_cache_hits: Counter,
+    image_cache_misses: Counter,
+    image_cache_evictions: Counter,
+    image_cache_bytes: Gauge,
 }
 
 impl Metrics {
@@ -273,6 +277,33 @@ impl Metrics {
             "The conductor's worker slots, in use and free (none free: requests get 503)",
             workers.clone(),
         );
+        let image_cache_hits = Counter::default();
+        registry.register(
+            "image_cache_hits",
+            "Instance images the conductor's image cache already held (or another deploy was \
+             downloading) when a deploy asked for them",
+            image_cache_hits.clone(),
+        );
+        let image_cache_misses = Counter::default();
+        registry.register(
+            "image_cache_misses",
+            "Instance images the conductor's image cache downloaded for a deploy",
+            image_cache_misses.clone(),
+        );
+        let image_cache_evictions = Counter::default();
+        registry.register(
+            "image_cache_evictions",
+            "Images removed from the conductor's image cache, least recently used first, to \
+             make room (image_cache_size)",
+            image_cache_evictions.clone(),
+        );
+        let image_cache_bytes = Gauge::default();
+        registry.register_with_unit(
+            "image_cache",
+            "Bytes of images held in the conductor's image cache",
+            Unit::Bytes,
+            image_cache_bytes.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -288,8 +319,34 @@ impl Metrics {
                 agent_heartbeats,
                 api_duration,
                 workers,
+                image_cache_hits,
+                image_cache_misses,
+                image_cache_evictions,
+                image_cache_bytes,
             }),
         }
+    }
+
+    /// A deploy found its image in the conductor's image cache.
+    pub fn image_cache_hit(&self) {
+        self.inner.image_cache_hits.inc();
+    }
+
+    /// A deploy's image was downloaded into the conductor's image cache.
+    pub fn image_cache_miss(&self) {
+        self.inner.image_cache_misses.inc();
+    }
+
+    /// An image left the conductor's image cache to make room.
+    pub fn image_cache_eviction(&self) {
+        self.inner.image_cache_evictions.inc();
+    }
+
+    /// The bytes the conductor's image cache holds now.
+    pub fn image_cache_size(&self, bytes: u64) {
+        self.inner
+            .image_cache_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// A provision state transition: counted, and a failure when it enters a failed state.

@@ -300,6 +300,20 @@ pub(crate) struct Settings {
     /// the copy while the origin answers `304 Not Modified`; `http` gives the BMC the URL
     /// itself.
     pub(crate) ramdisk_image_download_source: String,
+    /// How an instance image given as an http(s) URL (`instance_info.image_source`) reaches
+    /// the agent: `http` (the default) gives the agent the URL; `local` downloads it once into
+    /// the conductor's image cache and gives the agent the boot file server's URL. Glance
+    /// images always go through the cache.
+    pub(crate) image_download_source: String,
+    /// The bound of the conductor's image cache (`boot_http_root/image-cache/`) in MiB: the
+    /// least recently used images go to make room, and a larger image is refused. 0: no cache
+    /// (then Glance images cannot be deployed).
+    pub(crate) image_cache_size: u64,
+    /// The catalog interfaces of Glance's endpoint, tried in order (Ironic's `[glance]
+    /// valid_interfaces`), comma-separated.
+    pub(crate) glance_valid_interfaces: String,
+    /// The catalog region of Glance's endpoint; unset: `keystone_region_name`, else any.
+    pub(crate) glance_region_name: Option<String>,
     /// Start Ferric's own dnsmasq on this interface (DHCP for machines in a ramdisk phase
     /// only, chained to iPXE's `boot.ipxe`); unset: the operator runs DHCP.
     pub(crate) dhcp_interface: Option<String>,
@@ -585,6 +599,10 @@ impl Default for Settings {
             dhcp_hostsdir: None,
             ipxe_dir: PathBuf::from(ferric_drivers::dhcp::IPXE_DIR),
             ramdisk_image_download_source: "local".to_owned(),
+            image_download_source: "http".to_owned(),
+            image_cache_size: 20480,
+            glance_valid_interfaces: "internal,public".to_owned(),
+            glance_region_name: None,
             dhcp_interface: None,
             dhcp_range: None,
             dhcp_enable_ra: false,
@@ -748,7 +766,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 129] = [
+    pub(crate) const KEYS: [&'static str; 133] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -826,6 +844,10 @@ impl Settings {
         "dhcp_hostsdir",
         "ipxe_dir",
         "ramdisk_image_download_source",
+        "image_download_source",
+        "image_cache_size",
+        "glance_valid_interfaces",
+        "glance_region_name",
         "dhcp_interface",
         "dhcp_range",
         "dhcp_enable_ra",

@@ -20,6 +20,9 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     std::fs::write(dir.join("api.crt"), certified.cert.pem()).unwrap();
     std::fs::write(dir.join("api.key"), certified.key_pair.serialize_pem()).unwrap();
+    // Read whatever the auth strategy: Ferric's Keystone credentials also reach Glance.
+    std::fs::write(dir.join("keystone-ca.pem"), certified.cert.pem()).unwrap();
+    std::fs::write(dir.join("keystone-password"), "sample-password\n").unwrap();
     let hash = bcrypt::hash("secret", 4).unwrap();
     std::fs::write(dir.join("htpasswd"), format!("admin:{hash}\n")).unwrap();
     std::fs::write(dir.join("users.toml"), "[admin]\nroles = [\"admin\"]\n").unwrap();
@@ -93,6 +96,10 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("BOOT_HTTP_ROOT", "boot-root"),
         ("IPXE_DIR", "ipxe-loaders"),
         ("RAMDISK_IMAGE_DOWNLOAD_SOURCE", "http"),
+        ("IMAGE_DOWNLOAD_SOURCE", "local"),
+        ("IMAGE_CACHE_SIZE", "512"),
+        ("GLANCE_VALID_INTERFACES", "public"),
+        ("GLANCE_REGION_NAME", "RegionTwo"),
         ("DEPLOY_KERNEL", "ipa.kernel"),
         ("DEPLOY_RAMDISK", "ipa.initramfs"),
         ("DEPLOY_KERNEL_BY_ARCH", "aarch64:ipa-aarch64.kernel"),

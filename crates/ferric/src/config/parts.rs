@@ -109,7 +109,9 @@ impl Settings {
         };
         let drivers = drivers
             .with_bmc_settings(bmc)
-            .with_settings(self.driver_settings());
+            .with_settings(self.driver_settings())
+            .with_images(self.image_settings()?)
+            .map_err(|error| anyhow::anyhow!("the image cache cannot be used: {error}"))?;
         Ok((drivers, config))
     }
 
@@ -444,6 +446,74 @@ impl Settings {
         }
     }
 
+    /// Glance and the conductor's image cache (`image_*`, `glance_*`): Glance is reached with
+    /// Ferric's Keystone service credentials when `keystone_auth_url` is set, whatever the
+    /// API's `auth_strategy`.
+    fn image_settings(&self) -> anyhow::Result<ferric_drivers::images::ImageSettings> {
+        let download_source = self
+            .image_download_source
+            .parse::<ferric_drivers::DownloadSource>()
+            .map_err(|error| anyhow::anyhow!("image_download_source: {error}"))?;
+        let session = match &self.keystone_auth_url {
+            Some(auth_url) => {
+                let timeout = std::time::Duration::from_secs(self.keystone_timeout.max(1));
+                let http = ferric_drivers::keystone_session::client(
+                    self.keystone_cafile.as_deref(),
+                    timeout,
+                )?;
+                Some(ferric_drivers::keystone_session::ServiceSession::new(
+                    ferric_drivers::keystone_session::ServiceCredentials {
+                        auth_url: auth_url.clone(),
+                        username: self.keystone_username.clone(),
+                        password: self.keystone_password()?,
+                        project_name: self.keystone_project_name.clone(),
+                        user_domain_name: self.keystone_user_domain_name.clone(),
+                        project_domain_name: self.keystone_project_domain_name.clone(),
+                    },
+                    http,
+                    timeout,
+                ))
+            }
+            None => None,
+        };
+        let glance_interfaces: Vec<String> = self
+            .glance_valid_interfaces
+            .split(',')
+            .map(str::trim)
+            .filter(|interface| !interface.is_empty())
+            .map(str::to_owned)
+            .collect();
+        anyhow::ensure!(
+            !glance_interfaces.is_empty(),
+            "glance_valid_interfaces names no interface; use e.g. internal,public"
+        );
+        Ok(ferric_drivers::images::ImageSettings {
+            http_root: self.boot_http_root.clone(),
+            cache_size: self.image_cache_size.saturating_mul(1024 * 1024),
+            download_source,
+            session,
+            glance_interfaces,
+            glance_region: self
+                .glance_region_name
+                .clone()
+                .or_else(|| self.keystone_region_name.clone()),
+        })
+    }
+
+    /// Ferric's Keystone password: the first line of `keystone_password_file`, else
+    /// `keystone_password`.
+    fn keystone_password(&self) -> anyhow::Result<String> {
+        Ok(match &self.keystone_password_file {
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read keystone_password_file {}", path.display()))?
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            None => self.keystone_password.clone().unwrap_or_default(),
+        })
+    }
+
     /// `auth_strategy = keystone`: the service credentials and client settings, checked (the
     /// password file read); Keystone itself is first contacted by the first request.
     fn keystone_auth(&self) -> anyhow::Result<ferric_api::keystone::KeystoneAuth> {
@@ -453,15 +523,7 @@ impl Settings {
                  identity v3 URL (e.g. http://keystone:5000/v3)"
             );
         };
-        let password = match &self.keystone_password_file {
-            Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read keystone_password_file {}", path.display()))?
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_owned(),
-            None => self.keystone_password.clone().unwrap_or_default(),
-        };
+        let password = self.keystone_password()?;
         if self.keystone_timeout == 0 || self.keystone_token_cache_size == 0 {
             anyhow::bail!("keystone_timeout and keystone_token_cache_size must be at least 1");
         }

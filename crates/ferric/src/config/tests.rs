@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 129] = [
+const SAMPLES: [(&str, &str); 133] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -272,6 +272,10 @@ const SAMPLES: [(&str, &str); 129] = [
     ("dhcp_hostsdir", "dhcp-hosts"),
     ("ipxe_dir", "/srv/ipxe"),
     ("ramdisk_image_download_source", "http"),
+    ("image_download_source", "local"),
+    ("image_cache_size", "512"),
+    ("glance_valid_interfaces", "public"),
+    ("glance_region_name", "RegionTwo"),
     ("dhcp_interface", "ferric0"),
     ("dhcp_range", "10.0.0.10,10.0.0.20,255.255.255.0"),
     ("dhcp_enable_ra", "true"),
