@@ -114,6 +114,8 @@ struct ServiceToken {
     token: String,
     renew_at: Instant,
     identity_url: String,
+    /// The token's service catalog (other services' endpoints, `service_endpoint`).
+    catalog: Arc<Value>,
 }
 
 /// The `keystone` strategy: settings, HTTP client, service token and cache. Cheap to clone.
@@ -184,6 +186,11 @@ impl KeystoneAuth {
                 cache: Mutex::new(LruCache::new(capacity)),
             }),
         })
+    }
+
+    /// The HTTP client (Keystone's CA file and timeout), for calls to other services.
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.inner.http
     }
 
     /// The `WWW-Authenticate` value of a 401: where clients get a token (the auth URL without
@@ -348,7 +355,7 @@ impl KeystoneAuth {
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned)
             .ok_or_else(|| self.unavailable(auth_url, "issued no X-Subject-Token".to_owned()))?;
-        let body: Value = response
+        let mut body: Value = response
             .json()
             .await
             .map_err(|error| self.unreachable(auth_url, &error))?;
@@ -367,7 +374,25 @@ impl KeystoneAuth {
             token,
             renew_at: Instant::now() + lifetime - margin,
             identity_url: identity_url.trim_end_matches('/').to_owned(),
+            catalog: Arc::new(body["token"]["catalog"].take()),
         })
+    }
+
+    /// Ferric's service token and the URL of the catalog's `service_type` endpoint of
+    /// `interface` (in `region`, if named), for calling another service (Nova's external
+    /// events); `renew`: log in again first (the service refused the token). The URL is
+    /// `None` when the catalog has no such endpoint.
+    pub async fn service_endpoint(
+        &self,
+        service_type: &str,
+        interface: &str,
+        region: Option<&str>,
+        renew: bool,
+    ) -> Result<(String, Option<String>), KeystoneError> {
+        let service = self.service_token(renew).await?;
+        let url = catalog_endpoint(&service.catalog, service_type, interface, region)
+            .map(|url| url.trim_end_matches('/').to_owned());
+        Ok((service.token, url))
     }
 
     fn unreachable(&self, url: &str, error: &reqwest::Error) -> KeystoneError {
@@ -415,10 +440,29 @@ fn expires_at(token: &Value) -> Option<DateTime<Utc>> {
 
 /// The identity endpoint of `interface` (in `region`, if named) in a token's catalog.
 fn identity_endpoint(catalog: &Value, interface: &str, region: Option<&str>) -> Option<String> {
+    catalog_endpoint(catalog, "identity", interface, region).map(|url| {
+        let url = url.trim_end_matches('/');
+        // Catalogs list the identity endpoint with or without its version.
+        if url.ends_with("/v3") {
+            url.to_owned()
+        } else {
+            format!("{url}/v3")
+        }
+    })
+}
+
+/// The URL of the `service_type` endpoint of `interface` (in `region`, if named) in a token's
+/// catalog.
+fn catalog_endpoint(
+    catalog: &Value,
+    service_type: &str,
+    interface: &str,
+    region: Option<&str>,
+) -> Option<String> {
     catalog
         .as_array()?
         .iter()
-        .filter(|service| service["type"] == "identity")
+        .filter(|service| service["type"] == service_type)
         .flat_map(|service| service["endpoints"].as_array().into_iter().flatten())
         .find(|endpoint| {
             endpoint["interface"] == interface
@@ -427,15 +471,7 @@ fn identity_endpoint(catalog: &Value, interface: &str, region: Option<&str>) -> 
                 })
         })
         .and_then(|endpoint| endpoint["url"].as_str())
-        .map(|url| {
-            let url = url.trim_end_matches('/');
-            // Catalogs list the identity endpoint with or without its version.
-            if url.ends_with("/v3") {
-                url.to_owned()
-            } else {
-                format!("{url}/v3")
-            }
-        })
+        .map(str::to_owned)
 }
 
 /// The caller a validated token (the `token` object of Keystone's answer) stands for, and its
