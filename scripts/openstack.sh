@@ -141,7 +141,10 @@ control_exchange = ferric_nova_$(tag)
 compute_driver = ironic.IronicDriver
 host = ferric-compute
 my_ip = 127.0.0.1
-force_config_drive = True
+# Not forced: Nova 32's ironic driver cannot build a config drive for a server without
+# networks (`--nic none`): `_get_network_metadata` subscripts the None that
+# `get_network_metadata` returns for an empty network_info (TypeError, build aborted).
+force_config_drive = False
 reserved_host_memory_mb = 0
 osapi_compute_listen = 127.0.0.1
 # Ironic's recommendation: nodes rebalanced and reported quickly.
@@ -183,7 +186,9 @@ region_name = RegionOne
 valid_interfaces = public
 
 [scheduler]
-discover_hosts_in_cells_interval = -1
+# Every Ferric node is a compute node of host ferric-compute; the host is mapped to cell1 once
+# it has its first node, which the scheduler notices within this many seconds.
+discover_hosts_in_cells_interval = 2
 workers = 1
 
 [conductor]
@@ -208,7 +213,7 @@ EOF
 log_file = $dir/logs/neutron-api.log
 api_paste_config = $dir/neutron/api-paste.ini
 core_plugin = ml2
-service_plugins =
+service_plugins = router,port_forwarding
 auth_strategy = keystone
 transport_url = $transport_url
 control_exchange = ferric_neutron_$(tag)
@@ -242,6 +247,13 @@ threads = 4
 worker_class = "gthread"
 timeout = 120
 errorlog = "$dir/logs/neutron-gunicorn.log"
+
+# Neutron's port listing reads Port.port_forwardings, a backref SQLAlchemy only creates when
+# the mappers are configured: without this, every port query of a fresh worker is a 500
+# (AttributeError) until something else configured them.
+def post_worker_init(worker):
+    from sqlalchemy import orm
+    orm.configure_mappers()
 EOF
   cat >"$dir/placement-gunicorn/gunicorn.conf.py" <<EOF
 wsgi_app = "placement.wsgi:init_application()"
@@ -357,8 +369,6 @@ EOF
   # shellcheck disable=SC1091
   wait_for "nova-conductor, nova-scheduler and nova-compute" \
     "[ \"\$(. '$dir/openstack.env' && '$venv/bin/openstack' compute service list -f value -c State | grep -c '^up$')\" -ge 3 ]"
-  # nova-compute's host into cell1 (what `discover_hosts_in_cells_interval` would do later).
-  manage nova-manage "${conf[@]}" cell_v2 discover_hosts --verbose
   cat "$dir/openstack.env"
 }
 

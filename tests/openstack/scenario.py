@@ -235,15 +235,25 @@ def main():
     server = compute.create_server(
         name="ferric-bm-0", flavor_id=flavor.id, image_id=image.id, networks="none"
     )
-    server = servers.wait(server.id, "ACTIVE", power_state=1)
+    # Fake hardware's deploy, as Ironic's, leaves the power as it was (off here): Nova shows
+    # the server ACTIVE with power state SHUTDOWN until someone powers it on.
+    server = servers.wait(server.id, "ACTIVE")
     node = baremetal.get_node(target.id)
     if node.instance_id != server.id:
         fail(f"node {node.name}'s instance_uuid is {node.instance_id}, not the server {server.id}")
-    if node.provision_state != "active" or node.power_state != "power on":
-        fail(f"node {node.name} is {node.provision_state}, {node.power_state}")
+    if node.provision_state != "active":
+        fail(f"node {node.name} is {node.provision_state}")
     hypervisor = getattr(server, "hypervisor_hostname", None)
-    say(f"node {node.name}: active, power on, instance_uuid = server id; hypervisor {hypervisor}")
-    check_config_drive(node)
+    say(
+        f"node {node.name}: active, {node.power_state}, instance_uuid = server id; "
+        f"hypervisor {hypervisor}"
+    )
+    if node.instance_info.get("configdrive"):
+        check_config_drive(node)
+    else:
+        # Nova 32's ironic driver builds none for a server without networks (nova.conf in
+        # scripts/openstack.sh): with --nic none it is not forced.
+        say("config drive: none (Nova builds none for a server without networks)")
 
     say("a second server: no other node may be offered")
     second = compute.create_server(
@@ -291,13 +301,22 @@ def main():
     say("Nova follows: ACTIVE, running")
 
     say("openstack server rebuild --image ferric-test-image")
-    compute.rebuild_server(server, image=image.id)
+    # At the CLI's default microversion: from 2.93 on Nova 32 asks every driver to re-image
+    # a boot volume on rebuild, and its ironic driver refuses that ("Ironic doesn't support
+    # rebuilding volume backed instances") even for an image-backed server.
+    response = compute.post(
+        f"/servers/{server.id}/action",
+        json={"rebuild": {"imageRef": image.id}},
+        microversion="2.1",
+    )
+    if response.status_code != 202:
+        fail(f"rebuild: {response.status_code} {response.text}")
     until("the rebuild started", lambda: servers.look(server.id)[1][0] != "ACTIVE")
     servers.wait(server.id, "ACTIVE", power_state=1)
     node = baremetal.get_node(target.id)
     if node.instance_id != server.id or node.provision_state != "active":
         fail(f"after the rebuild node {node.name} is {node.provision_state}, {node.instance_id}")
-    check_config_drive(node)
+    say(f"node {node.name}: active again, instance_uuid = server id")
 
     say("openstack server delete")
     compute.delete_server(server)
