@@ -142,8 +142,8 @@ compute_driver = ironic.IronicDriver
 host = ferric-compute
 my_ip = 127.0.0.1
 # Not forced: Nova 32's ironic driver cannot build a config drive for a server without
-# networks (`--nic none`): `_get_network_metadata` subscripts the None that
-# `get_network_metadata` returns for an empty network_info (TypeError, build aborted).
+# networks (--nic none): _get_network_metadata subscripts the None that
+# get_network_metadata returns for an empty network_info (TypeError, build aborted).
 force_config_drive = False
 reserved_host_memory_mb = 0
 osapi_compute_listen = 127.0.0.1

@@ -31,7 +31,8 @@ Ferric's side, rebuild, delete) and stops everything. Files: <target>/openstack/
            scripts/glance.sh purge and scripts/keystone.sh purge, each with --dir)
 ";
 
-/// A service started by one of the scripts, purged when dropped (also on errors).
+/// A service started by one of the scripts, stopped when dropped (also on errors); its files
+/// stay for the reader until the next run purges them.
 struct ScriptGuard {
     script: PathBuf,
     dir: PathBuf,
@@ -52,7 +53,12 @@ impl ScriptGuard {
 impl Drop for ScriptGuard {
     fn drop(&mut self) {
         if !self.keep {
-            Self::purge(&self.script, &self.dir);
+            let _ = Command::new(&self.script)
+                .arg("stop")
+                .arg("--dir")
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .status();
         }
     }
 }
