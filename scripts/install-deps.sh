@@ -135,6 +135,23 @@ fi
 # behind that Keystone, its database on the same MariaDB.
 "$(dirname "${BASH_SOURCE[0]}")/glance.sh" install >/dev/null
 
+# --- OpenStack Placement and Nova for `cargo xtask openstack` (issue 38) ---------------------
+# From PyPI in a pinned venv (scripts/openstack.sh; tests/openstack/requirements.txt), on the
+# MariaDB above and a local RabbitMQ (guest/guest, which RabbitMQ lets in from localhost only).
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    apt_install rabbitmq-server
+  fi
+  log "starting RabbitMQ"
+  service rabbitmq-server start >/dev/null 2>&1 || (setsid rabbitmq-server >/dev/null 2>&1 &)
+  for _ in $(seq 1 60); do
+    (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break
+    sleep 1
+  done
+  (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null || { log "RabbitMQ did not come up on 127.0.0.1:5672"; exit 1; }
+fi
+"$(dirname "${BASH_SOURCE[0]}")/openstack.sh" install >/dev/null
+
 # --- OpenStack Ironic for crates/ferric/tests/import_ironic.rs (and the client goldens) ------
 # Ironic 39 from PyPI in a pinned venv (scripts/ironic-standalone.sh install;
 # tests/clients/ironic-requirements.txt): the reference `ferric import ironic` reads. Its

@@ -15,6 +15,7 @@ mod deb;
 mod fleet;
 mod fuzz;
 mod keystone;
+mod openstack;
 mod scale;
 mod scale_load;
 mod tempest;
@@ -104,6 +105,11 @@ commands:
   tempest ironic-tempest-plugin's API tests (tempest and the plugin unmodified from PyPI,
           pinned) against a debug ferric behind that Keystone; prints passed/failed/skipped
           and the failing tests (`cargo xtask tempest --help`; docs/keystone.md)
+  openstack
+          `openstack server create` onto Ferric: ferric (fake hardware) behind a real
+          Keystone, Glance, Placement and Nova with the ironic driver (PyPI, unmodified,
+          pinned); server create, reboot, stop/start, power changes on Ferric's side that
+          Nova follows, rebuild, delete (`cargo xtask openstack --help`; docs/openstack.md)
   fuzz    every cargo-fuzz target in fuzz/ for a bounded time, then schemathesis against
           docs/openapi.json on a running ferric server; prints crashes, 5xx and schema
           violations, and fails unless all are zero (`cargo xtask fuzz --help`;
@@ -162,6 +168,7 @@ fn main() -> anyhow::Result<()> {
         "fuzz" => fuzz::fuzz(&extra),
         "keystone" => keystone::keystone(&workspace_root(), &extra),
         "tempest" => tempest::tempest(&workspace_root(), &extra),
+        "openstack" => openstack::openstack(&workspace_root(), &extra),
         "" | "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

@@ -103,6 +103,8 @@ struct Cached {
 struct ServiceToken {
     token: String,
     identity_url: String,
+    /// The token's service catalog (other services' endpoints, `service_endpoint`).
+    catalog: Arc<Value>,
 }
 
 /// The `keystone` strategy: settings, HTTP client, service token and cache. Cheap to clone.
@@ -297,7 +299,35 @@ impl KeystoneAuth {
         Ok(ServiceToken {
             token: held.token,
             identity_url: identity_url.trim_end_matches('/').to_owned(),
+            catalog: held.catalog,
         })
+    }
+
+    /// The HTTP client Keystone is called with (its CA file and timeout), for the services
+    /// of its catalog too.
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// Ferric's service token and the URL of the catalog's `service_type` endpoint of
+    /// `interface` (in `region`, if named), for calling another service (Nova's external
+    /// events); `renew`: log in again first (the service refused the token). The URL is
+    /// `None` when the catalog has no such endpoint.
+    pub async fn service_endpoint(
+        &self,
+        service_type: &str,
+        interface: &str,
+        region: Option<&str>,
+        renew: bool,
+    ) -> Result<(String, Option<String>), KeystoneError> {
+        let service = self.service_token(renew).await?;
+        let url = ferric_drivers::keystone_session::endpoint(
+            &service.catalog,
+            service_type,
+            &[interface],
+            region,
+        );
+        Ok((service.token, url))
     }
 
     fn unreachable(&self, url: &str, error: &reqwest::Error) -> KeystoneError {
@@ -339,27 +369,16 @@ fn expires_at(token: &Value) -> Option<DateTime<Utc>> {
 
 /// The identity endpoint of `interface` (in `region`, if named) in a token's catalog.
 fn identity_endpoint(catalog: &Value, interface: &str, region: Option<&str>) -> Option<String> {
-    catalog
-        .as_array()?
-        .iter()
-        .filter(|service| service["type"] == "identity")
-        .flat_map(|service| service["endpoints"].as_array().into_iter().flatten())
-        .find(|endpoint| {
-            endpoint["interface"] == interface
-                && region.is_none_or(|region| {
-                    endpoint["region_id"] == region || endpoint["region"] == region
-                })
-        })
-        .and_then(|endpoint| endpoint["url"].as_str())
-        .map(|url| {
-            let url = url.trim_end_matches('/');
+    ferric_drivers::keystone_session::endpoint(catalog, "identity", &[interface], region).map(
+        |url| {
             // Catalogs list the identity endpoint with or without its version.
             if url.ends_with("/v3") {
-                url.to_owned()
+                url
             } else {
                 format!("{url}/v3")
             }
-        })
+        },
+    )
 }
 
 /// The caller a validated token (the `token` object of Keystone's answer) stands for, and its

@@ -26,6 +26,7 @@ pub mod keystone;
 pub mod limits;
 pub mod listener;
 mod metrics;
+pub mod nova;
 pub mod openapi;
 pub mod policy;
 mod root;

@@ -36,6 +36,7 @@ mod error;
 mod hardware_data;
 mod inspection;
 mod power;
+pub mod power_events;
 mod priority_override;
 mod provision;
 pub mod reconcilers;
@@ -64,6 +65,7 @@ pub use agent::{AgentToken, Heartbeat};
 pub use console::{ConsoleHub, ConsoleInfo, ConsoleSettings};
 pub use error::ConductorError;
 pub use power::{NodeValidation, ValidationResult};
+pub use power_events::PowerEvents;
 pub use priority_override::PriorityOverride;
 pub use provision::ProvisionArgs;
 pub use reconcilers::ReconcilerStatus;
@@ -220,6 +222,8 @@ pub(crate) struct Inner {
     pub(crate) inspection_data: Mutex<HashMap<Uuid, serde_json::Value>>,
     /// Failed power reads in a row, per node (the power-sync reconciler's memory).
     pub(crate) power_failures: Mutex<HashMap<Uuid, u32>>,
+    /// Who is told when a node holding an instance changes power (`power_events.rs`).
+    pub(crate) power_events: power_events::Receiver,
     pub(crate) reconcilers: reconcilers::Registry,
     /// Transitions, failures and time per state are counted here (the drivers' registry).
     pub(crate) metrics: ferric_metrics::Metrics,
@@ -446,6 +450,7 @@ impl Conductor {
                 allocating: Mutex::default(),
                 inspection_data: Mutex::new(HashMap::new()),
                 power_failures: Mutex::new(HashMap::new()),
+                power_events: power_events::Receiver::default(),
                 reconcilers: reconcilers::Registry::new(&config),
                 metrics,
                 membership: Membership::new(store.clone(), config.heartbeat_timeout),
@@ -454,6 +459,12 @@ impl Conductor {
                 config,
             }),
         }
+    }
+
+    /// Installs the receiver of power changes of nodes that hold an instance (Nova's
+    /// `power-update`); without one, nobody is told.
+    pub fn set_power_events(&self, events: Arc<dyn PowerEvents>) {
+        self.inner.power_events.set(events);
     }
 
     pub fn hostname(&self) -> &str {

@@ -31,11 +31,20 @@ impl Conductor {
         let tracker = inner.tracker.clone();
         tracker.spawn(async move {
             let _permit = permit;
-            finish_power(&mut task, action, timeout).await;
+            let done = finish_power(&mut task, action, timeout).await;
+            let inner = task.inner.clone();
+            let after = done.then(|| task.node.clone());
             // The result and the lease go in one write: a client that sees the new power
             // state can act on the node at once.
-            if let Err(error) = task.save_and_release().await {
-                tracing::error!(node = %node, error = %error, "could not record the power action's result");
+            match task.save_and_release().await {
+                Ok(()) => {
+                    if let Some(after) = after {
+                        inner.power_events.announce(&after);
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(node = %node, error = %error, "could not record the power action's result");
+                }
             }
         });
         Ok(())
@@ -187,7 +196,8 @@ async fn begin_power(task: &mut Task, action: PowerAction) -> Result<(), Conduct
     task.save().await
 }
 
-async fn finish_power(task: &mut Task, action: PowerAction, timeout: Option<Duration>) {
+/// Carries the power action out and records its result on the task's node; `true` if done.
+async fn finish_power(task: &mut Task, action: PowerAction, timeout: Option<Duration>) -> bool {
     let node = task.uuid();
     let result = async {
         let interfaces = task.interfaces()?;
@@ -204,12 +214,14 @@ async fn finish_power(task: &mut Task, action: PowerAction, timeout: Option<Dura
             task.node.power_state = Some(action.resulting_state());
             task.history("INFO", "power", format!("Power action \"{action}\" done"))
                 .await;
+            true
         }
         Err(error) => {
             let message =
                 format!("Failed to change power state of node {node} to \"{action}\": {error}");
             task.node.last_error = Some(message.clone());
             task.history("ERROR", "power", message).await;
+            false
         }
     }
 }

@@ -226,6 +226,14 @@ pub(crate) struct Settings {
     /// For `keystone`: seconds a token validation is remembered, never past the token's expiry
     /// (keystonemiddleware's `token_cache_time`); a revoked token works for up to this long.
     pub(crate) keystone_token_cache_time: u64,
+    /// With `keystone`: tell Nova when a node holding an instance is powered on or off other
+    /// than by Nova (its `power-update` event, as Ironic's `[nova] send_power_notifications`),
+    /// so the server's power state follows the machine (docs/openstack.md).
+    pub(crate) send_power_notifications: bool,
+    /// The catalog interface (`public`, `internal` or `admin`) of Nova's `compute` endpoint.
+    pub(crate) nova_interface: String,
+    /// The region of Nova's `compute` endpoint (unset: `keystone_region_name`, else any).
+    pub(crate) nova_region_name: Option<String>,
     /// A PEM certificate chain for the API listener: with `api_tls_key` it speaks HTTPS only.
     pub(crate) api_tls_cert: Option<PathBuf>,
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `api_tls_cert`.
@@ -579,6 +587,9 @@ impl Default for Settings {
             keystone_timeout: 5,
             keystone_token_cache_size: 10_000,
             keystone_token_cache_time: 300,
+            send_power_notifications: true,
+            nova_interface: "internal".to_owned(),
+            nova_region_name: None,
             api_tls_cert: None,
             tls_min_version: "1.3".to_owned(),
             tls_cipher_suites: Vec::new(),
@@ -766,7 +777,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 133] = [
+    pub(crate) const KEYS: [&'static str; 136] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -823,6 +834,9 @@ impl Settings {
         "keystone_timeout",
         "keystone_token_cache_size",
         "keystone_token_cache_time",
+        "send_power_notifications",
+        "nova_interface",
+        "nova_region_name",
         "api_tls_cert",
         "api_tls_key",
         "tls_min_version",

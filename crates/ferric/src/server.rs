@@ -110,6 +110,9 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     };
     let conductor = if runs_conductor {
         let conductor = Conductor::new(store.clone(), drivers.clone(), conductor_config.clone());
+        if let Some(events) = settings.power_events()? {
+            conductor.set_power_events(events);
+        }
         conductor
             .start()
             .await

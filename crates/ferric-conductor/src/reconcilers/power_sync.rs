@@ -214,6 +214,7 @@ async fn apply(
                 return Ok(false);
             }
             let mut task = Task::acquire(inner, seen.uuid).await?;
+            let before = task.node.power_state;
             let changed = if task.node.target_power_state.is_some() {
                 false
             } else if task.node.maintenance && task.node.fault.as_deref() == Some(POWER_FAILURE) {
@@ -247,7 +248,13 @@ async fn apply(
                 false
             };
             let saved = if changed { task.save().await } else { Ok(()) };
+            let after = task.node.clone();
             task.release().await;
+            // Nova follows a machine powered on or off behind its back (Ironic's
+            // `power_update` from the sync).
+            if changed && saved.is_ok() && before != Some(power) {
+                inner.power_events.announce(&after);
+            }
             saved.map(|()| changed)
         }
         Err(reason) => {

@@ -544,6 +544,27 @@ impl Settings {
         Ok(ferric_api::keystone::KeystoneAuth::new(settings)?)
     }
 
+    /// Nova's `power-update` sender for the conductor (`send_power_notifications`), with
+    /// `auth_strategy = keystone` only: Nova is found in the catalog of Ferric's service token.
+    pub(crate) fn power_events(
+        &self,
+    ) -> anyhow::Result<Option<std::sync::Arc<dyn ferric_conductor::PowerEvents>>> {
+        if !self.send_power_notifications || self.auth_strategy != AuthStrategySetting::Keystone {
+            return Ok(None);
+        }
+        let region = self
+            .nova_region_name
+            .clone()
+            .or_else(|| self.keystone_region_name.clone());
+        Ok(Some(std::sync::Arc::new(
+            ferric_api::nova::NovaNotifier::new(
+                self.keystone_auth()?,
+                self.nova_interface.clone(),
+                region,
+            ),
+        )))
+    }
+
     /// The API's access settings, checked: `http_basic` needs a readable user file of bcrypt
     /// hashes, and the body limit must leave room for a request.
     pub(crate) fn api_config(&self) -> anyhow::Result<ferric_api::ApiConfig> {

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 133] = [
+const SAMPLES: [(&str, &str); 136] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -246,6 +246,9 @@ const SAMPLES: [(&str, &str); 133] = [
     ("keystone_timeout", "3"),
     ("keystone_token_cache_size", "100"),
     ("keystone_token_cache_time", "60"),
+    ("send_power_notifications", "false"),
+    ("nova_interface", "public"),
+    ("nova_region_name", "RegionTwo"),
     ("api_tls_cert", "cert.pem"),
     ("api_tls_key", "key.pem"),
     ("tls_min_version", "1.2"),

@@ -1,0 +1,254 @@
+//! `cargo xtask openstack`: `openstack server create` deploys onto Ferric (issue 38). A debug
+//! `ferric` (fake hardware, `auth_strategy = keystone`, Nova's power updates on) behind a real
+//! Keystone (`scripts/keystone.sh`), Glance (`scripts/glance.sh`) and Placement and Nova with
+//! the ironic driver (`scripts/openstack.sh`), all unmodified from PyPI; then the scenario
+//! tests/openstack/scenario.py, which prints each step and every server state it sees: nodes in
+//! enroll, manageable and maintenance next to an available one, a baremetal flavor, a Glance
+//! image, `server create --nic none` → ACTIVE (the node's instance_uuid, its config drive), a
+//! second server refused (no other node is offered), reboot, stop/start, a power-off and
+//! power-on through Ferric's API that Nova follows, rebuild, delete (the node cleaned back to
+//! available).
+//!
+//! Everything is stopped afterwards, also on failure (guards); the files stay in
+//! `<target>/openstack/` for the reader: ferric.log, keystone/, glance/, nova/logs/.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use crate::clients::{RunningServer, target_dir};
+use crate::{free_port, keystone};
+
+const HELP: &str = "\
+usage: cargo xtask openstack [--keep]
+
+Starts ferric (fake hardware) behind a real Keystone, Glance, Placement and Nova (ironic
+driver), runs tests/openstack/scenario.py (server create, reboot, stop/start, power changes on
+Ferric's side, rebuild, delete) and stops everything. Files: <target>/openstack/.
+
+  --keep   leave everything running afterwards (stop with scripts/openstack.sh purge,
+           scripts/glance.sh purge and scripts/keystone.sh purge, each with --dir)
+";
+
+/// A service started by one of the scripts, stopped when dropped (also on errors); its files
+/// stay for the reader until the next run purges them.
+struct ScriptGuard {
+    script: PathBuf,
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl ScriptGuard {
+    fn purge(script: &Path, dir: &Path) {
+        let _ = Command::new(script)
+            .arg("purge")
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for ScriptGuard {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = Command::new(&self.script)
+                .arg("stop")
+                .arg("--dir")
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Runs `script args…`; its stdout (the environment it prints) is returned, stderr passes.
+fn run_script(script: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new(script)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("run {}", script.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{} {} failed ({})",
+            script.display(),
+            args.join(" "),
+            output.status
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `export NAME=value` lines as pairs.
+fn exports(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("export "))
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.trim_matches('"').to_owned()))
+        .collect()
+}
+
+pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let mut keep = false;
+    for arg in args {
+        match arg.as_str() {
+            "--keep" => keep = true,
+            "-h" | "--help" => {
+                print!("{HELP}");
+                return Ok(());
+            }
+            other => bail!("unknown option {other}\n\n{HELP}"),
+        }
+    }
+    let began = std::time::Instant::now();
+    let dir = target_dir(root).join("openstack");
+    let keystone_dir = dir.join("keystone");
+    let glance_dir = dir.join("glance");
+    let nova_dir = dir.join("nova");
+    let openstack_sh = root.join("scripts/openstack.sh");
+    let glance_sh = root.join("scripts/glance.sh");
+    // A run stopped half-way leaves its services: purge them before starting afresh.
+    ScriptGuard::purge(&openstack_sh, &nova_dir);
+    ScriptGuard::purge(&glance_sh, &glance_dir);
+    keystone::purge(root, &keystone_dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    for script in [&openstack_sh, &glance_sh, &keystone::script(root)] {
+        run_script(script, &["install"])?;
+    }
+    eprintln!("xtask: venvs ready ({:?})", began.elapsed());
+
+    // Ferric first, on a port chosen now, then Keystone with its catalog pointing there.
+    let keystone_port = free_port()?;
+    let auth_url = format!("http://127.0.0.1:{keystone_port}/v3");
+    let settings = [
+        ("FERRIC_AUTH_STRATEGY", "keystone"),
+        ("FERRIC_KEYSTONE_AUTH_URL", auth_url.as_str()),
+        ("FERRIC_KEYSTONE_USERNAME", "ferric"),
+        ("FERRIC_KEYSTONE_PASSWORD", "ferric-test-ferric"),
+        ("FERRIC_KEYSTONE_PROJECT_NAME", "service"),
+        ("FERRIC_KEYSTONE_REGION_NAME", "RegionOne"),
+        ("FERRIC_ENABLED_HARDWARE_TYPES", "fake-hardware"),
+        ("FERRIC_SEND_POWER_NOTIFICATIONS", "true"),
+        ("FERRIC_NOVA_INTERFACE", "public"),
+    ];
+    let ferric = RunningServer::ferric_with(root, &dir, free_port()?, &settings)?;
+    eprintln!(
+        "xtask: ferric at {} ({:?})",
+        ferric.endpoint,
+        began.elapsed()
+    );
+
+    let keystone_dir_arg = keystone_dir.display().to_string();
+    let _keystone = ScriptGuard {
+        script: keystone::script(root),
+        dir: keystone_dir.clone(),
+        keep,
+    };
+    run_script(
+        &keystone::script(root),
+        &[
+            "start",
+            "--port",
+            &keystone_port.to_string(),
+            "--dir",
+            &keystone_dir_arg,
+            "--baremetal-url",
+            &ferric.endpoint,
+        ],
+    )?;
+    eprintln!("xtask: keystone at {auth_url} ({:?})", began.elapsed());
+
+    let _glance = ScriptGuard {
+        script: glance_sh.clone(),
+        dir: glance_dir.clone(),
+        keep,
+    };
+    let glance_env = run_script(
+        &glance_sh,
+        &[
+            "start",
+            "--dir",
+            &glance_dir.display().to_string(),
+            "--keystone-dir",
+            &keystone_dir_arg,
+        ],
+    )?;
+    eprintln!("xtask: glance running ({:?})", began.elapsed());
+
+    let _nova = ScriptGuard {
+        script: openstack_sh.clone(),
+        dir: nova_dir.clone(),
+        keep,
+    };
+    let nova_env = run_script(
+        &openstack_sh,
+        &[
+            "start",
+            "--dir",
+            &nova_dir.display().to_string(),
+            "--auth-url",
+            &auth_url,
+        ],
+    )?;
+    eprintln!("xtask: placement and nova running ({:?})", began.elapsed());
+
+    let venv = venv()?;
+    let scenario_began = std::time::Instant::now();
+    let status = Command::new(venv.join("bin/python"))
+        .arg(root.join("tests/openstack/scenario.py"))
+        .envs(exports(&glance_env))
+        .envs(exports(&nova_env))
+        .env("PYTHONWARNINGS", "ignore")
+        .status()
+        .context("run tests/openstack/scenario.py")?;
+    eprintln!(
+        "xtask: openstack scenario took {:?}, the whole run {:?}; files in {}",
+        scenario_began.elapsed(),
+        began.elapsed(),
+        dir.display()
+    );
+    if keep {
+        std::mem::forget(ferric);
+        eprintln!("xtask: everything left running (--keep)");
+    }
+    if !status.success() {
+        bail!(
+            "the openstack scenario failed ({status}); logs: {}/ferric.log, {}/logs/",
+            dir.display(),
+            nova_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The venv scripts/openstack.sh installs (Nova, Placement, openstacksdk).
+fn venv() -> anyhow::Result<PathBuf> {
+    if let Some(venv) = std::env::var_os("OPENSTACK_VENV") {
+        return Ok(PathBuf::from(venv));
+    }
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    Ok(PathBuf::from(home).join(".cache/ferric/openstack-venv"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_are_read_from_a_scripts_environment() {
+        let text = "export OS_AUTH_URL=http://127.0.0.1:5000/v3\n# a comment\nexport A=\"b c\"\n";
+        assert_eq!(
+            exports(text),
+            vec![
+                (
+                    "OS_AUTH_URL".to_owned(),
+                    "http://127.0.0.1:5000/v3".to_owned()
+                ),
+                ("A".to_owned(), "b c".to_owned()),
+            ]
+        );
+    }
+}
