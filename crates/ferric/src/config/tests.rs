@@ -389,6 +389,11 @@ fn all_settings_from_the_environment_pass_the_start_up_checks() {
             "admin:$2y$05$abcdefghijklmnopqrstuu5E9K6TA2ZmXyWoaPOXA8Gg2TgUbb3Nu\n",
         )?;
         jail.create_file("users.toml", "[admin]\nroles = [\"admin\"]\n")?;
+        // Read whatever the auth strategy: Ferric's Keystone credentials also reach Glance.
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .map_err(|error| error.to_string())?;
+        jail.create_file("keystone-ca.pem", &certified.cert.pem())?;
+        jail.create_file("keystone-password", "sample-password\n")?;
         jail.create_file(
             "policy.toml",
             "\"baremetal:node:get\" = [\"system_reader\", \"owner_reader\"]\n",
