@@ -135,7 +135,11 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ("FERRIC_NOVA_INTERFACE", "public"),
     ];
     let ferric = RunningServer::ferric_with(root, &dir, free_port()?, &settings)?;
-    eprintln!("xtask: ferric at {} ({:?})", ferric.endpoint, began.elapsed());
+    eprintln!(
+        "xtask: ferric at {} ({:?})",
+        ferric.endpoint,
+        began.elapsed()
+    );
 
     let keystone_dir_arg = keystone_dir.display().to_string();
     let _keystone = ScriptGuard {
@@ -189,10 +193,7 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
             &auth_url,
         ],
     )?;
-    eprintln!(
-        "xtask: placement and nova running ({:?})",
-        began.elapsed()
-    );
+    eprintln!("xtask: placement and nova running ({:?})", began.elapsed());
 
     let venv = venv()?;
     let scenario_began = std::time::Instant::now();
@@ -242,7 +243,10 @@ mod tests {
         assert_eq!(
             exports(text),
             vec![
-                ("OS_AUTH_URL".to_owned(), "http://127.0.0.1:5000/v3".to_owned()),
+                (
+                    "OS_AUTH_URL".to_owned(),
+                    "http://127.0.0.1:5000/v3".to_owned()
+                ),
                 ("A".to_owned(), "b c".to_owned()),
             ]
         );

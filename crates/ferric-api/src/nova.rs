@@ -108,16 +108,14 @@ impl NovaNotifier {
             if status.as_u16() >= 400 {
                 return Err(format!("Nova answered {status} to {event}: {text}"));
             }
-            let answer: Value = serde_json::from_str(&text)
-                .map_err(|error| format!("Nova's answer to {event} is not JSON ({error}): {text}"))?;
-            let code = answer["events"][0]["code"].as_u64().ok_or_else(|| {
-                format!("Nova's answer to {event} names no event code: {text}")
+            let answer: Value = serde_json::from_str(&text).map_err(|error| {
+                format!("Nova's answer to {event} is not JSON ({error}): {text}")
             })?;
+            let code = answer["events"][0]["code"]
+                .as_u64()
+                .ok_or_else(|| format!("Nova's answer to {event} names no event code: {text}"))?;
             if code >= 400 {
-                return Err(format!(
-                    "Nova refused {event}: {}",
-                    answer["events"][0]
-                ));
+                return Err(format!("Nova refused {event}: {}", answer["events"][0]));
             }
             return Ok(());
         }
@@ -231,7 +229,10 @@ mod tests {
     async fn a_power_update_is_ironics_event_at_the_catalogs_compute_endpoint() {
         let (notifier, received) = fake(200, "compute").await;
         let server = Uuid::new_v4();
-        notifier.power_update(server, PowerState::Off).await.unwrap();
+        notifier
+            .power_update(server, PowerState::Off)
+            .await
+            .unwrap();
         notifier.power_update(server, PowerState::On).await.unwrap();
         let received = received.lock().unwrap();
         assert_eq!(received.len(), 2);
@@ -255,14 +256,21 @@ mod tests {
             .power_update(Uuid::new_v4(), PowerState::On)
             .await
             .unwrap_err();
-        assert!(error.contains("Nova refused") && error.contains("404"), "{error}");
+        assert!(
+            error.contains("Nova refused") && error.contains("404"),
+            "{error}"
+        );
         assert_eq!(received.lock().unwrap().len(), 1);
         let error = notifier
             .power_update(Uuid::new_v4(), PowerState::Error)
             .await
             .unwrap_err();
         assert!(error.contains("no power-update"), "{error}");
-        assert_eq!(received.lock().unwrap().len(), 1, "nothing sent for an error state");
+        assert_eq!(
+            received.lock().unwrap().len(),
+            1,
+            "nothing sent for an error state"
+        );
     }
 
     #[tokio::test]
@@ -272,7 +280,10 @@ mod tests {
             .power_update(Uuid::new_v4(), PowerState::On)
             .await
             .unwrap_err();
-        assert!(error.contains("no public compute endpoint in region R1"), "{error}");
+        assert!(
+            error.contains("no public compute endpoint in region R1"),
+            "{error}"
+        );
         assert!(received.lock().unwrap().is_empty());
     }
 
@@ -280,7 +291,10 @@ mod tests {
     fn the_endpoint_gets_its_version() {
         assert_eq!(versioned("http://n:8774/"), "http://n:8774/v2.1");
         assert_eq!(versioned("http://n:8774/v2.1"), "http://n:8774/v2.1");
-        assert_eq!(versioned("http://n:8774/v2.1/abc"), "http://n:8774/v2.1/abc");
+        assert_eq!(
+            versioned("http://n:8774/v2.1/abc"),
+            "http://n:8774/v2.1/abc"
+        );
         assert_eq!(versioned("http://n/compute/v2.1"), "http://n/compute/v2.1");
     }
 }

@@ -23,7 +23,10 @@ pub(crate) struct Receiver(RwLock<Option<Arc<dyn PowerEvents>>>);
 
 impl Receiver {
     pub(crate) fn set(&self, events: Arc<dyn PowerEvents>) {
-        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(events);
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(events);
     }
 
     /// Announces `node`'s power state, if it holds an instance and the state is on or off

@@ -494,11 +494,13 @@ impl Settings {
             .nova_region_name
             .clone()
             .or_else(|| self.keystone_region_name.clone());
-        Ok(Some(std::sync::Arc::new(ferric_api::nova::NovaNotifier::new(
-            self.keystone_auth()?,
-            self.nova_interface.clone(),
-            region,
-        ))))
+        Ok(Some(std::sync::Arc::new(
+            ferric_api::nova::NovaNotifier::new(
+                self.keystone_auth()?,
+                self.nova_interface.clone(),
+                region,
+            ),
+        )))
     }
 
     /// The API's access settings, checked: `http_basic` needs a readable user file of bcrypt
