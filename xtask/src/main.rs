@@ -144,6 +144,10 @@ fn main() -> anyhow::Result<()> {
             // their causes in tests/tempest/known-failures.txt are left out, any other fails
             // (a failed test gets one more try and is then named FLAKY in the output).
             tempest::tempest(&workspace_root(), &["--retry-failed".to_owned()])?;
+            // `openstack server create` onto ferric through a real Nova (ironic driver),
+            // Placement, Neutron's API and Glance: create, reboot, stop/start, power changes
+            // Nova follows, rebuild, delete (about 6 minutes, most of it the services' start).
+            openstack::openstack(&workspace_root(), &[])?;
             // The web UI in a real browser (headless chromium, 10,000 nodes; docs/ui.md).
             ui::ui_test(&[])?;
             // A parser regression fails CI: every fuzz target, briefly (fuzz::CI_SECONDS each).
