@@ -5,7 +5,7 @@
 #
 #   scripts/ironic-standalone.sh install                 # only the venv (idempotent)
 #   scripts/ironic-standalone.sh start [--port N] [--dir DIR] [--keep-db] [--profile bmo]
-#                                      [--db sqlite|mariadb]
+#                                      [--db sqlite|mariadb] [--keystone AUTH_URL]
 #   scripts/ironic-standalone.sh status|stop [--dir DIR]
 #   scripts/ironic-standalone.sh dburl|dropdb [--dir DIR] [--db sqlite|mariadb]
 #
@@ -26,6 +26,12 @@
 # of DIR/ironic.sqlite: a database of its own per DIR, dropped and created afresh at each start
 # unless --keep-db. PyMySQL comes into the venv with `install` (or on first use). `dburl` prints the
 # database's URL (SQLAlchemy's form, as in ironic.conf) for `ferric import ironic --from`.
+#
+# --keystone AUTH_URL puts Ironic behind that Keystone (`auth_strategy = keystone`, tokens
+# validated by keystonemiddleware with the `ferric` service user that scripts/keystone.sh
+# creates): how `cargo xtask tempest --with-ironic` runs Tempest against it. The server is then
+# ready when the API refuses an unauthenticated request (401) and the conductor has logged its
+# start.
 #
 # Defaults: --port 6388, --dir $HOME/.cache/ferric/ironic-standalone, venv
 # $HOME/.cache/ferric/ironic-venv (IRONIC_VENV), Python from PYTHON (>= 3.11).
@@ -63,6 +69,7 @@ dir="${HOME}/.cache/ferric/ironic-standalone"
 keep_db=""
 profile=""
 db="sqlite"
+keystone=""
 db_host="${IRONIC_DB_HOST:-127.0.0.1:3306}"
 pymysql_version="1.2.4"
 
@@ -78,6 +85,7 @@ while [ $# -gt 0 ]; do
     --keep-db) keep_db=1; shift ;;
     --profile) profile="$2"; shift 2 ;;
     --db) db="$2"; shift 2 ;;
+    --keystone) keystone="$2"; shift 2 ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -178,12 +186,36 @@ EOF
   esac
 }
 
+auth_settings() {
+  if [ -z "$keystone" ]; then
+    echo "# No Keystone: every request is an admin request."
+    echo "auth_strategy = noauth"
+  else
+    echo "auth_strategy = keystone"
+  fi
+}
+
+keystone_section() {
+  [ -n "$keystone" ] || return 0
+  cat <<EOF
+
+[keystone_authtoken]
+www_authenticate_uri = $keystone
+auth_url = $keystone
+auth_type = password
+username = ferric
+password = ferric-test-ferric
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+EOF
+}
+
 write_config() {
   cat >"$dir/ironic.conf" <<EOF
 # Written by scripts/ironic-standalone.sh: Ironic standalone for Ferric's comparisons.
 [DEFAULT]
-# No Keystone: every request is an admin request.
-auth_strategy = noauth
+$(auth_settings)
 # API and conductor in one process (the \`ironic\` command), no message bus.
 rpc_transport = none
 # The conductor's name, shown as a node's "conductor" and a driver's "hosts".
@@ -211,6 +243,7 @@ tftp_root = $dir/tftpboot
 
 [service_catalog]
 endpoint_override = http://127.0.0.1:$port
+$(keystone_section)
 EOF
 }
 
@@ -257,8 +290,15 @@ start() {
       stop
       die "ironic's conductor failed to start (log: $dir/ironic.log)"
     fi
-    # Ready = the API answers and the conductor has registered the fake hardware type.
-    if curl -sf "$endpoint/v1/drivers" 2>/dev/null | grep -q '"fake-hardware"'; then
+    # Ready = the API answers and the conductor has registered the fake hardware type (behind
+    # Keystone: the API asks for a token and the conductor has started).
+    if [ -z "$keystone" ]; then
+      if curl -sf "$endpoint/v1/drivers" 2>/dev/null | grep -q '"fake-hardware"'; then
+        echo "$endpoint"
+        return
+      fi
+    elif [ "$(curl -s -o /dev/null -w '%{http_code}' "$endpoint/v1/drivers" 2>/dev/null)" = 401 ] &&
+      grep -q 'Successfully started conductor' "$dir/ironic.log" 2>/dev/null; then
       echo "$endpoint"
       return
     fi

@@ -374,7 +374,7 @@ impl RunningServer {
         RunningServer::ironic_with(root, run_dir, port, &["--profile", profile])
     }
 
-    fn ironic_with(
+    pub(crate) fn ironic_with(
         root: &Path,
         run_dir: &Path,
         port: u16,

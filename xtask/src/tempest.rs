@@ -13,6 +13,12 @@
 //!
 //! `cargo xtask ci` runs it: any failure fails CI, except the tests listed with their cause
 //! in tests/tempest/known-failures.txt (left out; `--all` runs them too).
+//!
+//! `--with-ironic` then runs the same Tempest configuration against OpenStack Ironic 39
+//! (`scripts/ironic-standalone.sh --keystone`, fake-hardware, its own Keystone started the same
+//! way with the catalog's `baremetal` pointing at Ironic), every test (the reference has no
+//! known failures), and prints both servers' counts side by side and the tests that pass on
+//! one and not the other. Ironic's files are in `<target>/tempest/ironic*`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -24,7 +30,7 @@ use crate::keystone;
 
 const HELP: &str = "\
 usage: cargo xtask tempest [--regex REGEX] [--concurrency N] [--all] [--retry-failed] [--keep]
-                           [--summary]
+                           [--summary] [--with-ironic]
 
 Runs ironic-tempest-plugin's API tests against a debug ferric behind a real Keystone and
 prints passed/failed/skipped and the failing tests; fails when any test fails. The tests in
@@ -40,12 +46,14 @@ Files: <target>/tempest/.
   --keep            leave Ferric and Keystone running afterwards (stop Keystone with
                     `cargo xtask keystone purge --dir <target>/tempest/keystone`)
   --summary         only print the summary of the last run again
+  --with-ironic     also run the same tests against Ironic 39 behind its own Keystone, and
+                    print both servers' counts side by side and the tests that differ
 ";
 
 /// The Ironic settings Tempest is told about, and Ferric is started with.
 const HARDWARE_TYPES: &str = "fake-hardware";
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Options {
     regex: String,
     concurrency: u32,
@@ -55,6 +63,8 @@ struct Options {
     retry_failed: bool,
     keep: bool,
     summary_only: bool,
+    /// Run the same tests against Ironic 39 too, and compare.
+    with_ironic: bool,
 }
 
 /// Stops and removes the run's Keystone when dropped (also on errors), unless kept.
@@ -80,6 +90,7 @@ fn parse(args: &[String]) -> anyhow::Result<Option<Options>> {
         retry_failed: false,
         keep: false,
         summary_only: false,
+        with_ironic: false,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -96,6 +107,7 @@ fn parse(args: &[String]) -> anyhow::Result<Option<Options>> {
             "--retry-failed" => options.retry_failed = true,
             "--keep" => options.keep = true,
             "--summary" => options.summary_only = true,
+            "--with-ironic" => options.with_ironic = true,
             "-h" | "--help" => {
                 print!("{HELP}");
                 return Ok(None);
@@ -113,7 +125,7 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let venv = tempest_venv(root)?;
     let dir = target_dir(root).join("tempest");
     if options.summary_only {
-        return summarize(&venv, &dir.join("workspace"), &dir).map(drop);
+        return summarize(&venv, &dir.join("workspace"), &dir, "ferric").map(drop);
     }
     let keystone_dir = dir.join("keystone");
     keystone::purge(root, &keystone_dir);
@@ -158,11 +170,102 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
     }
     eprintln!("xtask: keystone at {auth_url} ({:?})", started.elapsed());
 
-    let workspace = dir.join("workspace");
+    let ferric_run = run_suite(&venv, &dir, "workspace", &auth_url, &options, true, root)?;
+    drop(keystone_guard);
+    if options.keep {
+        std::mem::forget(ferric);
+        eprintln!("xtask: ferric and keystone left running (--keep)");
+    } else {
+        drop(ferric);
+    }
+    if options.with_ironic {
+        let ironic_run = run_on_ironic(root, &venv, &dir, &options)?;
+        compare(&ferric_run, &ironic_run);
+    }
+    if ferric_run.failed > 0 {
+        bail!(
+            "{} Tempest test(s) failed (tracebacks in {})",
+            ferric_run.failed,
+            dir.join("failures.txt").display()
+        );
+    }
+    Ok(())
+}
+
+/// Ironic 39 behind a Keystone of its own (same script, same identities, its catalog's
+/// `baremetal` pointing at Ironic), the same Tempest configuration, every test.
+fn run_on_ironic(
+    root: &Path,
+    venv: &Path,
+    dir: &Path,
+    options: &Options,
+) -> anyhow::Result<Summary> {
+    let keystone_dir = dir.join("ironic-keystone");
+    keystone::purge(root, &keystone_dir);
+    let keystone_port = free_port()?;
+    let auth_url = format!("http://127.0.0.1:{keystone_port}/v3");
+    let ironic_port = free_port()?;
+    let ironic_url = format!("http://127.0.0.1:{ironic_port}");
+    let output = Command::new(keystone::script(root))
+        .args(["start", "--port", &keystone_port.to_string(), "--dir"])
+        .arg(&keystone_dir)
+        .args(["--baremetal-url", &ironic_url])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("run scripts/keystone.sh")?;
+    let _keystone_guard = KeystoneGuard {
+        root,
+        dir: keystone_dir,
+        keep: false,
+    };
+    if !output.status.success() {
+        bail!("Keystone (for Ironic) did not start ({})", output.status);
+    }
+    let started = std::time::Instant::now();
+    let ironic_dir = dir.join("ironic-run");
+    std::fs::create_dir_all(&ironic_dir)?;
+    let ironic =
+        RunningServer::ironic_with(root, &ironic_dir, ironic_port, &["--keystone", &auth_url])?;
+    eprintln!(
+        "xtask: ironic at {} behind {auth_url} ({:?})",
+        ironic.endpoint,
+        started.elapsed()
+    );
+    let reference = Options {
+        all: true,
+        retry_failed: false,
+        ..options.clone()
+    };
+    let summary = run_suite(
+        venv,
+        dir,
+        "ironic-workspace",
+        &auth_url,
+        &reference,
+        false,
+        root,
+    )?;
+    drop(ironic);
+    Ok(summary)
+}
+
+/// One Tempest run: a workspace `name` under `dir` with the generated tempest.conf, `tempest
+/// run`, the summary (and for Ferric with `--retry-failed`, the failed tests once more).
+fn run_suite(
+    venv: &Path,
+    dir: &Path,
+    name: &str,
+    auth_url: &str,
+    options: &Options,
+    ferric: bool,
+    root: &Path,
+) -> anyhow::Result<Summary> {
+    let label = if ferric { "ferric" } else { "ironic" };
+    let workspace = dir.join(name);
     // The run's own workspace registry: the default, ~/.tempest/workspace.yaml, refuses a
     // second `init` of a workspace name it already holds, so every run after the first would
     // fail.
-    let registry = dir.join("workspace.yaml");
+    let registry = dir.join(format!("{name}.yaml"));
     run_in(
         &venv.join("bin/tempest"),
         &[
@@ -171,11 +274,11 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
             registry.as_os_str(),
             workspace.as_os_str(),
         ],
-        &dir,
+        dir,
     )?;
     std::fs::write(
         workspace.join("etc/tempest.conf"),
-        tempest_conf(&auth_url, &workspace),
+        tempest_conf(auth_url, &workspace),
     )?;
     let started = std::time::Instant::now();
     let mut run = Command::new(venv.join("bin/tempest"));
@@ -186,49 +289,82 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
     }
     let status = run
         .current_dir(&workspace)
-        .env("PATH", path_with(&venv))
-        .stdout(std::fs::File::create(dir.join("tempest-run.txt"))?)
+        .env("PATH", path_with(venv))
+        .stdout(std::fs::File::create(
+            dir.join(format!("{label}-tempest-run.txt")),
+        )?)
         .stderr(Stdio::inherit())
         .status()
         .context("run tempest")?;
     let elapsed = started.elapsed();
-    let mut failed = summarize(&venv, &workspace, &dir)?;
-    if options.retry_failed && (1..=MAX_RETRIED).contains(&failed) {
+    let mut summary = summarize(venv, &workspace, dir, label)?;
+    if options.retry_failed && (1..=MAX_RETRIED).contains(&summary.failed) {
         let first = std::fs::read_to_string(dir.join("failures.txt")).unwrap_or_default();
         std::fs::write(dir.join("failures-first-try.txt"), &first)?;
-        eprintln!("xtask: tempest: {failed} failed; running them once more (--retry-failed)");
+        eprintln!(
+            "xtask: tempest: {} failed; running them once more (--retry-failed)",
+            summary.failed
+        );
         let status = Command::new(venv.join("bin/stestr"))
             .args(["run", "--failing"])
             .current_dir(&workspace)
-            .env("PATH", path_with(&venv))
+            .env("PATH", path_with(venv))
             .stdout(std::fs::File::create(dir.join("tempest-retry.txt"))?)
             .stderr(Stdio::inherit())
             .status()
             .context("run stestr --failing")?;
-        failed = summarize(&venv, &workspace, &dir)?;
-        if failed == 0 {
+        let retried = summarize(venv, &workspace, dir, label)?;
+        if retried.failed == 0 {
             println!(
                 "  FLAKY: passed on the second try (first tracebacks in {}); status {status}",
                 dir.join("failures-first-try.txt").display()
             );
         }
+        // The first run's outcomes, with the retried tests' second results.
+        summary.passed += summary.failed - retried.failed;
+        summary.failed = retried.failed;
+        for (test, passed) in retried.outcomes {
+            summary.outcomes.insert(test, passed);
+        }
     }
     eprintln!(
-        "xtask: tempest run took {elapsed:?} (exit {status}); files in {}",
+        "xtask: tempest run against {label} took {elapsed:?} (exit {status}); files in {}",
         dir.display()
     );
-    if options.keep {
-        std::mem::forget(ferric);
-        eprintln!("xtask: ferric and keystone left running (--keep)");
-    }
-    drop(keystone_guard);
-    if failed > 0 {
-        bail!(
-            "{failed} Tempest test(s) failed (tracebacks in {})",
-            dir.join("failures.txt").display()
+    Ok(summary)
+}
+
+/// Both servers' counts side by side, and the tests whose outcome differs.
+fn compare(ferric: &Summary, ironic: &Summary) {
+    println!("tempest (ironic_tempest_plugin.tests.api), side by side:");
+    println!(
+        "  {:<8} {:>7} {:>7} {:>7}",
+        "", "passed", "failed", "skipped"
+    );
+    for (name, summary) in [("ferric", ferric), ("ironic", ironic)] {
+        println!(
+            "  {name:<8} {:>7} {:>7} {:>7}",
+            summary.passed, summary.failed, summary.skipped
         );
     }
-    Ok(())
+    let mut differ = 0;
+    for (test, &on_ironic) in &ironic.outcomes {
+        let on_ferric = ferric.outcomes.get(test).copied();
+        if on_ironic == Outcome::Passed && on_ferric != Some(Outcome::Passed) {
+            differ += 1;
+            let shown = on_ferric.map_or("not run (known failure)", Outcome::as_str);
+            println!("  PASSES ON IRONIC ONLY ({shown} on ferric): {test}");
+        }
+    }
+    for (test, &on_ferric) in &ferric.outcomes {
+        let on_ironic = ironic.outcomes.get(test).copied();
+        if on_ferric == Outcome::Passed && on_ironic != Some(Outcome::Passed) {
+            differ += 1;
+            let shown = on_ironic.map_or("not run", Outcome::as_str);
+            println!("  PASSES ON FERRIC ONLY ({shown} on ironic): {test}");
+        }
+    }
+    println!("  {differ} test(s) differ");
 }
 
 /// The tests left out of a run (regexes, each with its cause): those Ferric is known to fail.
@@ -259,9 +395,36 @@ fn run_in(program: &Path, args: &[&std::ffi::OsStr], dir: &Path) -> anyhow::Resu
     Ok(())
 }
 
+/// What became of one test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Passed => "passed",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// The counts of one run and each test's outcome (by test id, without its `[…]` tags).
+#[derive(Debug, Default)]
+struct Summary {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    outcomes: std::collections::BTreeMap<String, Outcome>,
+}
+
 /// Prints passed/failed/skipped (stestr's last run) and the failing tests; writes their
-/// tracebacks to `dir/failures.txt`. Returns how many failed.
-fn summarize(venv: &Path, workspace: &Path, dir: &Path) -> anyhow::Result<usize> {
+/// tracebacks to `dir/failures.txt` (`dir/<label>-failures.txt` for Ironic).
+fn summarize(venv: &Path, workspace: &Path, dir: &Path, label: &str) -> anyhow::Result<Summary> {
     let stestr = venv.join("bin/stestr");
     let subunit = Command::new(&stestr)
         .args(["last", "--subunit"])
@@ -277,7 +440,7 @@ fn summarize(venv: &Path, workspace: &Path, dir: &Path) -> anyhow::Result<usize>
         .output()
         .context("subunit2csv")?;
     let text = String::from_utf8_lossy(&csv.stdout);
-    let (mut passed, mut failed, mut skipped) = (0, 0_usize, 0);
+    let mut summary = Summary::default();
     let mut failing = Vec::new();
     for line in text.lines().skip(1) {
         // test,status,start_time,stop_time — test ids may hold commas (`[id-…,negative]`).
@@ -288,31 +451,48 @@ fn summarize(venv: &Path, workspace: &Path, dir: &Path) -> anyhow::Result<usize>
             continue;
         };
         // Class-level fixtures (setUpClass) report as tests too; their failure fails the class.
-        match status {
-            "success" => passed += 1,
-            "skip" => skipped += 1,
-            "fail" | "failure" => {
-                failed += 1;
-                let test = test.trim_matches('"');
-                failing.push(test.split('[').next().unwrap_or(test).to_owned());
+        let test = test.trim_matches('"');
+        let test = test.split('[').next().unwrap_or(test).to_owned();
+        let outcome = match status {
+            "success" => {
+                summary.passed += 1;
+                Outcome::Passed
             }
-            _ => {}
-        }
+            "skip" => {
+                summary.skipped += 1;
+                Outcome::Skipped
+            }
+            "fail" | "failure" => {
+                summary.failed += 1;
+                failing.push(test.clone());
+                Outcome::Failed
+            }
+            _ => continue,
+        };
+        summary.outcomes.insert(test, outcome);
     }
     let failures = Command::new(&stestr)
         .arg("failing")
         .current_dir(workspace)
         .output()
         .context("stestr failing")?;
-    std::fs::write(dir.join("failures.txt"), &failures.stdout)?;
+    let tracebacks = if label == "ferric" {
+        dir.join("failures.txt")
+    } else {
+        dir.join(format!("{label}-failures.txt"))
+    };
+    std::fs::write(&tracebacks, &failures.stdout)?;
     failing.sort();
-    println!("tempest (ironic_tempest_plugin.tests.api) against ferric:");
-    println!("  passed {passed}, failed {failed}, skipped {skipped}");
+    println!("tempest (ironic_tempest_plugin.tests.api) against {label}:");
+    println!(
+        "  passed {}, failed {}, skipped {}",
+        summary.passed, summary.failed, summary.skipped
+    );
     for test in &failing {
         println!("  FAILED {test}");
     }
-    println!("  tracebacks: {}", dir.join("failures.txt").display());
-    Ok(failed)
+    println!("  tracebacks: {}", tracebacks.display());
+    Ok(summary)
 }
 
 /// tempest.conf: Keystone's admin for dynamic credentials, only Ironic available, the fake

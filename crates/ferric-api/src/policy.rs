@@ -288,6 +288,16 @@ pub const RULES: &[(&str, &[Persona], &str)] = &[
         "PUT …/management/inject_nmi",
     ),
     (
+        "baremetal:node:get_indicator_state",
+        NODE_READERS,
+        "GET …/management/indicators[/{indicator}]",
+    ),
+    (
+        "baremetal:node:set_indicator_state",
+        NODE_MEMBERS,
+        "PUT …/management/indicators/{indicator}",
+    ),
+    (
         "baremetal:node:get_console",
         NODE_MEMBERS,
         "GET …/states/console",

@@ -128,6 +128,16 @@ async fn an_allocation_takes_a_matching_node_and_deleting_frees_it() {
         .send_at(V, Method::GET, "/v1/nodes/gpu/allocation", None)
         .await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    // A node that does not exist is a bad filter to Ironic (400), not a missing allocation;
+    // below 1.52 the endpoint does not exist (404).
+    let no_node = api
+        .send_at(V, Method::GET, "/nodes/None/allocation", None)
+        .await;
+    assert_eq!(no_node.status, StatusCode::BAD_REQUEST, "{}", no_node.body);
+    let old = api
+        .send_at(51, Method::GET, "/nodes/None/allocation", None)
+        .await;
+    assert_eq!(old.status, StatusCode::NOT_FOUND, "{}", old.body);
 }
 
 #[tokio::test]

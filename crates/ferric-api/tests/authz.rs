@@ -818,3 +818,39 @@ async fn a_policy_file_can_forbid_single_steps() {
         .await;
     assert_eq!(allowed.status, StatusCode::ACCEPTED, "{}", allowed.body);
 }
+
+/// Indicators (1.63) follow Ironic's defaults: the node's readers may read them
+/// (`baremetal:node:get_indicator_state`), only its members set them (`…set_indicator_state`),
+/// and other projects do not see the node at all.
+#[tokio::test]
+async fn node_readers_read_indicators_and_node_members_set_them() {
+    let server = Server::new(None).await;
+    let node = server.project_node().await;
+    let led = format!("/v1/nodes/{node}/management/indicators/led@system");
+    let blink = json!({"state": "blinking"});
+    for (user, read, set) in [
+        ("reader-owner", 200, 403),
+        ("member-lessee", 200, 403),
+        ("reader-other", 404, 404),
+        ("member-owner", 200, 204),
+        ("service", 200, 204),
+    ] {
+        let got = server.send(Some(user), Method::GET, &led, None).await;
+        assert_eq!(got.status.as_u16(), read, "{user} GET: {}", got.body);
+        let listed = server
+            .send(
+                Some(user),
+                Method::GET,
+                &format!("/v1/nodes/{node}/management/indicators"),
+                None,
+            )
+            .await;
+        assert_eq!(listed.status.as_u16(), read, "{user} list: {}", listed.body);
+        let got = server
+            .send(Some(user), Method::PUT, &led, Some(blink.clone()))
+            .await;
+        assert_eq!(got.status.as_u16(), set, "{user} PUT: {}", got.body);
+    }
+    let shown = server.send(Some("admin"), Method::GET, &led, None).await;
+    assert_eq!(shown.body, json!({"state": "blinking"}));
+}

@@ -8,8 +8,13 @@
 
 mod common;
 
+use std::future::Future;
+use std::task::Poll;
+use std::time::Duration;
+
 use axum::http::{Method, StatusCode};
 use common::{Api, NodeSpec, faultstring};
+use ferric_model::resources::{Ident, PowerState};
 use serde_json::{Value, json};
 
 macro_rules! on_both_backends {
@@ -37,6 +42,8 @@ on_both_backends!(
     connectors_crud_uniqueness_and_node_state,
     targets_crud_boot_index_and_listing,
     boot_mode_secure_boot_and_nmi,
+    a_write_right_after_a_power_change_sees_its_result,
+    indicators_list_read_and_set,
 );
 
 async fn power(api: &Api, uuid: &str, target: &str) {
@@ -467,4 +474,222 @@ async fn boot_mode_secure_boot_and_nmi(api: Api) {
         unsupported.body
     );
     assert!(faultstring(&unsupported.body).contains("does not support management"));
+}
+
+/// Tempest's volume tests, unretried: `PUT …/states/power` answers 202, and the very next
+/// request PATCHes a connector and a target of the node, which Ironic allows only on a node
+/// powered off. Whatever the conductor's worker has done by then (still holding the node, or
+/// done and gone), the PATCH waits for the node and sees the power state it left.
+async fn a_write_right_after_a_power_change_sees_its_result(api: Api) {
+    let uuid = enroll(&api, json!({"driver": "fake-hardware"})).await;
+    assert!(node(&api, &uuid).await["power_state"].is_null());
+    let connector = api
+        .send_latest(
+            Method::POST,
+            "/v1/volume/connectors",
+            Some(json!({"node_uuid": uuid, "type": "iqn", "connector_id": "iqn.race"})),
+        )
+        .await;
+    assert_eq!(connector.status, StatusCode::CREATED, "{}", connector.body);
+    let target = api
+        .send_latest(
+            Method::POST,
+            "/v1/volume/targets",
+            Some(
+                json!({"node_uuid": uuid, "volume_type": "iscsi", "boot_index": 0,
+                "volume_id": "vol-race"}),
+            ),
+        )
+        .await;
+    assert_eq!(target.status, StatusCode::CREATED, "{}", target.body);
+    let paths = [
+        format!(
+            "/v1/volume/connectors/{}",
+            connector.body["uuid"].as_str().unwrap()
+        ),
+        format!(
+            "/v1/volume/targets/{}",
+            target.body["uuid"].as_str().unwrap()
+        ),
+    ];
+    for (round, path) in paths.iter().enumerate() {
+        let accepted = api
+            .send_latest(
+                Method::PUT,
+                &format!("/v1/nodes/{uuid}/states/power"),
+                Some(json!({"target": if round == 0 { "power off" } else { "power on" }})),
+            )
+            .await;
+        assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.body);
+        if round == 1 {
+            // On, the PATCH is refused with the power state the conductor left.
+            let refused = api
+                .send_latest(
+                    Method::PATCH,
+                    path,
+                    Some(json!([{"op": "add", "path": "/extra/round", "value": round}])),
+                )
+                .await;
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+            assert!(
+                faultstring(&refused.body).contains("state \"power on\""),
+                "{}",
+                refused.body
+            );
+            continue;
+        }
+        let patched = api
+            .send_latest(
+                Method::PATCH,
+                path,
+                Some(json!([{"op": "add", "path": "/extra/round", "value": round}])),
+            )
+            .await;
+        assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+        assert_eq!(patched.body["extra"]["round"], round);
+    }
+    api.settle().await;
+}
+
+/// The order that makes the above hold, step by step: a conductor holds the node (power state
+/// still null) when the PATCH arrives; the PATCH is polled once — on SQLite every statement
+/// runs on the caller's thread, so whatever the handler reads before it waits is read now —
+/// and can only be waiting (the node is held). Then the conductor writes the node powered off
+/// and gives it back; the PATCH, resumed, must judge the node as it is now (200), not as it was
+/// when the request came (400, "Power the node off first").
+#[tokio::test]
+async fn a_volume_patch_reads_the_node_once_the_conductor_gave_it_back() {
+    let api = Api::new().await;
+    let uuid = enroll(&api, json!({"driver": "fake-hardware"})).await;
+    let created = api
+        .send_latest(
+            Method::POST,
+            "/v1/volume/connectors",
+            Some(json!({"node_uuid": uuid, "type": "iqn", "connector_id": "iqn.held"})),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let path = format!(
+        "/v1/volume/connectors/{}",
+        created.body["uuid"].as_str().unwrap()
+    );
+    let node_uuid = uuid.parse().unwrap();
+    let store = api.store();
+    store
+        .node_lease_acquire(node_uuid, "conductor-held", Duration::from_secs(600))
+        .await
+        .unwrap();
+
+    let mut patch = std::pin::pin!(api.send_latest(
+        Method::PATCH,
+        &path,
+        Some(json!([{"op": "add", "path": "/extra/held", "value": true}])),
+    ));
+    let first = std::future::poll_fn(|cx| Poll::Ready(patch.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the PATCH went through a held node");
+
+    let mut record = store.node_get(&Ident::Uuid(node_uuid)).await.unwrap();
+    let version = record.version;
+    record.power_state = Some(PowerState::Off);
+    store.node_update(&record, version).await.unwrap();
+    store
+        .node_lease_release(node_uuid, "conductor-held")
+        .await
+        .unwrap();
+
+    let answer = patch.await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.body["extra"]["held"], true);
+}
+
+/// Indicators (1.63) on fake hardware, which has Ironic's fake indicators: the chassis'
+/// read-only `led-0` and the system's `led`, both `on` until set; the state set is remembered.
+/// Served at every version, as Ironic 39 does.
+async fn indicators_list_read_and_set(api: Api) {
+    let uuid = enroll(&api, json!({"driver": "fake-hardware", "name": "lit"})).await;
+    let base = "/v1/nodes/lit/management/indicators";
+    let listed = api.send_latest(Method::GET, base, None).await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    assert_eq!(
+        listed.body["indicators"][1],
+        json!({
+            "name": "led@system",
+            "component": "system",
+            "readonly": false,
+            "states": ["blinking", "off", "on"],
+            "links": [
+                {"href": "http://ferric.test/v1/nodes/lit/management/indicators/led@system",
+                    "rel": "self"},
+                {"href": "http://ferric.test/nodes/lit/management/indicators/led@system",
+                    "rel": "bookmark"},
+            ],
+        })
+    );
+    assert_eq!(listed.body["indicators"][0]["name"], "led-0@chassis");
+    assert_eq!(listed.body["indicators"][0]["readonly"], true);
+
+    let led = format!("/v1/nodes/{uuid}/management/indicators/led@system");
+    let shown = api.send(Method::GET, &led, None).await;
+    assert_eq!(shown.status, StatusCode::OK, "at 1.1: {}", shown.body);
+    assert_eq!(shown.body, json!({"state": "on"}));
+    let set = api
+        .send_latest(Method::PUT, &led, Some(json!({"state": "blinking"})))
+        .await;
+    assert_eq!(set.status, StatusCode::NO_CONTENT, "{}", set.body);
+    let shown = api.send_latest(Method::GET, &led, None).await;
+    assert_eq!(shown.body, json!({"state": "blinking"}));
+    // Upper case, as ironic-tempest-plugin's client sends it, reads the same.
+    let set = api
+        .send_latest(Method::PUT, &led, Some(json!({"state": "OFF"})))
+        .await;
+    assert_eq!(set.status, StatusCode::NO_CONTENT, "{}", set.body);
+    assert_eq!(
+        api.send_latest(Method::GET, &led, None).await.body,
+        json!({"state": "off"})
+    );
+
+    // Refusals: 400 each, with what is wrong.
+    let cases = [
+        ("led-0@chassis", json!({"state": "off"}), "read-only"),
+        (
+            "led@system",
+            json!({"state": "purple"}),
+            "Invalid indicator state",
+        ),
+        ("led@system", json!({}), "state"),
+        ("led@disk", json!({"state": "on"}), "Invalid component disk"),
+        (
+            "led-9@system",
+            json!({"state": "on"}),
+            "Invalid indicator led-9",
+        ),
+        ("led", json!({"state": "on"}), "Malformed indicator name"),
+    ];
+    for (indicator, body, words) in cases {
+        let refused = api
+            .send_latest(
+                Method::PUT,
+                &format!("/v1/nodes/{uuid}/management/indicators/{indicator}"),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{indicator} {body}"
+        );
+        assert!(
+            faultstring(&refused.body).contains(words),
+            "{indicator} {body}: {}",
+            refused.body
+        );
+    }
+    let missing = api
+        .send_latest(
+            Method::GET,
+            "/v1/nodes/nope/management/indicators/led@system",
+            None,
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
 }

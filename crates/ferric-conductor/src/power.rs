@@ -1,9 +1,11 @@
 //! Power and management requests (`reference/ironic.md` §2.5): power on/off/reboot (a worker,
-//! 202), boot device (done while the API waits, 204), and `validate`.
+//! 202), boot device and indicators (done while the API waits), and `validate`.
 
 use std::time::Duration;
 
-use ferric_drivers::{BootDevice, BootDeviceSetting, BootMode, PowerAction};
+use ferric_drivers::{
+    BootDevice, BootDeviceSetting, BootMode, Indicator, IndicatorState, PowerAction,
+};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, InterfaceKind};
 use uuid::Uuid;
@@ -121,6 +123,71 @@ impl Conductor {
             let interfaces = task.interfaces()?;
             interfaces.management.inject_nmi(&task.node).await?;
             Ok(())
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// The node's indicators (`GET …/management/indicators`, 1.63), read under the node's
+    /// lease as Ironic's conductor does, after the management interface's validation.
+    pub async fn indicators(&self, node: Uuid) -> Result<Vec<Indicator>, ConductorError> {
+        let task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            interfaces
+                .validate(&task.node, InterfaceKind::Management)
+                .await?;
+            Ok(interfaces.management.indicators(&task.node).await?)
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// The state of one indicator (`GET …/management/indicators/{name}@{component}`).
+    pub async fn indicator_state(
+        &self,
+        node: Uuid,
+        component: &str,
+        name: &str,
+    ) -> Result<IndicatorState, ConductorError> {
+        let task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            interfaces
+                .validate(&task.node, InterfaceKind::Management)
+                .await?;
+            Ok(interfaces
+                .management
+                .indicator_state(&task.node, component, name)
+                .await?)
+        }
+        .await;
+        task.release().await;
+        result
+    }
+
+    /// Sets one indicator (`PUT …/management/indicators/{name}@{component}`) and saves what
+    /// the management interface recorded on the node.
+    pub async fn set_indicator_state(
+        &self,
+        node: Uuid,
+        component: &str,
+        name: &str,
+        state: IndicatorState,
+    ) -> Result<(), ConductorError> {
+        let mut task = Task::acquire(&self.inner, node).await?;
+        let result = async {
+            let interfaces = task.interfaces()?;
+            interfaces
+                .validate(&task.node, InterfaceKind::Management)
+                .await?;
+            interfaces
+                .management
+                .set_indicator_state(&mut task.node, component, name, state)
+                .await?;
+            task.save().await
         }
         .await;
         task.release().await;

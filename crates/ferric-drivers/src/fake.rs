@@ -1,6 +1,6 @@
 //! The `fake` implementation of every interface, for tests, demos and benchmarks: nothing is
 //! touched, every operation succeeds at once, and the node remembers what it was told (power
-//! state, boot device).
+//! state, boot device, indicator states).
 //!
 //! Tests and the crash-safety workload steer it through `driver_info` (values may be JSON or
 //! the strings the `baremetal` CLI sends):
@@ -35,9 +35,10 @@ use crate::Component;
 use crate::DriverError;
 use crate::interfaces::{
     BiosChange, BiosInterface, BiosValue, BootDevice, BootDeviceSetting, BootInterface, BootMode,
-    DeployInterface, FirmwareInterface, FirmwareUpdate, InspectInterface, Inspection,
-    ManagementInterface, Outcome, PowerAction, PowerInterface, RaidInterface, RescueInterface,
-    StepCall, StepDef, StepKind, Validate, VendorInterface, VendorMethod,
+    DeployInterface, FirmwareInterface, FirmwareUpdate, Indicator, IndicatorState,
+    InspectInterface, Inspection, ManagementInterface, Outcome, PowerAction, PowerInterface,
+    RaidInterface, RescueInterface, StepCall, StepDef, StepKind, Validate, VendorInterface,
+    VendorMethod,
 };
 
 /// The longest `fake_delay` honoured, so a typo cannot park a worker for hours.
@@ -45,6 +46,50 @@ const MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// Where the fake management interface keeps the boot device it was told.
 const BOOT_DEVICE_KEY: &str = "fake_boot_device";
+
+/// Where it keeps the indicator states it was told, by `{name}@{component}`.
+const INDICATORS_KEY: &str = "fake_indicators";
+
+/// The fake machine's indicators, those of Ironic's fake management interface: the chassis'
+/// `led-0`, read-only, and the system's `led`, which can be set. Both show `on` until told
+/// otherwise, as Ironic's fake reports every indicator.
+fn fake_indicators() -> Vec<Indicator> {
+    vec![
+        Indicator {
+            component: "chassis".to_owned(),
+            name: "led-0".to_owned(),
+            readonly: true,
+            states: vec![IndicatorState::Off, IndicatorState::On],
+        },
+        Indicator {
+            component: "system".to_owned(),
+            name: "led".to_owned(),
+            readonly: false,
+            states: vec![
+                IndicatorState::Blinking,
+                IndicatorState::Off,
+                IndicatorState::On,
+            ],
+        },
+    ]
+}
+
+/// The fake indicator `name` of `component`; 400 (Ironic's words) for one it does not have.
+fn fake_indicator(component: &str, name: &str) -> Result<Indicator, DriverError> {
+    let indicators = fake_indicators();
+    if !indicators.iter().any(|known| known.component == component) {
+        return Err(DriverError::invalid(
+            "component",
+            format!("Invalid component {component} specified."),
+        ));
+    }
+    indicators
+        .into_iter()
+        .find(|known| known.component == component && known.name == name)
+        .ok_or_else(|| {
+            DriverError::invalid("indicator", format!("Invalid indicator {name} specified."))
+        })
+}
 
 fn listed(node: &Node, key: &str, operation: &str) -> bool {
     node.driver_info
@@ -251,6 +296,64 @@ impl ManagementInterface for Fake {
             ));
         }
         node.secure_boot = Some(enabled);
+        Ok(())
+    }
+
+    async fn indicators(&self, node: &Node) -> Result<Vec<Indicator>, DriverError> {
+        operate(node, "management").await?;
+        Ok(fake_indicators())
+    }
+
+    async fn indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        name: &str,
+    ) -> Result<IndicatorState, DriverError> {
+        operate(node, "management").await?;
+        fake_indicator(component, name)?;
+        Ok(node
+            .driver_internal_info
+            .get(INDICATORS_KEY)
+            .and_then(|stored| stored.get(format!("{name}@{component}")))
+            .and_then(Value::as_str)
+            .and_then(|state| state.parse().ok())
+            .unwrap_or(IndicatorState::On))
+    }
+
+    /// Remembers the state in the node's `driver_internal_info`; a read-only indicator, or a
+    /// state it cannot show, is refused.
+    async fn set_indicator_state(
+        &self,
+        node: &mut Node,
+        component: &str,
+        name: &str,
+        state: IndicatorState,
+    ) -> Result<(), DriverError> {
+        operate(node, "management").await?;
+        let indicator = fake_indicator(component, name)?;
+        if indicator.readonly {
+            return Err(DriverError::invalid(
+                "indicator",
+                format!("Indicator {name} of component {component} is read-only."),
+            ));
+        }
+        if !indicator.states.contains(&state) {
+            return Err(DriverError::invalid(
+                "state",
+                format!("Indicator {name} of component {component} cannot be {state}."),
+            ));
+        }
+        let stored = node
+            .driver_internal_info
+            .entry(INDICATORS_KEY.to_owned())
+            .or_insert_with(|| json!({}));
+        if !stored.is_object() {
+            *stored = json!({});
+        }
+        if let Value::Object(states) = stored {
+            states.insert(format!("{name}@{component}"), json!(state.as_str()));
+        }
         Ok(())
     }
 

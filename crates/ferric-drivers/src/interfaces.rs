@@ -13,7 +13,9 @@ use serde_json::Value;
 use crate::DriverError;
 pub use crate::step_kind::StepKind;
 use crate::vmedia::{VmediaDevice, VmediaSlot};
-pub use ferric_model::values::{BootDevice, BootDeviceSetting, BootMode, PowerAction, StepCall};
+pub use ferric_model::values::{
+    BootDevice, BootDeviceSetting, BootMode, Indicator, IndicatorState, PowerAction, StepCall,
+};
 
 /// What a step or an asynchronous operation did: finished, or started something the node
 /// will call back about (the conductor then parks the node in the matching wait state).
@@ -113,6 +115,43 @@ pub trait ManagementInterface: Validate {
     /// Turns UEFI secure boot on or off (`PUT /v1/nodes/{node}/states/secure_boot`) and
     /// records it in `node.secure_boot`.
     async fn set_secure_boot(&self, node: &mut Node, _enabled: bool) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// The node's indicators (LEDs) by component (`GET …/management/indicators`, API 1.63).
+    async fn indicators(&self, node: &Node) -> Result<Vec<Indicator>, DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// The state of the indicator `name` of `component`; an indicator the node does not have
+    /// is the caller's mistake ([`DriverError::InvalidParameter`]).
+    async fn indicator_state(
+        &self,
+        node: &Node,
+        _component: &str,
+        _name: &str,
+    ) -> Result<IndicatorState, DriverError> {
+        Err(DriverError::Unsupported {
+            driver: node.driver.clone(),
+            kind: InterfaceKind::Management,
+        })
+    }
+
+    /// Sets the indicator `name` of `component` to `state`; what the interface remembers
+    /// goes on the node, which the conductor saves.
+    async fn set_indicator_state(
+        &self,
+        node: &mut Node,
+        _component: &str,
+        _name: &str,
+        _state: IndicatorState,
+    ) -> Result<(), DriverError> {
         Err(DriverError::Unsupported {
             driver: node.driver.clone(),
             kind: InterfaceKind::Management,

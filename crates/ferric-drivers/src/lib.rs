@@ -60,8 +60,8 @@ pub use fast_track::FastTrackSettings;
 pub use hardware::{Drivers, HARDWARE_TYPES, HardwareType, Interfaces, OfferedStep};
 pub use interfaces::{
     BiosChange, BiosValue, BootDevice, BootDeviceSetting, BootMode, FirmwareUpdate, ImageChecksum,
-    Inspection, InspectionStatus, OutOfBand, Outcome, PowerAction, StepCall, StepDef, StepKind,
-    VendorInterface, VendorMethod,
+    Indicator, IndicatorState, Inspection, InspectionStatus, OutOfBand, Outcome, PowerAction,
+    StepCall, StepDef, StepKind, VendorInterface, VendorMethod,
 };
 pub use settings::{
     AgentVerifyCa, BootSettings, DeploySettings, DownloadSource, DriverSettings, EraseSettings,

@@ -14,8 +14,8 @@ use ferric_model::resources::{Node, PowerState};
 
 use crate::DriverError;
 use crate::interfaces::{
-    BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
-    Validate,
+    BootDevice, BootDeviceSetting, BootMode, Indicator, IndicatorState, ManagementInterface,
+    PowerAction, PowerInterface, Validate,
 };
 use crate::vmedia::{VmediaDevice, VmediaSlot};
 
@@ -149,6 +149,47 @@ impl<T: ManagementInterface> ManagementInterface for Measured<T> {
         let result = self.inner.set_secure_boot(node, enabled).await;
         if !matches!(result, Err(DriverError::Unsupported { .. })) {
             self.record("set_secure_boot", started, &result);
+        }
+        result
+    }
+
+    async fn indicators(&self, node: &Node) -> Result<Vec<Indicator>, DriverError> {
+        let started = Instant::now();
+        let result = self.inner.indicators(node).await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("indicators", started, &result);
+        }
+        result
+    }
+
+    async fn indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        name: &str,
+    ) -> Result<IndicatorState, DriverError> {
+        let started = Instant::now();
+        let result = self.inner.indicator_state(node, component, name).await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("indicator_state", started, &result);
+        }
+        result
+    }
+
+    async fn set_indicator_state(
+        &self,
+        node: &mut Node,
+        component: &str,
+        name: &str,
+        state: IndicatorState,
+    ) -> Result<(), DriverError> {
+        let started = Instant::now();
+        let result = self
+            .inner
+            .set_indicator_state(node, component, name, state)
+            .await;
+        if !matches!(result, Err(DriverError::Unsupported { .. })) {
+            self.record("set_indicator_state", started, &result);
         }
         result
     }

@@ -23,7 +23,8 @@ use serde_json::Value;
 use crate::Verb;
 use crate::resources::{InterfaceKind, JsonObject};
 use crate::values::{
-    BootDevice, BootDeviceSetting, BootMode, PowerAction, StepCall, VmediaDevice, VmediaSlot,
+    BootDevice, BootDeviceSetting, BootMode, Indicator, IndicatorState, PowerAction, StepCall,
+    VmediaDevice, VmediaSlot,
 };
 
 /// The hand-off version this build speaks. Versions, oldest first:
@@ -33,10 +34,11 @@ use crate::values::{
 ///    `pin_handoff_version` setting, and the actions that let an API-only process leave
 ///    driver interfaces to the conductors: `vendor_methods`, `validate_raid_target`.
 /// 3. Serial consoles: `set_console`, `console_info`.
+/// 4. Indicators (API 1.63): `indicators`, `get_indicator`, `set_indicator`.
 ///
 /// A new action, or a new field an older receiver would misread, bumps it; the action's
 /// [`Action::since`] says which version introduced it.
-pub const HANDOFF_VERSION: u32 = 3;
+pub const HANDOFF_VERSION: u32 = 4;
 
 /// The oldest hand-off version this build can still talk to (and be pinned to).
 pub const OLDEST_HANDOFF_VERSION: u32 = 1;
@@ -109,6 +111,16 @@ pub enum Action {
     SetConsole { enabled: bool },
     /// `GET /v1/nodes/{node}/states/console`: where the console is relayed (version 3).
     ConsoleInfo,
+    /// `GET /v1/nodes/{node}/management/indicators` (version 4).
+    Indicators,
+    /// `GET /v1/nodes/{node}/management/indicators/{name}@{component}` (version 4).
+    GetIndicator { component: String, name: String },
+    /// `PUT /v1/nodes/{node}/management/indicators/{name}@{component}` (version 4).
+    SetIndicator {
+        component: String,
+        name: String,
+        state: IndicatorState,
+    },
 }
 
 impl Action {
@@ -146,6 +158,9 @@ impl Action {
             Self::ValidateRaidTarget { .. } => "validate_raid_target",
             Self::SetConsole { .. } => "set_console",
             Self::ConsoleInfo => "console_info",
+            Self::Indicators => "indicators",
+            Self::GetIndicator { .. } => "get_indicator",
+            Self::SetIndicator { .. } => "set_indicator",
         }
     }
 
@@ -174,6 +189,7 @@ impl Action {
             | Self::ContinueInspection { .. } => 1,
             Self::VendorMethods | Self::ValidateRaidTarget { .. } => 2,
             Self::SetConsole { .. } | Self::ConsoleInfo => 3,
+            Self::Indicators | Self::GetIndicator { .. } | Self::SetIndicator { .. } => 4,
         }
     }
 
@@ -251,6 +267,10 @@ pub enum ActionReply {
     Methods(Value),
     /// `ConsoleInfo`: `{"type", "url"}`, or null while the console is off.
     Console(Value),
+    /// `Indicators`.
+    Indicators(Vec<Indicator>),
+    /// `GetIndicator`.
+    IndicatorState(IndicatorState),
 }
 
 impl ActionReply {
@@ -282,6 +302,8 @@ impl ActionReply {
             ),
             Self::Token(Some(token)) => Value::String(token.clone()),
             Self::Methods(listing) | Self::Console(listing) => listing.clone(),
+            Self::Indicators(indicators) => serde_json::to_value(indicators).unwrap_or_default(),
+            Self::IndicatorState(state) => Value::String(state.as_str().to_owned()),
         }
     }
 
@@ -319,6 +341,12 @@ impl ActionReply {
             }
             Action::VendorMethods => Self::Methods(value),
             Action::ConsoleInfo => Self::Console(value),
+            Action::Indicators => {
+                Self::Indicators(serde_json::from_value(value).map_err(unreadable)?)
+            }
+            Action::GetIndicator { .. } => {
+                Self::IndicatorState(serde_json::from_value(value).map_err(unreadable)?)
+            }
             Action::Provision { .. }
             | Action::SetPower { .. }
             | Action::SetBootDevice { .. }
@@ -331,7 +359,8 @@ impl ActionReply {
             | Action::Heartbeat(_)
             | Action::AbortDeployment
             | Action::ValidateRaidTarget { .. }
-            | Action::SetConsole { .. } => Self::Done,
+            | Action::SetConsole { .. }
+            | Action::SetIndicator { .. } => Self::Done,
         })
     }
 }

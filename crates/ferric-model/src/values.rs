@@ -1,5 +1,5 @@
 //! The small value types the API parses from requests and the conductor acts on: power
-//! actions, boot devices and modes, steps, virtual media devices. They live here, not in
+//! actions, boot devices and modes, steps, virtual media devices, indicators. They live here, not in
 //! ferric-drivers, so that the API and the hand-off between processes ([`crate::action`]) name
 //! them without depending on any driver; ferric-drivers re-exports them.
 //!
@@ -206,6 +206,42 @@ impl VmediaDevice {
 }
 
 named_values!(VmediaDevice, "virtual media device");
+
+/// The state of an indicator (an LED) of a hardware component (API 1.63), as the Bare Metal
+/// API names it: `off`, `on`, `blinking`, `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IndicatorState {
+    Off,
+    On,
+    Blinking,
+    Unknown,
+}
+
+impl IndicatorState {
+    pub const ALL: [IndicatorState; 4] = [Self::Off, Self::On, Self::Blinking, Self::Unknown];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::On => "on",
+            Self::Blinking => "blinking",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+named_values!(IndicatorState, "indicator state");
+
+/// One indicator of a node (`GET /v1/nodes/{node}/management/indicators`): the hardware
+/// component it is on (`system`, `chassis`, `disk`, `power`, `nic`), its name there, whether
+/// it can be set and the states it can show. The API names it `{name}@{component}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Indicator {
+    pub component: String,
+    pub name: String,
+    pub readonly: bool,
+    pub states: Vec<IndicatorState>,
+}
 
 /// One virtual media device of a machine as its BMC reports it. On the wire it is the object
 /// `GET /v1/nodes/{node}/vmedia` lists ([`VmediaSlot::to_json`]).

@@ -491,6 +491,41 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .body("InjectNmiRequest")
         .ok(204, None)
         .errors(&[409, 503]),
+        // Indicators (1.63): like Ironic 39, served at every version (no gate).
+        op(
+            Get,
+            "/v1/nodes/{node_ident}/management/indicators",
+            "node_indicators",
+            node_management::node_indicators,
+        )
+        .guard(Rule("baremetal:node:get_indicator_state", On::Node))
+        .summary("The node's indicators (LEDs) by component")
+        .refs(NODE)
+        .ok(200, Some("Indicators"))
+        .errors(&[400, 409]),
+        op(
+            Get,
+            "/v1/nodes/{node_ident}/management/indicators/{indicator}",
+            "node_indicator_get",
+            node_management::node_indicator_get,
+        )
+        .guard(Rule("baremetal:node:get_indicator_state", On::Node))
+        .summary("The state of one indicator, named {name}@{component}")
+        .refs(&["node_ident", "indicator"])
+        .ok(200, Some("IndicatorState"))
+        .errors(&[400, 409]),
+        op(
+            Put,
+            "/v1/nodes/{node_ident}/management/indicators/{indicator}",
+            "node_indicator_set",
+            node_management::node_indicator_set,
+        )
+        .guard(Rule("baremetal:node:set_indicator_state", On::Node))
+        .summary("Set one indicator, named {name}@{component}")
+        .refs(&["node_ident", "indicator"])
+        .body("IndicatorState")
+        .ok(204, None)
+        .errors(&[400, 409]),
         // The serial console (issue 24).
         op(
             Get,

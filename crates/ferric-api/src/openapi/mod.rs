@@ -85,6 +85,10 @@ fn parameters() -> Value {
             "schema": { "type": "string" },
         },
         "trait_name": path_param("trait_name", "A trait: CUSTOM_* or a standard trait."),
+        "indicator": path_param(
+            "indicator",
+            "An indicator as {name}@{component}, as the node's indicator listing names it.",
+        ),
         "vif_id": path_param("vif_id", "The VIF's identifier."),
         "event_uuid": path_param("event_uuid", "A history event's UUID."),
         "allocation_ident": path_param("allocation_ident", "An allocation's UUID or name."),

@@ -581,6 +581,21 @@ pub(super) fn schemas() -> Value {
             "target": { "type": "boolean" },
         }), &["target"]),
         "InjectNmiRequest": object(json!({}), &[]),
+        "IndicatorState": object(json!({
+            "state": { "type": "string", "enum": ["off", "on", "blinking", "unknown"] },
+        }), &["state"]),
+        "Indicators": object(json!({
+            "indicators": {
+                "type": "array",
+                "items": object(json!({
+                    "name": { "type": "string" },
+                    "component": { "type": "string" },
+                    "readonly": { "type": "boolean" },
+                    "states": { "type": "array", "items": { "type": "string" } },
+                    "links": { "type": "array", "items": { "type": "object" } },
+                }), &["name", "component", "readonly", "states", "links"]),
+            },
+        }), &["indicators"]),
         "ConsoleRequest": object(json!({
             "enabled": { "type": "boolean" },
         }), &["enabled"]),

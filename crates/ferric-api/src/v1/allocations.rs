@@ -571,7 +571,16 @@ pub async fn node_allocation_get(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     let selection = show_selection(ALLOCATION_FIELDS, "allocation", &query, version)?;
-    let allocation = node_allocation(&state, &ident).await?;
+    // Ironic reads the node as a filter of the allocation listing, where a node that does
+    // not exist is the caller's mistake: 400, not 404 (ironic-tempest-plugin's
+    // `test_show_allocation_by_node` relies on it).
+    let allocation = node_allocation(&state, &ident).await.map_err(|error| {
+        if error.status == StatusCode::NOT_FOUND && error.message.starts_with("Node ") {
+            ApiError::bad_request(error.message)
+        } else {
+            error
+        }
+    })?;
     Ok(Json(record_json(
         &allocation,
         version,

@@ -577,16 +577,23 @@ async fn check_parent_exists(
     }
 }
 
-/// 409 if a conductor holds the node (Ironic's NodeLocked), after a bounded wait.
-async fn check_not_locked(store: &Store, node: &Node) -> Result<(), ApiError> {
-    match lease_holder_after_wait(store, node.uuid).await? {
-        Some(holder) => Err(ApiError::conflict(format!(
-            "Node {} is locked by host {holder}, please retry after the current operation is \
-             completed.",
-            node.uuid
-        ))),
-        None => Ok(()),
+/// The node once no conductor holds it, read *after* the wait: 409 if a conductor still holds
+/// it (Ironic's NodeLocked) after [`LOCKED_WAIT`]. A record read while the node was held is
+/// what the conductor found, not what it left (right after `PUT …/states/power` answers 202 the
+/// conductor holds the node until the new power state is written, in the same write as the
+/// release), so the record the caller checks and writes over is read once the node is free.
+async fn node_when_unlocked(store: &Store, ident: &str) -> Result<Node, ApiError> {
+    let uuid = match Ident::parse(ident) {
+        Ident::Uuid(uuid) => uuid,
+        name @ Ident::Name(_) => store.node_get(&name).await.map_err(db_error)?.uuid,
+    };
+    if let Some(holder) = lease_holder_after_wait(store, uuid).await? {
+        return Err(ApiError::conflict(format!(
+            "Node {uuid} is locked by host {holder}, please retry after the current operation is \
+             completed."
+        )));
     }
+    store.node_get(&Ident::Uuid(uuid)).await.map_err(db_error)
 }
 
 /// States in which `*_interface` and `resource_class` may change outside maintenance.
@@ -619,12 +626,7 @@ pub async fn node_update(
             "The reset_interfaces parameter can only be used when changing the node's driver.",
         ));
     }
-    let node = state
-        .store
-        .node_get(&Ident::parse(&ident))
-        .await
-        .map_err(db_error)?;
-    check_not_locked(&state.store, &node).await?;
+    let node = node_when_unlocked(&state.store, &ident).await?;
 
     let only_unsets_instance = !ops.is_empty()
         && ops
@@ -811,12 +813,7 @@ pub async fn node_delete(
     State(state): State<ApiState>,
     Path(ident): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let node = state
-        .store
-        .node_get(&Ident::parse(&ident))
-        .await
-        .map_err(db_error)?;
-    check_not_locked(&state.store, &node).await?;
+    let node = node_when_unlocked(&state.store, &ident).await?;
     if node.protected {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

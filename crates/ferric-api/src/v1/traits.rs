@@ -87,11 +87,24 @@ async fn save_traits(
         )));
     }
     check_node_not_locked(&state.store, node.uuid).await?;
-    let mut updated = node.clone();
+    // Read again once the node is free: a conductor that held it (a power change's result)
+    // moved its revision meanwhile. `traits` came from `node`'s traits, which still hold unless
+    // they changed too; then the write over `node`'s revision is refused as before (409).
+    let fresh = state
+        .store
+        .node_get(&Ident::Uuid(node.uuid))
+        .await
+        .map_err(db_error)?;
+    let base = if fresh.traits == node.traits {
+        &fresh
+    } else {
+        node
+    };
+    let mut updated = base.clone();
     updated.traits = traits.into_iter().collect();
     state
         .store
-        .node_update(&updated, node.version)
+        .node_update(&updated, base.version)
         .await
         .map_err(db_error)?;
     Ok(())

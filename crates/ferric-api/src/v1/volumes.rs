@@ -633,6 +633,8 @@ fn located(mut response: Response, base: &str, collection: &str, uuid: Uuid) -> 
 
 /// The checks every volume write makes on the record's node (and, when a patch moves the
 /// record, on the new node): not locked by a conductor (409), in a state that allows it (400).
+/// Each node is read only once it is free: a record read while a conductor held it (say right
+/// after a power change's 202) would still show the power state from before.
 async fn check_nodes(
     store: &Store,
     action: &str,
@@ -645,12 +647,12 @@ async fn check_nodes(
         nodes.push(new_node);
     }
     for (index, uuid) in nodes.into_iter().enumerate() {
+        check_node_not_locked(store, uuid).await?;
         let node = if index == 0 {
             store.node_get(&Ident::Uuid(uuid)).await.map_err(db_error)?
         } else {
             body_node(store, uuid).await?
         };
-        check_node_not_locked(store, node.uuid).await?;
         if delete {
             check_delete_allowed(action, &node)?;
         } else {

@@ -57,7 +57,8 @@ use ferric_model::Verb;
 use ferric_model::action::{Action, ActionReply, HandoffError};
 use ferric_model::resources::{Ident, JsonObject, Node};
 use ferric_model::values::{
-    BootDevice, BootDeviceSetting, BootMode, PowerAction, VmediaDevice, VmediaSlot,
+    BootDevice, BootDeviceSetting, BootMode, Indicator, IndicatorState, PowerAction, VmediaDevice,
+    VmediaSlot,
 };
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -444,6 +445,47 @@ impl Handoff {
     /// [`Conductor::inject_nmi`] on the node's owner.
     pub async fn inject_nmi(&self, node: Uuid) -> Result<(), ConductorError> {
         self.call_done(node, Action::InjectNmi).await
+    }
+
+    /// [`Conductor::indicators`] on the node's owner.
+    pub async fn indicators(&self, node: Uuid) -> Result<Vec<Indicator>, ConductorError> {
+        match self.call(node, Action::Indicators).await? {
+            ActionReply::Indicators(indicators) => Ok(indicators),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// [`Conductor::indicator_state`] on the node's owner.
+    pub async fn indicator_state(
+        &self,
+        node: Uuid,
+        component: &str,
+        name: &str,
+    ) -> Result<IndicatorState, ConductorError> {
+        let action = Action::GetIndicator {
+            component: component.to_owned(),
+            name: name.to_owned(),
+        };
+        match self.call(node, action).await? {
+            ActionReply::IndicatorState(state) => Ok(state),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// [`Conductor::set_indicator_state`] on the node's owner.
+    pub async fn set_indicator_state(
+        &self,
+        node: Uuid,
+        component: &str,
+        name: &str,
+        state: IndicatorState,
+    ) -> Result<(), ConductorError> {
+        let action = Action::SetIndicator {
+            component: component.to_owned(),
+            name: name.to_owned(),
+            state,
+        };
+        self.call_done(node, action).await
     }
 
     /// [`Conductor::vmedia_attach`] on the node's owner.

@@ -86,6 +86,22 @@ impl Conductor {
             Action::ValidateRaidTarget { target } => {
                 self.validate_raid_target(node, &target).await?;
             }
+            Action::Indicators => {
+                return Ok(ActionReply::Indicators(self.indicators(node).await?));
+            }
+            Action::GetIndicator { component, name } => {
+                return Ok(ActionReply::IndicatorState(
+                    self.indicator_state(node, &component, &name).await?,
+                ));
+            }
+            Action::SetIndicator {
+                component,
+                name,
+                state,
+            } => {
+                self.set_indicator_state(node, &component, &name, state)
+                    .await?
+            }
         }
         Ok(ActionReply::Done)
     }

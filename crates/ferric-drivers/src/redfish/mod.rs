@@ -1,6 +1,7 @@
 //! The `redfish` power and management interfaces (DMTF DSP0266 over HTTPS): power state and
-//! `ComputerSystem.Reset`, boot source override (device, once/continuous, UEFI/Legacy mode)
-//! and NMI, on the ComputerSystem that `redfish_system_id` names (or the BMC's only one).
+//! `ComputerSystem.Reset`, boot source override (device, once/continuous, UEFI/Legacy mode),
+//! NMI and indicator LEDs (`indicators.rs`), on the ComputerSystem that `redfish_system_id`
+//! names (or the BMC's only one).
 //!
 //! A power action is done when the BMC reports the power state it leads to: BMCs (and
 //! sushy-tools' emulator) apply resets asynchronously, so the driver polls the state every
@@ -9,6 +10,7 @@
 mod bios;
 pub(crate) mod client;
 mod firmware;
+mod indicators;
 mod info;
 mod inspect;
 mod raid;
@@ -34,8 +36,8 @@ use crate::Component;
 use crate::DriverError;
 use crate::bmc_state::BmcState;
 use crate::interfaces::{
-    BootDevice, BootDeviceSetting, BootMode, ManagementInterface, PowerAction, PowerInterface,
-    Validate,
+    BootDevice, BootDeviceSetting, BootMode, Indicator, IndicatorState, ManagementInterface,
+    PowerAction, PowerInterface, Validate,
 };
 use crate::vmedia::{VmediaDevice, VmediaSlot};
 use client::RedfishError;
@@ -481,6 +483,29 @@ impl ManagementInterface for Redfish {
             .await?;
         node.secure_boot = Some(enabled);
         Ok(())
+    }
+
+    async fn indicators(&self, node: &Node) -> Result<Vec<Indicator>, DriverError> {
+        self.indicator_list(node).await
+    }
+
+    async fn indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        name: &str,
+    ) -> Result<IndicatorState, DriverError> {
+        self.indicator_get(node, component, name).await
+    }
+
+    async fn set_indicator_state(
+        &self,
+        node: &mut Node,
+        component: &str,
+        name: &str,
+        state: IndicatorState,
+    ) -> Result<(), DriverError> {
+        self.indicator_set(node, component, name, state).await
     }
 
     async fn virtual_media(&self, node: &Node) -> Result<Vec<VmediaSlot>, DriverError> {

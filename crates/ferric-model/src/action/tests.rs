@@ -195,9 +195,47 @@ fn replies_read_back_as_written() {
             Action::VendorMethods,
             ActionReply::Methods(json!({"m": {"async": false}})),
         ),
+        (
+            Action::Indicators,
+            ActionReply::Indicators(vec![crate::values::Indicator {
+                component: "system".to_owned(),
+                name: "led".to_owned(),
+                readonly: false,
+                states: vec![IndicatorState::Off, IndicatorState::On],
+            }]),
+        ),
+        (
+            Action::GetIndicator {
+                component: "system".to_owned(),
+                name: "led".to_owned(),
+            },
+            ActionReply::IndicatorState(IndicatorState::Blinking),
+        ),
     ];
     for (action, reply) in replies {
         let value = reply.to_value();
         assert_eq!(ActionReply::from_value(&action, value).unwrap(), reply);
     }
+}
+
+#[test]
+fn indicators_came_with_version_4() {
+    let set = Action::SetIndicator {
+        component: "system".to_owned(),
+        name: "led".to_owned(),
+        state: IndicatorState::Blinking,
+    };
+    assert_eq!(set.since(), 4);
+    let body = HandoffVersion::default().encode(&set).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        json!({"action": "set_indicator", "component": "system", "name": "led",
+            "state": "blinking", "handoff_version": HANDOFF_VERSION})
+    );
+    assert!(
+        HandoffVersion::pinned(Some(3))
+            .unwrap()
+            .encode(&set)
+            .is_err()
+    );
 }
