@@ -134,6 +134,7 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("xtask", "scale", "bench"),           // *
     ("xtask", "scale", "clients"),         // MIMALLOC_ENV, free_port, target_dir
     ("xtask", "scale", "scale_load"), // deploy_cycle, detail_pages, enroll, fake_nodes, ironic, …
+    ("xtask", "openstack", "clients"), // RunningServer, target_dir (as tempest; issue 43)
     ("xtask", "tempest", "clients"),  // RunningServer, free_port, target_dir
     ("xtask", "ui", "clients"),       // RunningServer, free_port, target_dir
 ];
