@@ -243,7 +243,7 @@ pub(crate) struct RedfishVirtualMediaBoot {
 
 impl RedfishVirtualMediaBoot {
     /// A DHCP-less node needs usable `network_data`; a node that has some must have it usable.
-    fn check_network(node: &Node) -> Result<(), DriverError> {
+    pub(super) fn check_network(node: &Node) -> Result<(), DriverError> {
         if is_dhcp_less(node) || !node.network_data.is_empty() {
             check_network_data(node)?;
         }
@@ -253,7 +253,12 @@ impl RedfishVirtualMediaBoot {
 
 /// `error` with the interface named first, so a refusal says which interface is unhappy.
 fn named(error: DriverError) -> DriverError {
-    let name = |message: String| format!("Boot interface redfish-virtual-media: {message}");
+    named_for("redfish-virtual-media", error)
+}
+
+/// `error` with the boot interface `interface` named first.
+pub(super) fn named_for(interface: &str, error: DriverError) -> DriverError {
+    let name = |message: String| format!("Boot interface {interface}: {message}");
     match error {
         DriverError::InvalidParameter { parameter, message } => DriverError::InvalidParameter {
             parameter,
@@ -298,13 +303,13 @@ impl Validate for RedfishVirtualMediaBoot {
 
 #[async_trait]
 impl BootInterface for RedfishVirtualMediaBoot {
-    async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+    async fn prepare_ramdisk(&self, node: &mut Node) -> Result<(), DriverError> {
         self.prepare_ramdisk_with(node, &[]).await
     }
 
     async fn prepare_ramdisk_with(
         &self,
-        node: &Node,
+        node: &mut Node,
         kernel_params: &[String],
     ) -> Result<(), DriverError> {
         let url = match crate::given_iso::given(node) {
@@ -346,7 +351,7 @@ impl BootInterface for RedfishVirtualMediaBoot {
 
     /// The instance's ISO as the virtual CD (a kernel and ramdisk would need an ISO built
     /// around them: not yet).
-    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+    async fn prepare_instance_ramdisk(&self, node: &mut Node) -> Result<BootDevice, DriverError> {
         let iso = match crate::ramdisk_deploy::instance_ramdisk(node)? {
             crate::ramdisk_deploy::InstanceRamdisk::Iso(iso) => iso,
             crate::ramdisk_deploy::InstanceRamdisk::Kernel { .. } => {
