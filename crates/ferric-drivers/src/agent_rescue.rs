@@ -72,9 +72,7 @@ impl RescueInterface for AgentRescue {
         forget_agent(node);
         self.boot.prepare_ramdisk(node).await?;
         let device = self.boot.network_boot_device();
-        self.management
-            .set_boot_device(node, device, false)
-            .await?;
+        self.management.set_boot_device(node, device, false).await?;
         let action = match self.power.get_power_state(node).await? {
             PowerState::On => PowerAction::Reboot,
             _ => PowerAction::On,

@@ -311,14 +311,16 @@ impl Drivers {
         };
         // Validate asks the BMC too whether it can boot this way (boot mode, boot target).
         let boot_check: Arc<dyn Validate> = match name(InterfaceKind::Boot).as_str() {
-            name @ ("ipxe" | "pxe" | "http" | "http-ipxe" | "redfish-virtual-media"
-            | "redfish-https") => {
-                Arc::new(crate::boot_mode::BootCheck {
-                    boot: boot.clone(),
-                    management: management.clone(),
-                    name: name.to_owned(),
-                })
-            }
+            name @ ("ipxe"
+            | "pxe"
+            | "http"
+            | "http-ipxe"
+            | "redfish-virtual-media"
+            | "redfish-https") => Arc::new(crate::boot_mode::BootCheck {
+                boot: boot.clone(),
+                management: management.clone(),
+                name: name.to_owned(),
+            }),
             _ => boot.clone(),
         };
         let new_direct = || DirectDeploy {

@@ -300,7 +300,10 @@ impl Service {
             callback.trim_end_matches('/')
         )];
         let mut node = node.clone();
-        interfaces.boot.prepare_ramdisk_with(&mut node, &params).await?;
+        interfaces
+            .boot
+            .prepare_ramdisk_with(&mut node, &params)
+            .await?;
         let device = interfaces.boot.network_boot_device();
         match interfaces
             .management

@@ -112,7 +112,10 @@ async fn the_iso_url_goes_out_as_http_boot_uri_with_uefi_http_in_one_patch() {
     boot.prepare_ramdisk(&mut node).await.unwrap();
     let url = "https://10.0.0.1:8443/isos/given.iso";
     assert_eq!(node.driver_internal_info[HTTP_BOOT_URL_KEY], url);
-    assert!(bmc.patches.lock().unwrap().is_empty(), "no PATCH before the boot device is set");
+    assert!(
+        bmc.patches.lock().unwrap().is_empty(),
+        "no PATCH before the boot device is set"
+    );
 
     let device = boot.network_boot_device();
     assert_eq!(device, BootDevice::Uefihttp);
@@ -150,7 +153,11 @@ async fn the_iso_url_goes_out_as_http_boot_uri_with_uefi_http_in_one_patch() {
         .set_boot_device(&mut node, BootDevice::Pxe, false)
         .await
         .unwrap();
-    assert!(bmc.patches.lock().unwrap()[2]["Boot"].get("HttpBootUri").is_none());
+    assert!(
+        bmc.patches.lock().unwrap()[2]["Boot"]
+            .get("HttpBootUri")
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -171,7 +178,10 @@ async fn an_origin_url_handed_on_needs_no_https_listener() {
         .set_boot_device(&mut node, BootDevice::Uefihttp, false)
         .await
         .unwrap();
-    assert_eq!(bmc.patches.lock().unwrap()[0]["Boot"]["HttpBootUri"], origin);
+    assert_eq!(
+        bmc.patches.lock().unwrap()[0]["Boot"]["HttpBootUri"],
+        origin
+    );
 }
 
 #[tokio::test]
@@ -197,7 +207,10 @@ async fn validate_refuses_what_cannot_boot_this_way() {
 
     // No HttpBootUri property to set.
     let mut system = uefi_http_system();
-    system["Boot"].as_object_mut().unwrap().remove("HttpBootUri");
+    system["Boot"]
+        .as_object_mut()
+        .unwrap()
+        .remove("HttpBootUri");
     let (address, _) = serve(system).await;
     let error = boot
         .validate(&node(&address, given.clone()))
