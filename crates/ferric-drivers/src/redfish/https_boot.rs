@@ -12,7 +12,6 @@ use ferric_model::resources::{Node, Port};
 use serde_json::Value;
 
 use super::info::RedfishInfo;
-use super::vmedia::{RedfishVirtualMediaBoot, named_for};
 use super::{HTTP_BOOT_URL_KEY, Redfish};
 use crate::DriverError;
 use crate::boot_iso;
@@ -32,7 +31,7 @@ pub(crate) struct RedfishHttpsBoot {
 }
 
 fn named(error: DriverError) -> DriverError {
-    named_for(NAME, error)
+    error.for_boot_interface(NAME)
 }
 
 impl RedfishHttpsBoot {
@@ -153,7 +152,7 @@ impl Validate for RedfishHttpsBoot {
                 // A given ISO carries its own configuration (network data included).
                 Some(iso) => crate::given_iso::check(&self.settings, node, iso),
                 None => {
-                    RedfishVirtualMediaBoot::check_network(node)?;
+                    crate::vmedia::check_network(node)?;
                     boot_iso::check(&self.settings, node, &self.ports, boot_iso::ISO_TOOL)
                 }
             }
@@ -183,7 +182,7 @@ impl BootInterface for RedfishHttpsBoot {
                 .await
                 .map_err(named)?,
             None => {
-                RedfishVirtualMediaBoot::check_network(node).map_err(named)?;
+                crate::vmedia::check_network(node).map_err(named)?;
                 boot_iso::build(
                     &self.settings,
                     node,
