@@ -39,7 +39,7 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
                 if kind == "deploy" {
                     "'direct', 'ramdisk', 'custom-agent', 'autodetect'"
                 } else {
-                    "'ipxe', 'pxe', 'http', 'http-ipxe', 'redfish-virtual-media'"
+                    "'ipxe', 'pxe', 'http', 'http-ipxe', 'redfish-virtual-media', 'redfish-https'"
                 }
             )
         );
@@ -80,7 +80,14 @@ async fn a_redfish_node_cannot_use_fake_deploy_or_boot_by_default() {
     );
     assert_eq!(
         redfish["enabled_boot_interfaces"],
-        json!(["ipxe", "pxe", "http", "http-ipxe", "redfish-virtual-media"])
+        json!([
+            "ipxe",
+            "pxe",
+            "http",
+            "http-ipxe",
+            "redfish-virtual-media",
+            "redfish-https"
+        ])
     );
     let fake = by_name("fake-hardware");
     assert_eq!(fake["default_deploy_interface"], "fake");

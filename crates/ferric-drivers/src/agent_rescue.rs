@@ -71,9 +71,8 @@ impl RescueInterface for AgentRescue {
         }
         forget_agent(node);
         self.boot.prepare_ramdisk(node).await?;
-        self.management
-            .set_boot_device(node, BootDevice::Pxe, false)
-            .await?;
+        let device = self.boot.network_boot_device();
+        self.management.set_boot_device(node, device, false).await?;
         let action = match self.power.get_power_state(node).await? {
             PowerState::On => PowerAction::Reboot,
             _ => PowerAction::On,

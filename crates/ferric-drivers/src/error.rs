@@ -88,6 +88,28 @@ impl Component {
 }
 
 impl DriverError {
+    /// This error with the boot interface `interface` named first, so a refusal says which
+    /// interface is unhappy.
+    #[must_use]
+    pub fn for_boot_interface(self, interface: &str) -> Self {
+        let name = |message: String| format!("Boot interface {interface}: {message}");
+        match self {
+            Self::InvalidParameter { parameter, message } => Self::InvalidParameter {
+                parameter,
+                message: name(message),
+            },
+            Self::MissingParameter { parameter, message } => Self::MissingParameter {
+                parameter,
+                message: name(message),
+            },
+            Self::Failed { component, message } => Self::Failed {
+                component,
+                message: name(message),
+            },
+            other @ (Self::Unsupported { .. } | Self::AgentVersionMismatch { .. }) => other,
+        }
+    }
+
     /// A [`DriverError::Failed`] in `component`, shown as `message`.
     pub fn failed(component: Component, message: impl Into<String>) -> Self {
         Self::Failed {

@@ -416,7 +416,7 @@ impl Validate for FakeBoot {
 
 #[async_trait]
 impl BootInterface for FakeBoot {
-    async fn prepare_ramdisk(&self, _node: &Node) -> Result<(), DriverError> {
+    async fn prepare_ramdisk(&self, _node: &mut Node) -> Result<(), DriverError> {
         Ok(())
     }
 

@@ -322,6 +322,11 @@ impl Drivers {
                         .with_interface(name, &management.supported_boot_devices(&node)),
                 )
             }
+            "redfish-https" => Arc::new(crate::redfish::RedfishHttpsBoot::new(
+                redfish(),
+                self.settings.boot.clone(),
+                ports,
+            )),
             "redfish-virtual-media" => Arc::new(RedfishVirtualMediaBoot {
                 redfish: redfish(),
                 settings: self.settings.boot.clone(),
@@ -331,13 +336,16 @@ impl Drivers {
         };
         // Validate asks the BMC too whether it can boot this way (boot mode, boot target).
         let boot_check: Arc<dyn Validate> = match name(InterfaceKind::Boot).as_str() {
-            name @ ("ipxe" | "pxe" | "http" | "http-ipxe" | "redfish-virtual-media") => {
-                Arc::new(crate::boot_mode::BootCheck {
-                    boot: boot.clone(),
-                    management: management.clone(),
-                    name: name.to_owned(),
-                })
-            }
+            name @ ("ipxe"
+            | "pxe"
+            | "http"
+            | "http-ipxe"
+            | "redfish-virtual-media"
+            | "redfish-https") => Arc::new(crate::boot_mode::BootCheck {
+                boot: boot.clone(),
+                management: management.clone(),
+                name: name.to_owned(),
+            }),
             _ => boot.clone(),
         };
         let new_direct = || DirectDeploy {

@@ -113,6 +113,7 @@ const REDFISH: HardwareType = HardwareType {
             "http-ipxe",
             "fake",
             "redfish-virtual-media",
+            "redfish-https",
         ],
         &["no-console"],
         &["direct", "fake", "ramdisk", "custom-agent", "autodetect"],

@@ -258,15 +258,18 @@ pub trait BootInterface: Validate {
     fn network_boot_device(&self) -> BootDevice {
         BootDevice::Pxe
     }
-    /// Makes the node boot the agent ramdisk from the network at its next power-on.
-    async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
+    /// Makes the node boot the agent ramdisk from the network at its next power-on. What the
+    /// management interface needs for that boot goes into the node (`redfish-https` puts the
+    /// ISO's URL in `driver_internal_info.redfish_uefi_http_url` for the boot device call that
+    /// follows, as Ironic's does).
+    async fn prepare_ramdisk(&self, node: &mut Node) -> Result<(), DriverError>;
     /// Stops the node from booting the ramdisk (it boots its own disk again).
     async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError>;
     /// [`BootInterface::prepare_ramdisk`] with extra kernel parameters for the ramdisk (the
     /// inspection callback URL). Interfaces that cannot pass parameters ignore them.
     async fn prepare_ramdisk_with(
         &self,
-        node: &Node,
+        node: &mut Node,
         _kernel_params: &[String],
     ) -> Result<(), DriverError> {
         self.prepare_ramdisk(node).await
@@ -279,7 +282,7 @@ pub trait BootInterface: Validate {
     /// Makes the node boot its instance — `instance_info.boot_iso`, or `kernel` and
     /// `ramdisk` — at every power-on, for the `ramdisk` deploy interface; returns the boot
     /// device to set persistently. Interfaces without the capability refuse.
-    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+    async fn prepare_instance_ramdisk(&self, node: &mut Node) -> Result<BootDevice, DriverError> {
         Err(DriverError::invalid(
             "node.boot_interface",
             format!(

@@ -490,13 +490,13 @@ impl BootInterface for IpxeBoot {
         }
     }
 
-    async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+    async fn prepare_ramdisk(&self, node: &mut Node) -> Result<(), DriverError> {
         self.prepare_ramdisk_with(node, &[]).await
     }
 
     async fn prepare_ramdisk_with(
         &self,
-        node: &Node,
+        node: &mut Node,
         kernel_params: &[String],
     ) -> Result<(), DriverError> {
         self.validate(node).await?;
@@ -523,7 +523,7 @@ impl BootInterface for IpxeBoot {
         true
     }
 
-    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+    async fn prepare_instance_ramdisk(&self, node: &mut Node) -> Result<BootDevice, DriverError> {
         self.validate(node).await?;
         self.write_scripts(|mac| self.instance_script(node, mac))?;
         tracing::info!(node = %node.uuid, macs = ?self.macs, "network boot of the instance prepared");
@@ -637,8 +637,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join("hosts")).expect("hosts dir");
         let boot = boot(dir.path());
-        let node = Node::new(Uuid::nil(), "redfish", ProvisionState::Deploying);
-        boot.prepare_ramdisk(&node).await.expect("prepare");
+        let mut node = Node::new(Uuid::nil(), "redfish", ProvisionState::Deploying);
+        boot.prepare_ramdisk(&mut node).await.expect("prepare");
         let script = std::fs::read_to_string(dir.path().join("ipxe/52-54-00-ab-cd-01.ipxe"))
             .expect("script written");
         assert!(script.contains("kernel http://10.0.0.1:8080/agent.kernel "));

@@ -15,6 +15,10 @@ pub struct BootSettings {
     /// `http://10.231.0.1:8080`. `None`: network boot is not configured and the `ipxe` boot
     /// interface refuses to validate.
     pub http_url: Option<String>,
+    /// The base URL BMCs fetch boot ISOs from over HTTPS (the boot file server's TLS listener,
+    /// e.g. `https://10.231.0.1:8443`): what the `redfish-https` boot interface gives the BMC
+    /// as `HttpBootUri`. `None`: that interface refuses to validate.
+    pub https_url: Option<String>,
     /// The directory the boot file server serves: the agent kernel and ramdisk, the iPXE
     /// scripts Ferric writes (`boot.ipxe`, `ipxe/<mac>.ipxe`) and images (`images/`).
     pub http_root: PathBuf,
@@ -69,6 +73,7 @@ impl Default for BootSettings {
     fn default() -> Self {
         Self {
             http_url: None,
+            https_url: None,
             http_root: PathBuf::from("./ferric-boot"),
             api_url: None,
             deploy_kernel: "agent.kernel".to_owned(),

@@ -89,6 +89,15 @@ pub fn check_network_data(node: &Node) -> Result<usize, DriverError> {
     Ok(static_networks)
 }
 
+/// A DHCP-less node needs usable `network_data`; a node that has some must have it usable
+/// (what the ISOs built for virtual media and UEFI HTTP boot carry to the agent).
+pub fn check_network(node: &Node) -> Result<(), DriverError> {
+    if is_dhcp_less(node) || !node.network_data.is_empty() {
+        check_network_data(node)?;
+    }
+    Ok(())
+}
+
 fn list<'a>(data: &'a JsonObject, key: &str) -> Vec<&'a JsonObject> {
     data.get(key)
         .and_then(Value::as_array)

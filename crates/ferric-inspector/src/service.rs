@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use ferric_db::{Page, PortFilter, Store};
-use ferric_drivers::{BootDevice, DriverError, Drivers, PowerAction};
+use ferric_drivers::{DriverError, Drivers, PowerAction};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, JsonObject, Node, Port};
 use serde_json::Value;
@@ -299,11 +299,15 @@ impl Service {
             "ipa-inspection-callback-url={}/v1/continue",
             callback.trim_end_matches('/')
         )];
-        interfaces.boot.prepare_ramdisk_with(node, &params).await?;
         let mut node = node.clone();
+        interfaces
+            .boot
+            .prepare_ramdisk_with(&mut node, &params)
+            .await?;
+        let device = interfaces.boot.network_boot_device();
         match interfaces
             .management
-            .set_boot_device(&mut node, BootDevice::Pxe, false)
+            .set_boot_device(&mut node, device, false)
             .await
         {
             Ok(()) | Err(DriverError::Unsupported { .. }) => {}

@@ -271,6 +271,17 @@ pub(crate) struct Settings {
     /// `ipxe/<mac>.ipxe` into it, and images placed under `images/` may be named by file name
     /// in `instance_info.image_source`.
     pub(crate) boot_http_root: PathBuf,
+    /// Address of the boot file server's HTTPS listener (the same files as `boot_http_listen`,
+    /// over TLS with `boot_tls_cert` and `boot_tls_key`): where BMCs fetch the agent's ISO for
+    /// the `redfish-https` boot interface (UEFI HTTP boot); unset: no HTTPS listener.
+    pub(crate) boot_https_listen: Option<SocketAddr>,
+    /// The URL BMCs reach the HTTPS listener at; default `https://<boot_https_listen>`. Its
+    /// host must match a name in `boot_tls_cert`, which the BMC must trust.
+    pub(crate) boot_https_url: Option<String>,
+    /// The PEM certificate chain of the HTTPS listener (its own, not the API's).
+    pub(crate) boot_tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `boot_tls_cert`.
+    pub(crate) boot_tls_key: Option<PathBuf>,
     /// The agent kernel: a file name under `boot_http_root` or a URL (a node's
     /// `driver_info.deploy_kernel` wins). `ferric ramdisk build` makes it.
     pub(crate) deploy_kernel: String,
@@ -601,6 +612,10 @@ impl Default for Settings {
             boot_http_listen: None,
             boot_http_url: None,
             boot_http_root: PathBuf::from("ferric-boot"),
+            boot_https_listen: None,
+            boot_https_url: None,
+            boot_tls_cert: None,
+            boot_tls_key: None,
             deploy_kernel: "agent.kernel".to_owned(),
             deploy_ramdisk: "agent.ramdisk".to_owned(),
             deploy_kernel_by_arch: String::new(),
@@ -777,7 +792,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 136] = [
+    pub(crate) const KEYS: [&'static str; 140] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -849,6 +864,10 @@ impl Settings {
         "boot_http_listen",
         "boot_http_url",
         "boot_http_root",
+        "boot_https_listen",
+        "boot_https_url",
+        "boot_tls_cert",
+        "boot_tls_key",
         "deploy_kernel",
         "deploy_ramdisk",
         "deploy_kernel_by_arch",

@@ -82,6 +82,7 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
             "api_tls_cert and api_tls_key go together: set both for HTTPS, or neither for HTTP"
         ),
     };
+    let boot_tls = boot_tls(&settings)?;
     let database = ferric_db::redact(&settings.database_url);
     let store = open_store(&settings, schema).await?;
     tracing::info!(database = %database, backend = store.backend_name(), role = role.as_str(), "database ready");
@@ -94,7 +95,7 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     );
     let runs_conductor = role != Role::Api;
     let boot_server = match settings.boot_http_listen.filter(|_| runs_conductor) {
-        Some(address) => Some(boot_files(&settings, address).await?),
+        Some(address) => Some(boot_files(&settings, address, boot_tls).await?),
         None => None,
     };
     let dhcp = match settings.dnsmasq()?.filter(|_| runs_conductor) {
@@ -362,11 +363,46 @@ pub(crate) fn run_inspector(settings: Settings, schema: SchemaPolicy) -> anyhow:
     })
 }
 
+/// The boot file server's HTTPS listener (`boot_https_listen`) and its TLS configuration,
+/// checked at start: both files, and the plain listener it sits beside.
+fn boot_tls(
+    settings: &Settings,
+) -> anyhow::Result<Option<(std::net::SocketAddr, std::sync::Arc<rustls::ServerConfig>)>> {
+    let files = (&settings.boot_tls_cert, &settings.boot_tls_key);
+    let Some(address) = settings.boot_https_listen else {
+        anyhow::ensure!(
+            files == (&None, &None),
+            "boot_tls_cert and boot_tls_key are the certificate of boot_https_listen: set it \
+             too, or unset them"
+        );
+        return Ok(None);
+    };
+    let (Some(cert), Some(key)) = files else {
+        anyhow::bail!(
+            "boot_https_listen serves over TLS only: set boot_tls_cert and boot_tls_key (a PEM \
+             certificate chain the BMCs trust, and its key)"
+        );
+    };
+    anyhow::ensure!(
+        settings.boot_http_listen.is_some(),
+        "boot_https_listen is a second listener of the boot file server: set boot_http_listen too"
+    );
+    let config = crate::tls::server_config_of(
+        cert,
+        key,
+        &settings.tls_policy()?,
+        ["boot_tls_cert", "boot_tls_key"],
+    )?;
+    Ok(Some((address, config)))
+}
+
 /// Starts the boot file server: `boot_http_root` over HTTP with range requests, where
-/// machines fetch `boot.ipxe`, their iPXE script, the agent kernel and ramdisk, and images.
+/// machines fetch `boot.ipxe`, their iPXE script, the agent kernel and ramdisk, and images;
+/// and the same files over HTTPS when `boot_https_listen` is set (BMCs fetching ISOs).
 async fn boot_files(
     settings: &Settings,
     address: std::net::SocketAddr,
+    tls: Option<(std::net::SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let root = &settings.boot_http_root;
     ferric_drivers::ipxe::write_boot_script(&settings.driver_settings().boot).with_context(
@@ -411,10 +447,37 @@ async fn boot_files(
         url = settings.boot_http_url().as_deref().unwrap_or("(boot_http_url not set)"),
         "boot file server listening"
     );
-    Ok(tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app).await {
-            tracing::error!(error = %error, "the boot file server failed");
+    let https = match tls {
+        Some((address, config)) => {
+            let listener = TcpListener::bind(address).await.with_context(|| {
+                format!("cannot listen on {address} for the boot file server (boot_https_listen)")
+            })?;
+            tracing::info!(
+                address = %listener.local_addr().unwrap_or(address),
+                url = settings.boot_https_url().as_deref().unwrap_or("(boot_https_url not set)"),
+                "boot file server listening over HTTPS"
+            );
+            Some((listener, config))
         }
+        None => None,
+    };
+    let secure_app = app.clone();
+    Ok(tokio::spawn(async move {
+        let plain = async {
+            if let Err(error) = axum::serve(listener, app).await {
+                tracing::error!(error = %error, "the boot file server failed");
+            }
+        };
+        let secure = async {
+            if let Some((listener, config)) = https {
+                let served =
+                    crate::tls::serve(listener, config, secure_app, std::future::pending()).await;
+                if let Err(error) = served {
+                    tracing::error!(error = %format!("{error:#}"), "the boot file server's HTTPS listener failed");
+                }
+            }
+        };
+        tokio::join!(plain, secure);
     }))
 }
 

@@ -1,5 +1,6 @@
-//! HTTPS for the API listener (`api_tls_cert` + `api_tls_key`): rustls over the same axum
-//! router `axum::serve` runs for plain HTTP.
+//! HTTPS for the API listener (`api_tls_cert` + `api_tls_key`) and the boot file server's
+//! (`boot_tls_cert` + `boot_tls_key`): rustls over the same axum router `axum::serve` runs for
+//! plain HTTP.
 //!
 //! `axum::serve` takes only plain TCP listeners, so this is its small TLS twin: accept, run the
 //! TLS handshake in the connection's own task (a slow or hostile client holds up nobody else),
@@ -33,34 +34,44 @@ pub(crate) fn server_config(
     key: &Path,
     policy: &TlsPolicy,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    server_config_of(cert, key, policy, ["api_tls_cert", "api_tls_key"])
+}
+
+/// [`server_config`] for the listener whose files are the settings `names` (certificate, key).
+pub(crate) fn server_config_of(
+    cert: &Path,
+    key: &Path,
+    policy: &TlsPolicy,
+    [cert_name, key_name]: [&str; 2],
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .with_context(|| {
             format!(
-                "cannot read the certificate file {} (api_tls_cert)",
+                "cannot read the certificate file {} ({cert_name})",
                 cert.display()
             )
         })?
         .collect::<Result<_, _>>()
         .with_context(|| {
             format!(
-                "{} (api_tls_cert) is not a PEM certificate chain",
+                "{} ({cert_name}) is not a PEM certificate chain",
                 cert.display()
             )
         })?;
     anyhow::ensure!(
         !chain.is_empty(),
-        "{} (api_tls_cert) holds no PEM certificate",
+        "{} ({cert_name}) holds no PEM certificate",
         cert.display()
     );
     let private_key = PrivateKeyDer::from_pem_file(key).with_context(|| {
         format!(
-            "cannot read a PEM private key from {} (api_tls_key)",
+            "cannot read a PEM private key from {} ({key_name})",
             key.display()
         )
     })?;
     policy
         .server_config(chain, private_key)
-        .map_err(|error| anyhow::anyhow!("{error} (api_tls_cert, api_tls_key, tls_min_version)"))
+        .map_err(|error| anyhow::anyhow!("{error} ({cert_name}, {key_name}, tls_min_version)"))
 }
 
 /// Serves `router` over TLS on `listener` until `shutdown` completes.

@@ -10,6 +10,7 @@
 mod bios;
 pub(crate) mod client;
 mod firmware;
+mod https_boot;
 mod indicators;
 mod info;
 mod inspect;
@@ -27,6 +28,7 @@ use serde_json::{Value, json};
 pub(crate) use bios::RedfishBios;
 pub(crate) use client::Clients;
 pub(crate) use firmware::RedfishFirmware;
+pub(crate) use https_boot::RedfishHttpsBoot;
 pub(crate) use info::PROPERTIES;
 pub(crate) use inspect::RedfishInspect;
 pub(crate) use raid::RedfishRaid;
@@ -297,6 +299,44 @@ pub(crate) fn check_target(
     Ok(())
 }
 
+/// `driver_internal_info` key: the URL the next UEFI HTTP boot loads (`HttpBootUri`), put there
+/// by the `redfish-https` boot interface and taken out by the boot device call that follows
+/// (Ironic's name and protocol).
+pub(crate) const HTTP_BOOT_URL_KEY: &str = "redfish_uefi_http_url";
+
+/// What a boot device change sets `HttpBootUri` to, as Ironic (sushy) does: the URL for a UEFI
+/// HTTP boot that has one, which the BMC must list among its `Boot` properties; otherwise
+/// `null` where the BMC holds an earlier URL, so a DHCP-driven UEFI HTTP boot (the `http`
+/// boot interface) or a disk boot does not load a stale ISO; otherwise nothing.
+pub(crate) fn http_boot_uri_of(
+    node: &Node,
+    system: &Value,
+    device: BootDevice,
+    url: Option<String>,
+) -> Result<Option<Value>, DriverError> {
+    let current = system.pointer("/Boot/HttpBootUri");
+    match url {
+        Some(url) if device == BootDevice::Uefihttp => {
+            if current.is_none() {
+                return Err(DriverError::invalid(
+                    "node.boot_interface",
+                    format!(
+                        "Node {}: its BMC has no HttpBootUri boot property, so it cannot UEFI \
+                         HTTP boot a given URL ({url}); use boot_interface \
+                         redfish-virtual-media for this node.",
+                        node.uuid
+                    ),
+                ));
+            }
+            Ok(Some(Value::String(url)))
+        }
+        _ => {
+            let set = current.is_some_and(|value| !value.is_null() && value != "");
+            Ok(set.then_some(Value::Null))
+        }
+    }
+}
+
 /// The Redfish name of a boot device, or what to do when Redfish has none.
 fn target_of(device: BootDevice) -> Result<&'static str, DriverError> {
     TARGETS
@@ -402,6 +442,13 @@ impl ManagementInterface for Redfish {
             "BootSourceOverrideTarget": target,
             "BootSourceOverrideEnabled": enabled,
         });
+        let http_boot_uri = node
+            .driver_internal_info
+            .remove(HTTP_BOOT_URL_KEY)
+            .and_then(|url| url.as_str().map(str::to_owned));
+        if let Some(value) = http_boot_uri_of(node, &system, device, http_boot_uri)? {
+            boot["HttpBootUri"] = value;
+        }
         // Every boot Ferric arranges carries the node's boot mode, where the BMC has one.
         let mode = override_mode(node, &system)?;
         if let Some((_, name)) = mode {

@@ -16,7 +16,7 @@ use crate::DriverError;
 use crate::boot_iso;
 use crate::interfaces::{BootDevice, BootInterface, Validate};
 use crate::settings::BootSettings;
-use crate::vmedia::{VmediaDevice, VmediaSlot, check_network_data, is_dhcp_less};
+use crate::vmedia::{VmediaDevice, VmediaSlot, check_network};
 
 /// One VirtualMedia resource: its path and body.
 type Media = (String, Value);
@@ -241,36 +241,9 @@ pub(crate) struct RedfishVirtualMediaBoot {
     pub(crate) ports: Vec<Port>,
 }
 
-impl RedfishVirtualMediaBoot {
-    /// A DHCP-less node needs usable `network_data`; a node that has some must have it usable.
-    fn check_network(node: &Node) -> Result<(), DriverError> {
-        if is_dhcp_less(node) || !node.network_data.is_empty() {
-            check_network_data(node)?;
-        }
-        Ok(())
-    }
-}
-
 /// `error` with the interface named first, so a refusal says which interface is unhappy.
 fn named(error: DriverError) -> DriverError {
-    let name = |message: String| format!("Boot interface redfish-virtual-media: {message}");
-    match error {
-        DriverError::InvalidParameter { parameter, message } => DriverError::InvalidParameter {
-            parameter,
-            message: name(message),
-        },
-        DriverError::MissingParameter { parameter, message } => DriverError::MissingParameter {
-            parameter,
-            message: name(message),
-        },
-        DriverError::Failed { component, message } => DriverError::Failed {
-            component,
-            message: name(message),
-        },
-        other @ (DriverError::Unsupported { .. } | DriverError::AgentVersionMismatch { .. }) => {
-            other
-        }
-    }
+    error.for_boot_interface("redfish-virtual-media")
 }
 
 #[async_trait]
@@ -282,7 +255,7 @@ impl Validate for RedfishVirtualMediaBoot {
                 // A given ISO carries its own configuration (network data included).
                 Some(iso) => crate::given_iso::check(&self.settings, node, iso)?,
                 None => {
-                    Self::check_network(node)?;
+                    check_network(node)?;
                     boot_iso::check(&self.settings, node, &self.ports, boot_iso::ISO_TOOL)?;
                 }
             }
@@ -298,13 +271,13 @@ impl Validate for RedfishVirtualMediaBoot {
 
 #[async_trait]
 impl BootInterface for RedfishVirtualMediaBoot {
-    async fn prepare_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+    async fn prepare_ramdisk(&self, node: &mut Node) -> Result<(), DriverError> {
         self.prepare_ramdisk_with(node, &[]).await
     }
 
     async fn prepare_ramdisk_with(
         &self,
-        node: &Node,
+        node: &mut Node,
         kernel_params: &[String],
     ) -> Result<(), DriverError> {
         let url = match crate::given_iso::given(node) {
@@ -312,7 +285,7 @@ impl BootInterface for RedfishVirtualMediaBoot {
                 .await
                 .map_err(named)?,
             None => {
-                Self::check_network(node).map_err(named)?;
+                check_network(node).map_err(named)?;
                 boot_iso::build(
                     &self.settings,
                     node,
@@ -346,7 +319,7 @@ impl BootInterface for RedfishVirtualMediaBoot {
 
     /// The instance's ISO as the virtual CD (a kernel and ramdisk would need an ISO built
     /// around them: not yet).
-    async fn prepare_instance_ramdisk(&self, node: &Node) -> Result<BootDevice, DriverError> {
+    async fn prepare_instance_ramdisk(&self, node: &mut Node) -> Result<BootDevice, DriverError> {
         let iso = match crate::ramdisk_deploy::instance_ramdisk(node)? {
             crate::ramdisk_deploy::InstanceRamdisk::Iso(iso) => iso,
             crate::ramdisk_deploy::InstanceRamdisk::Kernel { .. } => {

@@ -317,6 +317,18 @@ impl Settings {
             .map(|url| url.trim_end_matches('/').to_owned())
     }
 
+    /// The URL BMCs reach the boot file server's HTTPS listener at, if there is one.
+    pub(crate) fn boot_https_url(&self) -> Option<String> {
+        self.boot_https_url
+            .clone()
+            .or_else(|| {
+                self.boot_https_listen
+                    .filter(|address| !address.ip().is_unspecified())
+                    .map(|address| format!("https://{address}"))
+            })
+            .map(|url| url.trim_end_matches('/').to_owned())
+    }
+
     /// Where per-MAC DHCP entries go: the configured directory, or the managed dnsmasq's.
     pub(crate) fn effective_dhcp_hostsdir(&self) -> Option<PathBuf> {
         self.dhcp_hostsdir.clone().or_else(|| {
@@ -398,6 +410,7 @@ impl Settings {
         ferric_drivers::DriverSettings {
             boot: ferric_drivers::BootSettings {
                 http_url: self.boot_http_url(),
+                https_url: self.boot_https_url(),
                 http_root: self.boot_http_root.clone(),
                 api_url: self
                     .api_url

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 136] = [
+const SAMPLES: [(&str, &str); 140] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -263,6 +263,10 @@ const SAMPLES: [(&str, &str); 136] = [
     ("boot_http_listen", "127.0.0.1:8080"),
     ("boot_http_url", "http://127.0.0.1:8080"),
     ("boot_http_root", "boot-root"),
+    ("boot_https_listen", "127.0.0.1:8443"),
+    ("boot_https_url", "https://127.0.0.1:8443"),
+    ("boot_tls_cert", "boot.crt"),
+    ("boot_tls_key", "boot.key"),
     ("deploy_kernel", "ipa.kernel"),
     ("deploy_ramdisk", "ipa.initramfs"),
     ("deploy_kernel_by_arch", "aarch64:ipa-aarch64.kernel"),
