@@ -33,6 +33,11 @@ use crate::{run, target_dir};
 /// whose requests (no version field, no `unsupported` reply) take other code paths.
 pub(crate) const RELEASES: &[(&str, u32, &str)] = &[
     (
+        "79eefc0924f0992a888da636bbfd0b3a8c89d8b8",
+        3,
+        "the last commit of hand-off version 3 (before node indicators)",
+    ),
+    (
         "13f9ae45a3f7a6f04d3794b58186406eff66618a",
         2,
         "the last commit of hand-off version 2 (before serial consoles)",
