@@ -266,9 +266,10 @@ fn send(
 }
 
 /// A request of this build's newest hand-off version, which no older conductor knows:
-/// `PUT …/states/console` (`set_console`, version 3; disabling an already disabled console
-/// changes nothing). An older API has no such endpoint (404 or 405); a pinned API refuses it
-/// (409 naming pin_handoff_version) before sending it anywhere; an unpinned one runs it (202).
+/// `PUT …/management/indicators/led@system` (`set_indicator`, version 4; fake hardware's
+/// settable LED, turned off). An older API has no such endpoint (404 or 405); a pinned API
+/// refuses it (409 naming pin_handoff_version) before sending it anywhere; an unpinned one
+/// runs it (204).
 /// Any other answer — above all a 503 or 500 from a conductor that could not read it — is a
 /// failure, recorded. Whether it went as expected.
 fn probe_newest(
@@ -278,8 +279,8 @@ fn probe_newest(
     turn: usize,
     uuid: &str,
 ) -> bool {
-    let path = format!("/v1/nodes/{uuid}/states/console");
-    let body = json!({"enabled": false});
+    let path = format!("/v1/nodes/{uuid}/management/indicators/led@system");
+    let body = json!({"state": "off"});
     let answer = match exchange(
         http,
         pool,
@@ -300,7 +301,7 @@ fn probe_newest(
         (Release::NewPinned, 409) if answer.text.contains("pin_handoff_version") => {
             &tally.newest_refused
         }
-        (Release::New, 202) => &tally.newest_ran,
+        (Release::New, 204) => &tally.newest_ran,
         _ => {
             tally.failures.lock().unwrap().push(format!(
                 "PUT {path} (hand-off version {HANDOFF_VERSION}) on {} ({:?}): {} {}",
