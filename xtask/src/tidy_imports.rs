@@ -125,18 +125,6 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-lab", "redfish::update", "redfish::raid"), // *
     ("ferric-model", "microversion", "state"), // ProvisionState
     ("ferric-model", "resources::interface", "resources::node"), // Node
-    ("xtask", "bench", "clients"),         // RunningServer, free_port, target_dir
-    ("xtask", "bench", "compare"),         // fleet_of
-    ("xtask", "compare", "bench"),         // *, percentile
-    ("xtask", "compare", "clients"),       // RunningServer, free_port, target_dir
-    ("xtask", "fleet", "bench"),           // *
-    ("xtask", "fuzz", "clients"),          // RunningServer, free_port
-    ("xtask", "scale", "bench"),           // *
-    ("xtask", "scale", "clients"),         // MIMALLOC_ENV, free_port, target_dir
-    ("xtask", "scale", "scale_load"), // deploy_cycle, detail_pages, enroll, fake_nodes, ironic, …
-    ("xtask", "openstack", "clients"), // RunningServer, target_dir (as tempest; issue 43)
-    ("xtask", "tempest", "clients"),  // RunningServer, free_port, target_dir
-    ("xtask", "ui", "clients"),       // RunningServer, free_port, target_dir
 ];
 
 /// One crate's modules and the edges between them, each edge with the names it uses.
