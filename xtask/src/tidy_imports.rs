@@ -101,9 +101,6 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-conductor", "worker", "abort"),    // *, Aborted, Flow
     ("ferric-conductor", "worker", "console"),  // end_with_instance
     ("ferric-conductor", "worker", "inspection"), // out_of_band, resume
-    ("ferric-db", "local", "store"),            // SqliteSync
-    ("ferric-db", "nodes", "history"),          // WriteGuard
-    ("ferric-db", "schema", "store"),           // Store
     ("ferric-lab", "hardware", "machine"),      // VolumeDisk
     ("ferric-lab", "ipmi::session", "ipmi::commands"), // *
     ("ferric-lab", "ipmi::sol", "ipmi::commands"), // INVALID_DATA_FIELD, REQUEST_LENGTH_INVALID
@@ -114,8 +111,6 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-lab", "redfish::storage", "redfish::raid"), // *, STORAGE_ID
     ("ferric-lab", "redfish::systems", "redfish::vmedia"), // *
     ("ferric-lab", "redfish::update", "redfish::raid"), // *
-    ("ferric-model", "microversion", "state"),  // ProvisionState
-    ("ferric-model", "resources::interface", "resources::node"), // Node
 ];
 
 /// One crate's modules and the edges between them, each edge with the names it uses.
