@@ -12,34 +12,28 @@
 //!   mark and the move to `active` never both win: either the mark came first and the node
 //!   fails, or the deployment ended first and the DELETE finds nothing to abort (404);
 //! - inside an interruptible step, the reserved `wait` step, a preparation or a poll of the
-//!   agent, through [`AbortSignal`]: the work is dropped at its next await point. In this
+//!   agent, through [`AbortSignal`](crate::abort_signal::AbortSignal): the work is dropped at its next await point. In this
 //!   process the signal is a cancellation token the abort fires at once; across processes
 //!   (PostgreSQL: the DELETE went to the node's owner by the hash ring, but another conductor
 //!   still holds the node, as during a takeover) it also reads the mark every
-//!   [`ABORT_POLL`].
+//!   [`ABORT_POLL`](crate::abort_signal::ABORT_POLL).
 //!
 //! Then [`carry_out`] tells the agent to stop, removes the network boot, powers the machine
 //! off and fails the node (`deploy failed`, `clean failed`, `rescue failed`) with `last_error`
 //! naming the abort. A node waiting for its agent (`wait call-back`, `clean wait`, …) has no
 //! worker: the DELETE there is the `abort` verb, under the node's lease.
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ferric_drivers::{PowerAction, StepCall, StepKind};
 use ferric_model::resources::{Ident, Node};
 use ferric_model::{Event, ProvisionState, Verb};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::provision::{ProvisionArgs, forget_agent, forget_rescue_password};
 use crate::steps::{clear_plan, current_step_is_abortable};
 use crate::task::{Cause, Task};
-use crate::{Conductor, ConductorError, Inner};
-
-/// How often a running step looks for an abort marked by another process.
-pub(crate) const ABORT_POLL: Duration = Duration::from_secs(2);
+use crate::{Conductor, ConductorError};
 
 /// How many times an abort looks at the node again when it moved on between the look and the
 /// mark (a step saved its progress, a callback resumed it).
@@ -102,67 +96,6 @@ pub(crate) fn during(step: &ferric_model::resources::JsonObject, words: &str) ->
     match StepCall::from_json(step) {
         Some(step) => format!(" {words} \"{}.{}\"", step.interface, step.step),
         None => String::new(),
-    }
-}
-
-/// Tells a running task that its flow was marked for abort.
-#[derive(Clone)]
-pub(crate) struct AbortSignal {
-    inner: Arc<Inner>,
-    node: Uuid,
-    token: CancellationToken,
-}
-
-/// The work was dropped because its flow is marked for abort.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Aborted;
-
-impl AbortSignal {
-    pub(crate) fn new(inner: Arc<Inner>, node: Uuid, token: CancellationToken) -> Self {
-        Self { inner, node, token }
-    }
-
-    /// Completes once the flow is marked for abort: at once when the mark was set in this
-    /// process, within [`ABORT_POLL`] when another process set it. On SQLite there is no
-    /// other process (split roles need PostgreSQL), so nothing is polled.
-    pub(crate) async fn fired(&self) {
-        if self.inner.store.backend_name() == "sqlite" {
-            return self.token.cancelled().await;
-        }
-        loop {
-            tokio::select! {
-                () = self.token.cancelled() => return,
-                () = tokio::time::sleep(ABORT_POLL) => {}
-            }
-            match self.inner.store.node_abort_request_exists(self.node).await {
-                Ok(true) => return,
-                Ok(false) => {}
-                Err(error) => {
-                    tracing::warn!(node = %self.node, error = %error, "could not read the abort request");
-                }
-            }
-        }
-    }
-
-    /// Runs `work` unless the abort fires first; then `work` is dropped at its await point.
-    pub(crate) async fn unless_aborted<F: Future>(&self, work: F) -> Result<F::Output, Aborted> {
-        tokio::select! {
-            biased;
-            output = work => Ok(output),
-            () = self.fired() => Err(Aborted),
-        }
-    }
-}
-
-/// Runs `work`, interrupted by `signal` if there is one (none: the step may not be
-/// interrupted, so it runs to its end and the abort waits for the next step boundary).
-pub(crate) async fn interruptible<F: Future>(
-    signal: Option<&AbortSignal>,
-    work: F,
-) -> Result<F::Output, Aborted> {
-    match signal {
-        Some(signal) => signal.unless_aborted(work).await,
-        None => Ok(work.await),
     }
 }
 

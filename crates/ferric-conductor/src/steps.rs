@@ -32,7 +32,7 @@ use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 use serde_json::Value;
 
 use crate::ConductorError;
-use crate::abort::{Aborted, interruptible};
+use crate::abort_signal::{Aborted, interruptible};
 use crate::priority_override::PriorityOverride;
 use crate::task::Task;
 

@@ -8,7 +8,8 @@ use ferric_model::{Event, ProvisionState};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::ConductorError;
-use crate::abort::{self, Aborted, Flow};
+use crate::abort::{self, Flow};
+use crate::abort_signal::Aborted;
 use crate::steps::{self, Progress, clear_plan};
 use crate::task::{Cause, Task};
 
