@@ -67,10 +67,6 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-cli", "ports", "resources"),  // Listing, Showing, add_pairs, create, delete, list, …
     ("ferric-cli", "resources", "node"),   // fields_query, node_path
     ("ferric-cli", "templates", "resources"), // Listing, Showing, create, delete, list, show
-    ("ferric-conductor", "agent", "worker"), // Job, spawn
-    ("ferric-conductor", "provision", "worker"), // Job, spawn
-    ("ferric-conductor", "worker", "abort"), // *, Flow
-    ("ferric-conductor", "worker", "inspection"), // out_of_band, resume
     ("ferric-db", "local", "store"),       // SqliteSync
     ("ferric-db", "nodes", "history"),     // WriteGuard
     ("ferric-db", "schema", "store"),      // Store

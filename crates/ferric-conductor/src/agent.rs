@@ -22,8 +22,8 @@ use ferric_model::resources::{Ident, Node};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::flows::{Job, spawn};
 use crate::task::{Cause, Task};
-use crate::worker::{Job, spawn};
 use crate::{Conductor, ConductorError};
 
 /// `driver_internal_info` keys the agent protocol uses.

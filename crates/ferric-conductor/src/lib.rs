@@ -25,7 +25,6 @@
 //! [`Conductor::metrics`] is the registry taken from its `Drivers`, and [`Conductor::worker_pool`]
 //! reports the worker slots.
 
-mod abort;
 mod abort_signal;
 pub mod agent;
 pub mod allocations;
@@ -36,6 +35,7 @@ mod console;
 mod console_hub;
 mod console_relay;
 mod error;
+mod flows;
 mod hardware_data;
 mod inspection;
 mod mutex;
@@ -53,7 +53,6 @@ mod templates;
 mod vendor;
 mod view;
 mod vmedia;
-mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -45,7 +45,7 @@ pub(crate) enum Progress {
     Wait,
     /// A `hold` step: the node waits for an operator's `unhold`.
     Hold,
-    /// The flow is marked for abort (`abort.rs`): what ran was stopped, nothing more runs,
+    /// The flow is marked for abort (`flows/mod.rs`): what ran was stopped, nothing more runs,
     /// and the node is as the last step left it, not yet moved on.
     Aborted,
 }
