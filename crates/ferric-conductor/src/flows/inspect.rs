@@ -2,7 +2,7 @@
 //! reports at once (out of band: the BMC's data is processed here like a ramdisk's) or boots
 //! the ramdisk and the node waits in `inspect wait` without a lease. The data then comes back
 //! through `/v1/continue_inspection` (`inspection.rs` hands it over and resumes the node) and is
-//! processed here with the shared [`ferric_inspector::process`] code: properties and ports
+//! processed here with the shared [`ferric_inspector::process()`] code: properties and ports
 //! written, the inspection rules (`/v1/inspection_rules`) run, the inventory stored, the
 //! machine powered off → `manageable`, or → `inspect failed` with the reason. The `abort` verb
 //! in `inspect wait` stops the inspection at once.
