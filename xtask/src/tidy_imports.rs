@@ -60,48 +60,7 @@ const LOOP_EDGES: &[(&str, &str, &str)] = &[
     ("ferric-api", "v1::traits", ""),                          // ApiState
     ("ferric-api", "v1::vendor", ""),                          // ApiState
     ("ferric-api", "v1::volumes", ""),                         // ApiState
-    ("ferric-conductor", "", "reconcilers::recovery"),         // run_once
-    ("ferric-conductor", "", "requests::server"),              // spawn_server
-    ("ferric-conductor", "agent", "task"),                     // Cause, Task
-    ("ferric-conductor", "agent", "worker"),                   // Job, spawn
-    ("ferric-conductor", "console", "console_relay"),          // bind, serve
-    ("ferric-conductor", "console", "task"),                   // Task
-    ("ferric-conductor", "console", "view"),                   // interfaces, read
-    ("ferric-conductor", "hardware_data", "task"),             // Task
-    ("ferric-conductor", "power", "task"),                     // Task
-    ("ferric-conductor", "power", "view"),                     // interfaces, read
-    ("ferric-conductor", "provision", "task"),                 // Cause, Task
-    ("ferric-conductor", "provision", "templates"),            // deploy_steps_with_templates
-    ("ferric-conductor", "provision", "view"),                 // checks_for
-    ("ferric-conductor", "provision", "worker"),               // Job, spawn
-    ("ferric-conductor", "reconcilers", "inspection"),         // poll_service
-    ("ferric-conductor", "reconcilers", "requests::server"),   // purge
-    ("ferric-conductor", "reconcilers::power_sync", ""),       // Inner, lock
-    ("ferric-conductor", "reconcilers::power_sync", "task"),   // Task
-    ("ferric-conductor", "reconcilers::recovery", ""),         // Inner
-    ("ferric-conductor", "reconcilers::recovery", "allocations"), // recover
-    ("ferric-conductor", "reconcilers::recovery", "task"),     // Task
-    ("ferric-conductor", "reconcilers::timeouts", ""),         // Inner
-    ("ferric-conductor", "reconcilers::timeouts", "provision"), // forget_agent, …
-    ("ferric-conductor", "reconcilers::timeouts", "steps"),    // clear_plan
-    ("ferric-conductor", "reconcilers::timeouts", "task"),     // Task
-    ("ferric-conductor", "requests", "agent"),                 // AgentToken, Heartbeat
-    ("ferric-conductor", "requests", "catalog"),               // run_here
-    ("ferric-conductor", "requests", "console"),               // ConsoleHub, ConsoleInfo
-    ("ferric-conductor", "requests", "power"),                 // NodeValidation
-    ("ferric-conductor", "requests", "provision"),             // ProvisionArgs
-    ("ferric-conductor", "requests", "reconcilers"),           // ReconcilerStatus
-    ("ferric-conductor", "requests", "vendor"), // VendorReply, driver_vendor_passthru
-    ("ferric-conductor", "requests::server", ""), // Conductor, Inner
-    ("ferric-conductor", "requests::server", "agent"), // AgentToken
-    ("ferric-conductor", "steps", "abort"),     // Aborted, interruptible
-    ("ferric-conductor", "steps", "task"),      // Task
-    ("ferric-conductor", "task", "abort"),      // AbortSignal
-    ("ferric-conductor", "vendor", "task"),     // Task
-    ("ferric-conductor", "worker", "abort"),    // *, Aborted, Flow
-    ("ferric-conductor", "worker", "console"),  // end_with_instance
-    ("ferric-conductor", "worker", "inspection"), // out_of_band, resume
-    ("ferric-lab", "hardware", "machine"),      // VolumeDisk
+    ("ferric-lab", "hardware", "machine"), // VolumeDisk
     ("ferric-lab", "ipmi::session", "ipmi::commands"), // *
     ("ferric-lab", "ipmi::sol", "ipmi::commands"), // INVALID_DATA_FIELD, REQUEST_LENGTH_INVALID
     ("ferric-lab", "lab", "bmc"),               // serve

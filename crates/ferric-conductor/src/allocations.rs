@@ -25,7 +25,6 @@ use ferric_db::{AllocationFilter, AllocationSortKey, NodeFilter, NodeSortKey, Pa
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Allocation, AllocationState, Ident, Node};
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::{Conductor, ConductorError, Inner, lock};
 
@@ -220,6 +219,3 @@ pub(crate) async fn recover(inner: &Arc<Inner>, at_start: bool) -> Result<usize,
     }
     Ok(started)
 }
-
-/// The allocations this process is matching right now.
-pub(crate) type Allocating = std::sync::Mutex<HashSet<Uuid>>;
