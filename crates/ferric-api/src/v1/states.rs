@@ -241,6 +241,16 @@ fn provision_request(
         }
         match &configdrive {
             Value::String(_) | Value::Null => {}
+            Value::Object(built)
+                if version.minor() >= 56
+                    && version.minor() < 59
+                    && built.contains_key("vendor_data") =>
+            {
+                return Err(ApiError::bad_request(format!(
+                    "Providing vendor_data in configdrive needs API version 1.59 or later; this \
+                     request asked for {version}."
+                )));
+            }
             Value::Object(_) if version >= Microversion::new(56) => {}
             _ => {
                 return Err(ApiError::bad_request(
