@@ -32,7 +32,8 @@ use crate::{ApiError, ApiState};
 pub(crate) const PORTGROUP_FILTERS: &[(&str, u16)] = &[
     ("node", 23),
     ("address", 23),
-    ("conductor_groups", 99),
+    // Added in 1.99; Ironic 39 checks no version for it (portgroups exist from 1.23).
+    ("conductor_groups", 23),
     ("shard", 106),
 ];
 

@@ -33,7 +33,8 @@ pub(crate) const PORT_FILTERS: &[(&str, u16)] = &[
     ("portgroup", 24),
     ("shard", 82),
     ("description_contains", 97),
-    ("conductor_groups", 99),
+    // Added in 1.99, but Ironic 39 checks no version for it: every version filters.
+    ("conductor_groups", 1),
 ];
 
 /// A comma-separated list filter (`shard`, `conductor_groups`), its items trimmed.
