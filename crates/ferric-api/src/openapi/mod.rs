@@ -16,7 +16,8 @@ mod schemas;
 use ferric_model::Microversion;
 use serde_json::{Map, Value, json};
 
-use crate::endpoints::{self, Endpoint};
+use crate::endpoints::{self, BodyDoc, Endpoint};
+use crate::v1::body::BodySpec;
 use crate::version::{MAX_VERSION, MIN_VERSION};
 
 /// The whole document.
@@ -44,11 +45,24 @@ pub fn document() -> Value {
         "servers": [{ "url": "http://127.0.0.1:6385" }],
         "paths": paths,
         "components": {
-            "schemas": schemas::schemas(),
+            "schemas": schemas::schemas(&declared_bodies()),
             "parameters": parameters(),
             "responses": error_responses(),
         },
     })
+}
+
+/// The request bodies the endpoints declare with a [`BodySpec`], each once.
+fn declared_bodies() -> Vec<&'static BodySpec> {
+    let mut bodies: Vec<&'static BodySpec> = Vec::new();
+    for endpoint in endpoints::all() {
+        if let Some(BodyDoc::Spec(spec)) = endpoint.doc.body
+            && !bodies.iter().any(|known| known.schema == spec.schema)
+        {
+            bodies.push(spec);
+        }
+    }
+    bodies
 }
 
 // ---- parameters --------------------------------------------------------------------------
@@ -217,6 +231,7 @@ fn operation_json(endpoint: &Endpoint) -> Value {
         operation["x-ironic-since"] = json!(endpoint.since.to_string());
     }
     if let Some(body) = doc.body {
+        let body = body.schema();
         operation["requestBody"] = json!({
             "required": !doc.body_optional,
             "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{body}") } } },
