@@ -547,7 +547,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_console_state", On::Node))
         .summary("Enable or disable the node's serial console")
         .refs(NODE)
-        .body("ConsoleRequest")
+        .body_spec(&console::CONSOLE_BODY)
         .ok(202, None)
         .errors(&[409, 503]),
         op(

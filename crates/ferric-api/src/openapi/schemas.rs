@@ -583,9 +583,6 @@ pub(super) fn schemas(bodies: &[&BodySpec]) -> Value {
                 }), &["name", "component", "readonly", "states", "links"]),
             },
         }), &["indicators"]),
-        "ConsoleRequest": object(json!({
-            "enabled": { "type": "boolean" },
-        }), &["enabled"]),
         "ConsoleState": object(json!({
             "console_enabled": { "type": "boolean" },
             "console_info": {

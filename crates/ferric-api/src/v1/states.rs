@@ -184,22 +184,6 @@ fn parse_step(field: &str, item: Value, deploy: bool) -> Result<StepCall, ApiErr
     })
 }
 
-/// Takes the mandatory field `name` out of a request body (400 when absent).
-pub(crate) fn required(body: &mut Map<String, Value>, name: &str) -> Result<Value, ApiError> {
-    body.remove(name)
-        .ok_or_else(|| ApiError::bad_request(format!("Mandatory field missing: '{name}'.")))
-}
-
-/// Refuses whatever the handler did not take out of the body (the schemas are closed).
-pub(crate) fn refuse_leftovers(body: &Map<String, Value>, request: &str) -> Result<(), ApiError> {
-    match body.keys().next() {
-        Some(unknown) => Err(ApiError::bad_request(format!(
-            "Unknown field '{unknown}' in {request}."
-        ))),
-        None => Ok(()),
-    }
-}
-
 fn too_old(what: &str, needed: u16, version: Microversion) -> ApiError {
     ApiError::not_acceptable(format!(
         "{what} needs API version 1.{needed} or later; the request used {version}."
