@@ -332,9 +332,7 @@ impl Endpoint {
             self = self.refs(&["fields", "detail"]);
         }
         for (name, since) in filters {
-            self.doc
-                .params
-                .push(crate::openapi::filter_param(name, *since));
+            self.doc.params.push(filter_param(name, *since));
         }
         self
     }
@@ -350,6 +348,36 @@ impl Endpoint {
             gate,
         ))
     }
+}
+
+/// A list filter as an OpenAPI query parameter, typed by what the handler parses.
+pub(crate) fn filter_param(name: &str, since: u16) -> Value {
+    let schema = match name {
+        "associated" | "maintenance" | "retired" | "sharded" | "include_children" => {
+            json!({ "type": "boolean" })
+        }
+        "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
+            json!({ "type": "string", "format": "uuid" })
+        }
+        "provision_state" => json!({
+            "type": "string",
+            "enum": ferric_model::ProvisionState::ALL.map(|state| state.as_str()),
+        }),
+        "fault" => json!({
+            "type": "string",
+            "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
+        }),
+        "shard" | "conductor_groups" => json!({
+            "type": "string",
+            "description": "A comma-separated list: records of nodes in any of them.",
+        }),
+        _ => json!({ "type": "string" }),
+    };
+    let mut param = json!({ "name": name, "in": "query", "required": false, "schema": schema });
+    if since > 1 {
+        param["x-ironic-since"] = json!(format!("1.{since}"));
+    }
+    param
 }
 
 /// A vendor passthru call on `path` with each HTTP method a vendor method may take (the

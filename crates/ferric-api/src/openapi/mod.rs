@@ -240,36 +240,6 @@ fn operation_json(endpoint: &Endpoint) -> Value {
     operation
 }
 
-/// A list filter, typed by what the handler parses.
-pub(crate) fn filter_param(name: &str, since: u16) -> Value {
-    let schema = match name {
-        "associated" | "maintenance" | "retired" | "sharded" | "include_children" => {
-            json!({ "type": "boolean" })
-        }
-        "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
-            json!({ "type": "string", "format": "uuid" })
-        }
-        "provision_state" => json!({
-            "type": "string",
-            "enum": ferric_model::ProvisionState::ALL.map(|state| state.as_str()),
-        }),
-        "fault" => json!({
-            "type": "string",
-            "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
-        }),
-        "shard" | "conductor_groups" => json!({
-            "type": "string",
-            "description": "A comma-separated list: records of nodes in any of them.",
-        }),
-        _ => json!({ "type": "string" }),
-    };
-    let mut param = json!({ "name": name, "in": "query", "required": false, "schema": schema });
-    if since > 1 {
-        param["x-ironic-since"] = json!(format!("1.{since}"));
-    }
-    param
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
