@@ -121,7 +121,7 @@ pub(crate) enum Guard {
     /// left so.
     Unset,
     /// Served without credentials (version discovery, health, metrics, the ramdisk's calls);
-    /// `auth::is_public_route` must agree, which a test checks.
+    /// `auth::is_public_route` is derived from these ([`is_public_path`]).
     Public,
     /// This rule on this resource.
     Rule(&'static str, On),
@@ -543,6 +543,34 @@ pub(crate) fn find<'p>(
         .position(|part| part.starts_with('{'))
         .and_then(|index| segments.get(index).copied());
     Some((endpoint, first_param))
+}
+
+/// Whether `path` (concrete, without a trailing slash) is served by an endpoint declared
+/// [`Guard::Public`], each `{parameter}` made of lower-case letters, digits and `-` only (a
+/// node's UUID, as Ironic's public heartbeat route takes it): the public-route list of
+/// `auth::is_public_route`, derived from the declarations.
+pub(crate) fn is_public_path(path: &str) -> bool {
+    static PUBLIC: LazyLock<Vec<Vec<&'static str>>> = LazyLock::new(|| {
+        all()
+            .iter()
+            .filter(|endpoint| endpoint.guard == Guard::Public)
+            .map(|endpoint| endpoint.path.split('/').collect())
+            .collect()
+    });
+    let segments: Vec<&str> = path.split('/').collect();
+    PUBLIC.iter().any(|template| {
+        template.len() == segments.len()
+            && template.iter().zip(&segments).all(|(part, segment)| {
+                if part.starts_with('{') {
+                    !segment.is_empty()
+                        && segment
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                } else {
+                    part == segment
+                }
+            })
+    })
 }
 
 /// Whether any method of a declared path serves `path` (a concrete path).
