@@ -357,8 +357,9 @@ impl Body {
         self.values.get(name).and_then(Value::as_i64)
     }
 
-    /// A choice field as its model value; the field's refusal if the model does not take the
-    /// declared name (a test keeps the choices and the models' names equal).
+    /// A choice field as its model value. The choices are the model's own wire names
+    /// ([`wire_names!`]), so the model takes every one; were it not to, the caller gets the
+    /// field's refusal (a 400), never a 500.
     pub(crate) fn parse<T: FromStr>(&self, name: &str) -> Result<Option<T>, ApiError> {
         let Some(Value::String(text)) = self.values.get(name) else {
             return Ok(None);
