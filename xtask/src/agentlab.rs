@@ -6,7 +6,7 @@
 
 use anyhow::{Context, bail};
 
-use crate::{run, target_dir};
+use crate::process::{run, target_dir};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask bench-agent-lab [--size-mib N] [--memory MIB] [--cpus N]

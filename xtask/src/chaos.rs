@@ -50,7 +50,7 @@ use serde_json::{Value, json};
 use crate::chaos_load::{self, Load};
 use crate::chaos_net::Net;
 use crate::chaos_pg::{Cluster, DATABASE, PG_BIN};
-use crate::{free_port, run};
+use crate::process::{free_port, run};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask chaos [--long] [--nodes N] [--seconds S] [--interval S] [--cut S]
@@ -562,8 +562,8 @@ pub(crate) fn chaos(args: &[String]) -> anyhow::Result<()> {
     }
     run("cargo", &build, &[])?;
     let profile = if options.release { "release" } else { "debug" };
-    let binary = crate::target_dir().join(profile).join("ferric");
-    let run_dir = crate::target_dir().join("chaos");
+    let binary = crate::process::target_dir().join(profile).join("ferric");
+    let run_dir = crate::process::target_dir().join("chaos");
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir)?;
     }

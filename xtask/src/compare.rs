@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::bench::{self, percentile};
-use crate::clients::{RunningServer, free_port, target_dir};
+use crate::bench_http::{self, percentile};
 use crate::fleet::{create_node_with_port, delete_node, parallel, phase_until_rested, retried};
-use crate::{run, workspace_root};
+use crate::process::{free_port, run, target_dir, workspace_root};
+use crate::server::RunningServer;
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask bench-compare [--ironic] [--fleet N,N] [--clients C] [--read-nodes N]
@@ -164,7 +164,7 @@ impl Figure {
 pub(crate) fn bench_compare(args: &[String]) -> anyhow::Result<()> {
     let options = parse(args)?;
     let root = workspace_root();
-    let run_dir = target_dir(&root).join("bench-compare");
+    let run_dir = target_dir().join("bench-compare");
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir)
             .with_context(|| format!("cannot clear {}", run_dir.display()))?;
@@ -177,7 +177,7 @@ pub(crate) fn bench_compare(args: &[String]) -> anyhow::Result<()> {
                 &["build", "--release", "--locked", "--bin", "ferric"],
                 &[],
             )?;
-            target_dir(&root).join("release").join("ferric")
+            target_dir().join("release").join("ferric")
         }
     };
 
@@ -345,7 +345,7 @@ fn reads(
     let nodes = options.read_nodes;
     println!("reads at {nodes} nodes:");
     let started = Instant::now();
-    let uuids = bench::enroll(endpoint, nodes, options.clients)?;
+    let uuids = bench_http::enroll(endpoint, nodes, options.clients)?;
     let elapsed = started.elapsed();
     println!("  enrolled in {:.1} s", elapsed.as_secs_f64());
     figures.push(Figure::seconds(
@@ -359,12 +359,12 @@ fn reads(
         "≤ 40 MB at 10,000",
     ));
 
-    let agent = bench::agent();
+    let agent = bench_http::agent();
     let detail = format!("{endpoint}/v1/nodes/detail?limit=1000");
     let fields = format!("{endpoint}/v1/nodes?fields=uuid,provision_state&limit=1000");
     // Warm-up, as an operator's server is warm.
-    bench::walk_pages(&agent, &detail)?;
-    bench::walk_pages(&agent, &fields)?;
+    bench_http::walk_pages(&agent, &detail)?;
+    bench_http::walk_pages(&agent, &fields)?;
     for (name, url, target) in [
         (
             "GET /v1/nodes/detail, pages of 1,000",
@@ -375,7 +375,7 @@ fn reads(
     ] {
         let mut latencies = Vec::new();
         for _ in 0..3 {
-            latencies.extend(bench::walk_pages(&agent, url)?);
+            latencies.extend(bench_http::walk_pages(&agent, url)?);
         }
         latencies.sort_unstable();
         if *url == detail {
@@ -398,7 +398,7 @@ fn reads(
     }
 
     let (requests, mut latencies, elapsed) =
-        bench::throughput(endpoint, &uuids, options.clients, options.seconds)?;
+        bench_http::throughput(endpoint, &uuids, options.clients, options.seconds)?;
     latencies.sort_unstable();
     let threads = options.clients;
     let name = format!("GET /v1/nodes/{{uuid}}, {threads} threads");

@@ -14,7 +14,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::{run, target_dir, workspace_root};
+use crate::process::{run, target_dir, workspace_root};
 
 const USAGE: &str = "\
 usage: cargo xtask deb [--profile release|dev] [--out DIR]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::bench;
+use crate::bench_http;
 
 /// Runs `work(agent, n)` for every `n` below `count` on `threads` threads (each with its own
 /// keep-alive connection); returns the results in the order of `n`.
@@ -33,7 +33,7 @@ pub(crate) fn parallel_until<T: Send>(
         let workers: Vec<_> = (0..threads.min(count).max(1))
             .map(|_| {
                 scope.spawn(|| -> anyhow::Result<Vec<(usize, T)>> {
-                    let agent = bench::agent();
+                    let agent = bench_http::agent();
                     let mut done = Vec::new();
                     loop {
                         let n = next.fetch_add(1, Ordering::Relaxed);
@@ -188,7 +188,7 @@ pub(crate) fn poll_until_rested(
     sent: &AtomicBool,
     stop: &AtomicBool,
 ) -> anyhow::Result<Instant> {
-    let agent = bench::agent();
+    let agent = bench_http::agent();
     let wanted: std::collections::HashSet<&str> = uuids.iter().map(String::as_str).collect();
     let first = format!(
         "{endpoint}/v1/nodes?fields=uuid,provision_state,target_provision_state,reservation,\
@@ -203,7 +203,7 @@ pub(crate) fn poll_until_rested(
         let mut busy = None;
         let mut url = Some(first.clone());
         while let Some(current) = url {
-            let (_, body) = bench::timed_get(&agent, &current)?;
+            let (_, body) = bench_http::timed_get(&agent, &current)?;
             for node in body["nodes"].as_array().into_iter().flatten() {
                 let uuid = node["uuid"].as_str().unwrap_or_default();
                 if !wanted.contains(uuid) {

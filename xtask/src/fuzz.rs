@@ -20,8 +20,8 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::clients::{RunningServer, free_port};
-use crate::{run, target_dir, workspace_root};
+use crate::process::{free_port, run, target_dir, workspace_root};
+use crate::server::RunningServer;
 
 const USAGE: &str = "\
 usage: cargo xtask fuzz [--seconds N] [--requests N] [--targets A,B] [--no-schemathesis]
@@ -329,7 +329,7 @@ fn run_schemathesis(root: &Path, work: &Path, requests: u64) -> anyhow::Result<A
             .with_context(|| format!("cannot clear {}", run_dir.display()))?;
     }
     std::fs::create_dir_all(&run_dir)?;
-    let server = RunningServer::ferric(root, &run_dir, free_port()?)?;
+    let server = RunningServer::ferric(&run_dir, free_port()?)?;
     let endpoint = server.endpoint.clone();
     seed(&endpoint)?;
 

@@ -4,6 +4,7 @@
 
 mod agentlab;
 mod bench;
+mod bench_http;
 mod bench_memory;
 mod chaos;
 mod chaos_load;
@@ -16,8 +17,9 @@ mod fleet;
 mod fuzz;
 mod keystone;
 mod openstack;
+mod process;
 mod scale;
-mod scale_load;
+mod server;
 mod tempest;
 #[cfg(test)]
 mod tidy;
@@ -28,10 +30,9 @@ mod tidy_imports;
 mod ui;
 mod upgrade;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use process::{run, target_dir, workspace_root};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 const USAGE: &str = "\
 usage: cargo xtask <command> [-- extra test-runner arguments]
@@ -181,35 +182,6 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-fn workspace_root() -> PathBuf {
-    // `cargo run` (the `cargo xtask` alias) sets CARGO_MANIFEST_DIR for the process; prefer it
-    // to the one compiled in: two clones sharing one target dir (CI's clone and a developer's
-    // tree) build xtask under the same name, and cargo may run the other clone's binary,
-    // whose compiled-in root is that clone.
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    manifest_dir
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// Runs a command in the workspace root and fails with its name if it fails.
-fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
-    eprintln!("xtask: {program} {}", args.join(" "));
-    let status = Command::new(program)
-        .args(args)
-        .envs(envs.iter().copied())
-        .current_dir(workspace_root())
-        .status()
-        .with_context(|| format!("cannot start {program}"))?;
-    if !status.success() {
-        bail!("{program} {} failed ({status})", args.join(" "));
-    }
-    Ok(())
-}
-
 fn lint() -> anyhow::Result<()> {
     run("cargo", &["fmt", "--all", "--check"], &[])?;
     run(
@@ -273,19 +245,6 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         &args,
         &[("FERRIC_TEST_POSTGRES_URL", &postgres_url)],
     )
-}
-
-/// A port nobody listens on right now. (Racy in theory; the server fails loudly if taken.)
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// Where cargo puts build products.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 fn e2e() -> anyhow::Result<()> {

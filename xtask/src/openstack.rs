@@ -4,8 +4,10 @@
 //! the ironic driver (`scripts/openstack.sh`), all unmodified from PyPI; then the scenario
 //! tests/openstack/scenario.py, which prints each step and every server state it sees: nodes in
 //! enroll, manageable and maintenance next to an available one, a baremetal flavor, a Glance
-//! image, `server create --nic none` → ACTIVE (the node's instance_uuid, its config drive), a
-//! second server refused (no other node is offered), reboot, stop/start, a power-off and
+//! image, a flat Neutron network on the node port's physical network, `server create
+//! --network … --config-drive true` → ACTIVE (the node's instance_uuid, the server's port as
+//! its VIF, its config drive naming the port's MAC), a second `--nic none` server refused (no
+//! other node is offered), reboot, stop/start, a power-off and
 //! power-on through Ferric's API that Nova follows, rebuild, delete (the node cleaned back to
 //! available).
 //!
@@ -17,8 +19,9 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::clients::{RunningServer, target_dir};
-use crate::{free_port, keystone};
+use crate::keystone;
+use crate::process::{free_port, target_dir};
+use crate::server::RunningServer;
 
 const HELP: &str = "\
 usage: cargo xtask openstack [--keep]
@@ -103,7 +106,7 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
         }
     }
     let began = std::time::Instant::now();
-    let dir = target_dir(root).join("openstack");
+    let dir = target_dir().join("openstack");
     let keystone_dir = dir.join("keystone");
     let glance_dir = dir.join("glance");
     let nova_dir = dir.join("nova");
@@ -134,7 +137,7 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ("FERRIC_SEND_POWER_NOTIFICATIONS", "true"),
         ("FERRIC_NOVA_INTERFACE", "public"),
     ];
-    let ferric = RunningServer::ferric_with(root, &dir, free_port()?, &settings)?;
+    let ferric = RunningServer::ferric_with(&dir, free_port()?, &settings)?;
     eprintln!(
         "xtask: ferric at {} ({:?})",
         ferric.endpoint,

@@ -33,6 +33,8 @@
 //! With `--ironic`, Ironic 39 standalone (SQLite, one process) enrolls `--ironic-nodes`
 //! (default 1,000) nodes and has its detail page timed: the sizes it does here in minutes.
 
+mod load;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -45,12 +47,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::bench;
-use crate::clients::{MIMALLOC_ENV, free_port, target_dir};
-use crate::scale_load::{
-    deploy_cycle, detail_pages, enroll, fake_nodes, ironic, power, wait_for_power,
-};
-use crate::{run, workspace_root};
+use crate::bench_http;
+use crate::process::{free_port, run, target_dir, workspace_root};
+use crate::server::MIMALLOC_ENV;
+use load::{deploy_cycle, detail_pages, enroll, fake_nodes, ironic, power, wait_for_power};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask bench-scale [--nodes N] [--cycle-nodes N] [--quick] [--ironic]
@@ -203,7 +203,7 @@ fn table(rows: &[Row]) -> String {
 pub(crate) fn bench_scale(args: &[String]) -> anyhow::Result<()> {
     let options = parse(args)?;
     let root = workspace_root();
-    let run_dir = target_dir(&root).join("bench-scale");
+    let run_dir = target_dir().join("bench-scale");
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir)
             .with_context(|| format!("cannot clear {}", run_dir.display()))?;
@@ -227,14 +227,14 @@ pub(crate) fn bench_scale(args: &[String]) -> anyhow::Result<()> {
         ],
         &[],
     )?;
-    let release = target_dir(&root).join("release");
+    let release = target_dir().join("release");
     let load = LoadSampler::default();
     let mut rows = {
         let mut scale = Scale::start(&release, &run_dir, &options, load.clone())?;
         let rows = scale.measure(&options);
         let rows = scale.finish(rows);
         drop(scale);
-        bench::psql("postgres", &format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
+        bench_http::psql("postgres", &format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
         rows?
     };
     if options.ironic {
@@ -444,8 +444,8 @@ impl Scale {
         options: &Options,
         load: LoadSampler,
     ) -> anyhow::Result<Self> {
-        bench::psql("postgres", &format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
-        bench::psql("postgres", &format!("CREATE DATABASE {DATABASE}"))?;
+        bench_http::psql("postgres", &format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
+        bench_http::psql("postgres", &format!("CREATE DATABASE {DATABASE}"))?;
         let bmcs = (options.nodes - options.cycle_nodes).div_ceil(options.nodes_per_bmc);
         let simulator = Simulator::start(
             &release.join("examples").join("power_sync_bench"),
@@ -568,12 +568,12 @@ impl Scale {
 
     /// Waits until both APIs list `count` conductors.
     fn wait_for_conductors(&self, count: usize) -> anyhow::Result<()> {
-        let agent = bench::agent();
+        let agent = bench_http::agent();
         let deadline = Instant::now() + Duration::from_secs(60);
         for api in &self.apis {
             loop {
                 let (_, listed) =
-                    bench::timed_get(&agent, &format!("{}/v1/conductors", api.endpoint))?;
+                    bench_http::timed_get(&agent, &format!("{}/v1/conductors", api.endpoint))?;
                 let alive = listed["conductors"]
                     .as_array()
                     .map_or(0, |c| c.iter().filter(|c| c["alive"] != false).count());
@@ -643,7 +643,7 @@ impl Scale {
 
     /// SIGKILLs conductor-1 and times until its nodes are owned and served by the others.
     fn takeover(&mut self, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-        let agent = bench::agent();
+        let agent = bench_http::agent();
         let victim = format!("conductor-{VICTIM}");
         let owners = fake_nodes(&agent, self.api(0), "uuid,conductor,power_state")?;
         let picked = owners
@@ -715,7 +715,7 @@ impl Scale {
 
     /// Restarts the conductors with the power sync on and times their first two passes.
     fn power_sync(&mut self, options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-        let agent = bench::agent();
+        let agent = bench_http::agent();
         for conductor in &mut self.conductors {
             conductor.terminate();
         }
@@ -863,7 +863,7 @@ impl Drop for Scale {
 /// `parent_node` index and sorts all 100,000 rows (44 ms a page instead of ~1 ms;
 /// docs/benchmarks.md). A failure is printed, not fatal.
 fn analyze_nodes() {
-    if let Err(error) = bench::psql(DATABASE, "ANALYZE nodes") {
+    if let Err(error) = bench_http::psql(DATABASE, "ANALYZE nodes") {
         println!("ANALYZE nodes failed: {error:#}");
     }
 }
@@ -887,7 +887,7 @@ fn explain_detail_page(nodes: usize) {
     ] {
         let explain = format!("EXPLAIN (ANALYZE, BUFFERS) {statement}");
         println!("{}", explain.chars().take(160).collect::<String>());
-        if let Err(error) = bench::psql(DATABASE, &explain) {
+        if let Err(error) = bench_http::psql(DATABASE, &explain) {
             println!("  (not explained: {error:#})");
         }
     }
@@ -930,8 +930,8 @@ fn took_ms(line: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::load::node_body;
     use super::*;
-    use crate::scale_load::node_body;
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|arg| (*arg).to_owned()).collect()

@@ -25,8 +25,9 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::clients::{RunningServer, free_port, target_dir};
 use crate::keystone;
+use crate::process::{free_port, target_dir};
+use crate::server::RunningServer;
 
 const HELP: &str = "\
 usage: cargo xtask tempest [--regex REGEX] [--concurrency N] [--all] [--retry-failed] [--keep]
@@ -123,7 +124,7 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
         return Ok(());
     };
     let venv = tempest_venv(root)?;
-    let dir = target_dir(root).join("tempest");
+    let dir = target_dir().join("tempest");
     if options.summary_only {
         return summarize(&venv, &dir.join("workspace"), &dir, "ferric").map(drop);
     }
@@ -146,7 +147,7 @@ pub(crate) fn tempest(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ("FERRIC_SYNC_POWER_STATE_INTERVAL", "0"),
     ];
     let started = std::time::Instant::now();
-    let ferric = RunningServer::ferric_with(root, &dir, free_port()?, &settings)?;
+    let ferric = RunningServer::ferric_with(&dir, free_port()?, &settings)?;
     eprintln!(
         "xtask: ferric at {} ({:?})",
         ferric.endpoint,

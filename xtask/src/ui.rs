@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::clients::{RunningServer, free_port, target_dir};
-use crate::workspace_root;
+use crate::process::{free_port, target_dir, workspace_root};
+use crate::server::RunningServer;
 
 const USAGE: &str = "\
 usage: cargo xtask ui-test [--nodes N] [--screenshots DIR] [--chromium PATH]
@@ -64,7 +64,7 @@ pub(crate) fn ui_test(args: &[String]) -> anyhow::Result<()> {
         );
     }
     let root = workspace_root();
-    let run_dir = target_dir(&root).join("ui-test");
+    let run_dir = target_dir().join("ui-test");
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir)
             .with_context(|| format!("cannot clear {}", run_dir.display()))?;
@@ -80,7 +80,6 @@ pub(crate) fn ui_test(args: &[String]) -> anyhow::Result<()> {
     let (user_file, roles_file) = write_users(&run_dir)?;
     let venv = ui_venv(&root)?;
     let server = RunningServer::ferric_with(
-        &root,
         &run_dir,
         free_port()?,
         &[

@@ -24,7 +24,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::{run, target_dir};
+use crate::process::{run, target_dir};
 
 /// The older releases the test upgrades from, newest first: (commit, hand-off version, what
 /// it is). Every hand-off version this build still talks to (`OLDEST_HANDOFF_VERSION` up to

@@ -5,17 +5,19 @@
 //! and `tag` the state reached, `POWER_ON` or `POWER_OFF`. Nova then records the server's new
 //! power state (`openstack server show` follows the machine) instead of forcing it back at its
 //! next sync. Nova ignores the event while an action of its own is under way on the server, so
-//! the events that follow its own requests are harmless, and Ironic sends them too.
+//! the events that follow its own requests are harmless as long as they arrive before the
+//! action's result (the conductor waits for delivery before saving it, `power_events.rs`), and
+//! Ironic sends them too.
 //!
 //! Nova is found as the `compute` endpoint (`nova_interface`, `nova_region_name`) of the
 //! catalog of Ferric's Keystone service token ([`KeystoneAuth::service_endpoint`]); the
-//! service user needs Nova's `service` role. Delivery is in the background and best effort,
-//! as in Ironic: a failure (Keystone or Nova down, an unknown server) is logged as a warning
+//! service user needs Nova's `service` role. Delivery is best effort, as in Ironic: a failure (Keystone or Nova down, an unknown server) is logged as a warning
 //! and not retried; a token Nova refuses is renewed once.
 
 use std::sync::Arc;
 
 use ferric_conductor::PowerEvents;
+use ferric_conductor::power_events::Delivery;
 use ferric_model::resources::PowerState;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -134,9 +136,9 @@ fn versioned(url: &str) -> String {
 }
 
 impl PowerEvents for NovaNotifier {
-    fn power_changed(&self, node: Uuid, instance: Uuid, state: PowerState) {
+    fn power_changed(&self, node: Uuid, instance: Uuid, state: PowerState) -> Delivery {
         let notifier = self.clone();
-        tokio::spawn(async move {
+        Box::pin(async move {
             match notifier.power_update(instance, state).await {
                 Ok(()) => tracing::info!(%node, %instance, %state, "Nova told of the power change"),
                 Err(problem) => tracing::warn!(
@@ -147,7 +149,7 @@ impl PowerEvents for NovaNotifier {
                     "could not tell Nova of the power change"
                 ),
             }
-        });
+        })
     }
 }
 

@@ -19,7 +19,7 @@ use tungstenite::http::HeaderValue;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
-use crate::node::node_path;
+use crate::context::node_path;
 use crate::{CliError, Context};
 
 /// Ctrl-]: telnet's escape character.

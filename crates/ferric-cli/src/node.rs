@@ -5,6 +5,7 @@
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use crate::context::{fields_query, node_path, summary_fields};
 use crate::node_data;
 use crate::node_states::{self, Clean, Deploy, Plain, Rescue, Service};
 use crate::{CliError, Context, Patch, fields_of, insert_pairs, key_value, segment, wait};
@@ -514,10 +515,6 @@ pub(crate) enum HistoryCommand {
     },
 }
 
-pub(crate) fn node_path(node: &str) -> String {
-    format!("/v1/nodes/{}", segment(node))
-}
-
 pub(crate) fn run(context: &Context, command: NodeCommand) -> Result<(), CliError> {
     let client = &context.client;
     match command {
@@ -754,21 +751,6 @@ fn node_power(context: &Context, command: PowerCommand) -> Result<(), CliError> 
     Ok(())
 }
 
-/// What a verb followed with `--wait` shows at the end.
-pub(crate) fn summary_fields() -> Vec<String> {
-    [
-        "uuid",
-        "name",
-        "provision_state",
-        "target_provision_state",
-        "power_state",
-        "maintenance",
-        "last_error",
-    ]
-    .map(str::to_owned)
-    .to_vec()
-}
-
 /// Sends a patch and shows the node it gives back.
 fn update(context: &Context, node: &str, patch: Patch) -> Result<(), CliError> {
     if patch.is_empty() {
@@ -780,13 +762,6 @@ fn update(context: &Context, node: &str, patch: Patch) -> Result<(), CliError> {
         .client
         .patch(&node_path(node), &patch.into_value())?;
     context.show(&record, None)
-}
-
-pub(crate) fn fields_query(fields: Option<&[String]>) -> Vec<(&'static str, String)> {
-    match fields {
-        Some(fields) => vec![("fields", fields.join(","))],
-        None => Vec::new(),
-    }
 }
 
 /// `/validate`'s `{"boot": {"result": true, "reason": null}, …}` as one row per interface.

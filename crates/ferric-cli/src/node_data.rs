@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use crate::node::node_path;
+use crate::context::node_path;
 use crate::output::Format;
 use crate::{CliError, Context, emit, segment};
 

@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::{Map, Value, json};
 
-use crate::node::{node_path, summary_fields};
+use crate::context::{node_path, summary_fields};
 use crate::{CliError, Context, json_argument, wait};
 
 /// The node and `--wait`, which every verb takes.

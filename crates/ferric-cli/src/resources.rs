@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::node::{fields_query, node_path};
+use crate::context::{fields_query, node_path};
 use crate::{CliError, Context, Patch, fields_of, insert_pairs, key_value, segment};
 
 /// How long `allocation create` waits for the server to match the allocation.

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::CliError;
 use crate::client::Client;
-use crate::node::node_path;
+use crate::context::node_path;
 
 const FIRST_INTERVAL: Duration = Duration::from_millis(250);
 const LONGEST_INTERVAL: Duration = Duration::from_secs(1);

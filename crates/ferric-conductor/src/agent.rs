@@ -22,8 +22,8 @@ use ferric_model::resources::{Ident, Node};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::flows::{Job, spawn};
 use crate::task::{Cause, Task};
-use crate::worker::{Job, spawn};
 use crate::{Conductor, ConductorError};
 
 /// `driver_internal_info` keys the agent protocol uses.
@@ -119,9 +119,21 @@ impl Conductor {
     /// working (the heartbeat is only checked) unless its agent is not known yet, in which
     /// case the agent hears 409 and retries soon.
     pub async fn heartbeat(&self, node: Uuid, beat: Heartbeat) -> Result<(), ConductorError> {
+        let current = self.inner.store.node_get(&Ident::Uuid(node)).await?;
+        self.heartbeat_read(&current, beat).await
+    }
+
+    /// [`Conductor::heartbeat`] on a node the caller has just read (the API's record): the
+    /// checks that need no lease run on that record, so the node is read once more only, under
+    /// its lease, where the checks run again on what it is now.
+    pub async fn heartbeat_read(
+        &self,
+        current: &Node,
+        beat: Heartbeat,
+    ) -> Result<(), ConductorError> {
         let inner = &self.inner;
-        let current = inner.store.node_get(&Ident::Uuid(node)).await?;
-        check_heartbeat(&current, &beat, inner.config.fast_track)?;
+        let node = current.uuid;
+        check_heartbeat(current, &beat, inner.config.fast_track)?;
         check_tls(&beat, inner.config.agent_require_tls)?;
         let permit = inner.take_worker()?;
         let mut task = match Task::acquire(inner, node).await {

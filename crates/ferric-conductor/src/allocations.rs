@@ -25,7 +25,6 @@ use ferric_db::{AllocationFilter, AllocationSortKey, NodeFilter, NodeSortKey, Pa
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Allocation, AllocationState, Ident, Node};
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::{Conductor, ConductorError, Inner, lock};
 
@@ -70,6 +69,13 @@ pub async fn process(
         resource_class: allocation.resource_class.clone(),
         ..NodeFilter::default()
     };
+    // A node named as the allocation is tried first, as Ironic's conductor does (API 1.79
+    // documents it; the conductor does it whatever the request's version).
+    if let Some(named) = named_node(store, &allocation).await?
+        && let Some(done) = claim(store, &allocation, &named).await?
+    {
+        return Ok(done);
+    }
     let mut page = Page::<NodeSortKey>::first(1000);
     let mut saw_any = false;
     loop {
@@ -101,6 +107,28 @@ pub async fn process(
     };
     let message = format!("Failed to process allocation {}: {why}.", allocation.uuid);
     fail(store, allocation, message).await
+}
+
+/// The node whose name is the allocation's, when it is free, available and matches it.
+async fn named_node(
+    store: &Store,
+    allocation: &Allocation,
+) -> Result<Option<Node>, ferric_db::Error> {
+    let Some(name) = allocation.name.as_deref() else {
+        return Ok(None);
+    };
+    let node = match store.node_get(&Ident::Name(name.to_owned())).await {
+        Ok(node) => node,
+        Err(ferric_db::Error::NotFound { .. }) => return Ok(None),
+        Err(other) => return Err(other),
+    };
+    let free = node.provision_state == ProvisionState::Available
+        && !node.maintenance
+        && node.instance_uuid.is_none()
+        && node.allocation_uuid.is_none()
+        && (allocation.resource_class.is_none()
+            || node.resource_class == allocation.resource_class);
+    Ok((free && matches(allocation, &node)).then_some(node))
 }
 
 /// Records that `allocation` failed, unless someone else finished it first.
@@ -220,6 +248,3 @@ pub(crate) async fn recover(inner: &Arc<Inner>, at_start: bool) -> Result<usize,
     }
     Ok(started)
 }
-
-/// The allocations this process is matching right now.
-pub(crate) type Allocating = std::sync::Mutex<HashSet<Uuid>>;

@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use crate::ConductorError;
-use crate::console::{ConsoleHub, ConsoleSettings};
+use crate::console_hub::{ConsoleHub, ConsoleSettings};
 
 /// Binds the relay of `node` on a free port of the range, trying from a port picked by the
 /// node's UUID so a node tends to keep its port across restarts.

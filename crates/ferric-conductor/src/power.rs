@@ -34,19 +34,15 @@ impl Conductor {
         tracker.spawn(async move {
             let _permit = permit;
             let done = finish_power(&mut task, action, timeout).await;
-            let inner = task.inner.clone();
-            let after = done.then(|| task.node.clone());
+            if done {
+                // Before the result is visible: see power_events.rs.
+                let inner = task.inner.clone();
+                inner.power_events.announce(&task.node).await;
+            }
             // The result and the lease go in one write: a client that sees the new power
             // state can act on the node at once.
-            match task.save_and_release().await {
-                Ok(()) => {
-                    if let Some(after) = after {
-                        inner.power_events.announce(&after);
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(node = %node, error = %error, "could not record the power action's result");
-                }
+            if let Err(error) = task.save_and_release().await {
+                tracing::error!(node = %node, error = %error, "could not record the power action's result");
             }
         });
         Ok(())

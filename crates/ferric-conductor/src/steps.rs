@@ -32,7 +32,7 @@ use ferric_model::resources::{InterfaceKind, JsonObject, Node};
 use serde_json::Value;
 
 use crate::ConductorError;
-use crate::abort::{Aborted, interruptible};
+use crate::abort_signal::{Aborted, interruptible};
 use crate::priority_override::PriorityOverride;
 use crate::task::Task;
 
@@ -45,7 +45,7 @@ pub(crate) enum Progress {
     Wait,
     /// A `hold` step: the node waits for an operator's `unhold`.
     Hold,
-    /// The flow is marked for abort (`abort.rs`): what ran was stopped, nothing more runs,
+    /// The flow is marked for abort (`flows/mod.rs`): what ran was stopped, nothing more runs,
     /// and the node is as the last step left it, not yet moved on.
     Aborted,
 }

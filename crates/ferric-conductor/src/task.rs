@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 use ferric_db::{Fence, LeaseRelease, WriteGuard};
 
-use crate::abort::AbortSignal;
+use crate::abort_signal::AbortSignal;
 use crate::{Busy, ConductorError, Inner};
 
 /// How long [`Task::acquire`] waits for a task of this process that has already given the
@@ -232,7 +232,7 @@ impl Task {
         }
     }
 
-    /// What tells this task that an abort of its flow was accepted (`abort.rs`).
+    /// What tells this task that an abort of its flow was accepted (`abort_signal.rs`).
     pub(crate) fn abort_signal(&self) -> AbortSignal {
         AbortSignal::new(self.inner.clone(), self.uuid(), self.abort.clone())
     }

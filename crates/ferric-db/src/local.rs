@@ -33,7 +33,19 @@ use rusqlite::{OpenFlags, ffi};
 use uuid::Uuid;
 
 use crate::sql::{Arg, DbRow, db_time};
-use crate::store::SqliteSync;
+
+/// SQLite's `synchronous` setting under its write-ahead log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqliteSync {
+    /// `NORMAL`: a commit is written to the log before it returns but the log is synced to
+    /// the disk only at checkpoints. Nothing committed is lost when the process dies (the
+    /// write is in the kernel's hands); an operating-system crash or power loss may roll
+    /// back the last commits, never corrupt the database.
+    #[default]
+    Normal,
+    /// `FULL`: every commit also waits for the log to be synced (one `fsync` per commit).
+    Full,
+}
 
 /// How many prepared statements the connection keeps (the texts of node saves vary with the
 /// columns they write: a few dozen in all).

@@ -1,16 +1,18 @@
 //! Nodes: create, get by UUID or name, filtered and paged listing, revision-guarded update,
 //! delete (which takes the node's ports, portgroups, lease and history with it).
 
+pub(crate) mod history;
+
 use chrono::{DateTime, Utc};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Ident, Node, PowerState};
 use uuid::Uuid;
 
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
-use crate::history::{NodeWrite, WriteGuard};
 use crate::paging::{Page, push_after_marker, push_order_and_limit};
 use crate::sql::{Arg, DbRow, SqlBuilder, insert_returning, like_contains, opt_parsed, parsed};
 use crate::store::Store;
+use history::{NodeWrite, WriteGuard};
 
 /// Which nodes `node_list` returns. Every field narrows the listing; `None` (the default) does
 /// not filter. New filters are new optional fields, so `..Default::default()` callers keep

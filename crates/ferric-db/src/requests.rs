@@ -24,7 +24,7 @@ use ferric_model::ProvisionState;
 use ferric_model::resources::Node;
 
 use crate::error::{Error, backend};
-use crate::history::{NodeWrite, WriteGuard};
+use crate::nodes::history::{NodeWrite, WriteGuard};
 use crate::nodes::node_values;
 use crate::sql::{Arg, DbRow, SqlBuilder};
 use crate::store::Store;

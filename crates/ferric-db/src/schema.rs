@@ -14,19 +14,7 @@
 use sqlx::migrate::Migrator;
 
 use crate::error::{Error, backend};
-use crate::store::Store;
-
-/// What [`Store::open_with`] does about the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SchemaPolicy {
-    /// Apply the migrations the database lacks (after checking it is not newer).
-    #[default]
-    Upgrade,
-    /// Refuse a database that is behind or ahead of this binary (`--no-db-upgrade`).
-    RequireCurrent,
-    /// Check nothing and change nothing: for reading the status, backups and restores.
-    Unchecked,
-}
+use crate::store::{SchemaPolicy, Store};
 
 /// One migration: its number and its name (`0006_volume.sql` → `6`, `"volume"`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -60,13 +60,24 @@ use sqlx::sqlite::{
 
 use crate::clock::Clock;
 use crate::error::{Error, backend, redact};
-use crate::local::{LocalConnection, LocalRow, Outcome, is_constraint};
+use crate::local::{LocalConnection, LocalRow, Outcome, SqliteSync, is_constraint};
 use crate::pg_hosts::Hosts;
-use crate::schema::SchemaPolicy;
 use crate::sql::{Arg, BindArgs, DbRow, db_time};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// What [`Store::open_with`] does about the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchemaPolicy {
+    /// Apply the migrations the database lacks (after checking it is not newer).
+    #[default]
+    Upgrade,
+    /// Refuse a database that is behind or ahead of this binary (`--no-db-upgrade`).
+    RequireCurrent,
+    /// Check nothing and change nothing: for reading the status, backups and restores.
+    Unchecked,
+}
 
 /// How long a SQLite connection may sit idle in the pool before it is closed.
 const SQLITE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -89,19 +100,6 @@ pub struct StoreOptions {
     pub schema: SchemaPolicy,
     /// SQLite only: when a commit reaches the disk (ARCHITECTURE.md, "Durability on SQLite").
     pub sqlite_sync: SqliteSync,
-}
-
-/// SQLite's `synchronous` setting under its write-ahead log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SqliteSync {
-    /// `NORMAL`: a commit is written to the log before it returns but the log is synced to
-    /// the disk only at checkpoints. Nothing committed is lost when the process dies (the
-    /// write is in the kernel's hands); an operating-system crash or power loss may roll
-    /// back the last commits, never corrupt the database.
-    #[default]
-    Normal,
-    /// `FULL`: every commit also waits for the log to be synced (one `fsync` per commit).
-    Full,
 }
 
 impl Default for StoreOptions {

@@ -14,14 +14,16 @@
 //! - [`discovery`]: the `enroll` hook — data from an unknown machine enrolls a new node.
 
 pub mod api;
-pub mod discovery;
 pub mod inspection_rules;
 pub mod lldp;
+pub mod mac;
 pub mod node_cache;
 pub mod process;
 pub mod pxe_filter;
 pub mod rules;
 pub mod service;
+
+pub use service::discovery;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -133,7 +133,7 @@ pub fn local_link_connections(
 ) -> Vec<(String, Map<String, Value>)> {
     let mut links = Vec::new();
     for (_, address, tlvs) in interface_tlvs(inventory, plugin_data) {
-        let Some(address) = address.and_then(crate::process::normalize_mac) else {
+        let Some(address) = address.and_then(crate::mac::normalize_mac) else {
             continue;
         };
         let fields = parse_tlvs(tlvs);

@@ -10,6 +10,7 @@
 //! Ironic's `parse-lldp` (`lldp.rs`: `plugin_data.parsed_lldp`, whenever a NIC reported LLDP)
 //! and `local-link-connection` (`Processed::local_links`, for the ports).
 
+use crate::mac::normalize_mac;
 use std::collections::BTreeSet;
 
 use ferric_model::resources::{JsonObject, Node, Port};
@@ -113,16 +114,6 @@ pub struct Processed {
     /// The inventory (`GET …/inventory`) and everything else the ramdisk sent (plugin data).
     pub inventory: JsonObject,
     pub plugin_data: JsonObject,
-}
-
-/// A MAC address in lower-case colon form, or `None`.
-pub fn normalize_mac(text: &str) -> Option<String> {
-    let parts: Vec<&str> = text.trim().split([':', '-']).collect();
-    let valid = parts.len() == 6
-        && parts
-            .iter()
-            .all(|part| part.len() == 2 && part.chars().all(|c| c.is_ascii_hexdigit()));
-    valid.then(|| parts.join(":").to_ascii_lowercase())
 }
 
 /// Every MAC the payload names (interfaces, the boot interface), for looking the node up.

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::process::normalize_mac;
+use crate::mac::normalize_mac;
 
 const PREFIX: &str = "inspector-";
 const UNKNOWN_FILE: &str = "inspector-unknown";

@@ -23,6 +23,8 @@
 //! trust domain and on the same database, so it needs no credentials or client code, and the
 //! revision guard gives it the same safety as an API write.
 
+pub mod discovery;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,7 +37,6 @@ use ferric_model::resources::{Ident, JsonObject, Node, Port};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::discovery;
 pub use crate::node_cache::{Introspection, IntrospectionState};
 use crate::process::{Processed, ProcessingConfig, payload_bmc_addresses, payload_macs, process};
 use crate::pxe_filter::{self, FilterState};

@@ -8,8 +8,6 @@
 
 use std::fmt;
 
-use crate::state::ProvisionState;
-
 /// An API microversion. The major part is always 1, so only the minor number is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Microversion {
@@ -217,34 +215,10 @@ pub fn negotiate(
     requested.resolve(max)
 }
 
-/// The `provision_state` a client at `version` is shown, `None` meaning JSON `null`.
-/// States that did not exist yet at that version are shown as the one older clients knew.
-pub fn visible_provision_state(
-    state: ProvisionState,
-    version: Microversion,
-) -> Option<ProvisionState> {
-    match state {
-        ProvisionState::Available if version < gate::AVAILABLE_STATE => None,
-        ProvisionState::InspectWait if version < gate::INSPECT_WAIT_STATE => {
-            Some(ProvisionState::Inspecting)
-        }
-        other => Some(other),
-    }
-}
-
-/// The state a node created by a client at `version` starts in. Old clients expect a new node
-/// to be schedulable at once; from 1.11 it must first be managed (credentials verified).
-pub fn initial_provision_state(version: Microversion) -> ProvisionState {
-    if version < gate::ENROLL_INITIAL_STATE {
-        ProvisionState::Available
-    } else {
-        ProvisionState::Enroll
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::{ProvisionState, initial_provision_state, visible_provision_state};
 
     const MAX: Microversion = Microversion::new(115);
 

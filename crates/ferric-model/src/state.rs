@@ -474,6 +474,31 @@ impl ProvisionState {
     }
 }
 
+/// The `provision_state` a client at `version` is shown, `None` meaning JSON `null`.
+/// States that did not exist yet at that version are shown as the one older clients knew.
+pub fn visible_provision_state(
+    state: ProvisionState,
+    version: Microversion,
+) -> Option<ProvisionState> {
+    match state {
+        ProvisionState::Available if version < gate::AVAILABLE_STATE => None,
+        ProvisionState::InspectWait if version < gate::INSPECT_WAIT_STATE => {
+            Some(ProvisionState::Inspecting)
+        }
+        other => Some(other),
+    }
+}
+
+/// The state a node created by a client at `version` starts in. Old clients expect a new node
+/// to be schedulable at once; from 1.11 it must first be managed (credentials verified).
+pub fn initial_provision_state(version: Microversion) -> ProvisionState {
+    if version < gate::ENROLL_INITIAL_STATE {
+        ProvisionState::Available
+    } else {
+        ProvisionState::Enroll
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

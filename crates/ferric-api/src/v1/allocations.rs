@@ -279,8 +279,9 @@ pub async fn allocation_create(
     let mut body = json_object_body(&body)?;
     let backfill = match body.remove("node") {
         None => None,
+        // 400 as Ironic's request schema before 1.58 (no `node` property), not 406.
         Some(_) if version.minor() < BACKFILL_SINCE => {
-            return Err(ApiError::not_acceptable(format!(
+            return Err(ApiError::bad_request(format!(
                 "'node' needs API version 1.{BACKFILL_SINCE} or later; this request asked \
                  for {version}."
             )));

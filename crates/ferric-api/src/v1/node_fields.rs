@@ -3,8 +3,8 @@
 
 use ferric_db::NodeSortKey;
 use ferric_model::Microversion;
-use ferric_model::microversion::visible_provision_state;
 use ferric_model::resources::Node;
+use ferric_model::state::visible_provision_state;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 

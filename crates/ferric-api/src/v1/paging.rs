@@ -116,8 +116,9 @@ where
                 selection = Some(parse_fields(table, value, version)?);
             }
             "detail" => {
+                // 400 as Ironic's `get_request_return_fields` (an invalid parameter), not 406.
                 if version < DETAIL_PARAM_SINCE {
-                    return Err(ApiError::not_acceptable(format!(
+                    return Err(ApiError::bad_request(format!(
                         "'detail' needs API version {DETAIL_PARAM_SINCE} or later; this \
                          request asked for {version}."
                     )));

@@ -67,6 +67,8 @@ fn check_local_link_connection(connection: &Map<String, Value>) -> Result<(), Ap
         "switch_info",
         "hostname",
         "network_type",
+        VTEP_KEYS[0],
+        VTEP_KEYS[1],
     ];
     if let Some(key) = connection.keys().find(|key| !KEYS.contains(&key.as_str())) {
         return Err(ApiError::bad_request(format!(
@@ -75,8 +77,14 @@ fn check_local_link_connection(connection: &Map<String, Value>) -> Result<(), Ap
         )));
     }
     let has = |key: &str| connection.get(key).is_some_and(|value| !value.is_null());
+    if has(VTEP_KEYS[0]) != has(VTEP_KEYS[1]) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid local_link_connection: give both {} and {}, or neither.",
+            VTEP_KEYS[0], VTEP_KEYS[1]
+        )));
+    }
     let shape_ok = connection.is_empty()
-        || (has("port_id") && (has("switch_id") || has("hostname")))
+        || (has("port_id") && (has("switch_id") || has("hostname") || has(VTEP_KEYS[0])))
         || (connection.len() == 1 && connection.get("network_type") == Some(&json!("unmanaged")));
     if !shape_ok {
         return Err(ApiError::bad_request(
@@ -91,6 +99,41 @@ fn check_local_link_connection(connection: &Map<String, Value>) -> Result<(), Ap
             "Invalid local_link_connection network_type {other}: use managed or unmanaged."
         ))),
     }
+}
+
+/// The OVN VTEP switch keys Ironic accepts in a `local_link_connection` from 1.90 until 1.105
+/// removed them again; outside that range they are refused (406) and not shown.
+const VTEP_KEYS: [&str; 2] = ["vtep-logical-switch", "vtep-physical-switch"];
+/// `network_type` in a `local_link_connection`.
+const NETWORK_TYPE_SINCE: u16 = 64;
+
+fn vtep_allowed(version: Microversion) -> bool {
+    (90..105).contains(&version.minor())
+}
+
+/// 406 for `local_link_connection` keys the request's version does not know, as Ironic's
+/// `_check_allowed_port_fields`: `network_type` before 1.64, the VTEP keys outside 1.90-1.104.
+pub(crate) fn check_link_keys_at(
+    connection: Option<&Value>,
+    version: Microversion,
+) -> Result<(), ApiError> {
+    let Some(Value::Object(connection)) = connection else {
+        return Ok(());
+    };
+    if connection.contains_key("network_type") && version.minor() < NETWORK_TYPE_SINCE {
+        return Err(ApiError::not_acceptable(format!(
+            "local_link_connection network_type needs API version 1.{NETWORK_TYPE_SINCE} or \
+             newer; this request is at {version}."
+        )));
+    }
+    if VTEP_KEYS.iter().any(|key| connection.contains_key(*key)) && !vtep_allowed(version) {
+        return Err(ApiError::not_acceptable(format!(
+            "local_link_connection {} and {} are accepted only at API versions 1.90 to 1.104; \
+             this request is at {version}.",
+            VTEP_KEYS[0], VTEP_KEYS[1]
+        )));
+    }
+    Ok(())
 }
 
 /// One field of the port as JSON (computed fields included), before version hiding.
@@ -184,7 +227,16 @@ impl Resource for Port {
         self.uuid
     }
 
-    fn field_json(&self, name: &str, _version: Microversion, base: &str) -> Value {
+    fn field_json(&self, name: &str, version: Microversion, base: &str) -> Value {
+        // Outside 1.90-1.104 a VTEP connection is shown empty, as Ironic shows it.
+        if name == "local_link_connection"
+            && !vtep_allowed(version)
+            && VTEP_KEYS
+                .iter()
+                .any(|key| self.local_link_connection.contains_key(*key))
+        {
+            return json!({});
+        }
         port_field_json(self, name, base)
     }
 

@@ -16,7 +16,7 @@ use super::fields::{Selection, show_selection};
 use super::nodes::lease_holder_after_wait;
 use super::paging::ProjectScope;
 use super::patch::parse_patch;
-use super::port_fields::normalize_mac;
+use super::port_fields::{check_link_keys_at, normalize_mac};
 use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
     known_filter, list_body, list_params, record_json,
@@ -483,8 +483,15 @@ pub async fn port_create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body = json_object_body(&body)?;
+    let mut body = json_object_body(&body)?;
+    if let Some(ident) = body.remove("node_ident") {
+        body.insert(
+            "node_uuid".to_owned(),
+            node_ident_as_uuid(&state.store, &body, ident, version).await?,
+        );
+    }
     check_create_body::<Port>(&body, version, &["address", "node_uuid"])?;
+    check_link_keys_at(body.get("local_link_connection"), version)?;
     let mut port = Port::new(Uuid::new_v4(), Uuid::nil(), "");
     apply_create_body(&mut port, body)?;
     referenced_node(&state.store, &Ident::Uuid(port.node_uuid)).await?;
@@ -499,6 +506,38 @@ pub async fn port_create(
     let body = record_json(&created_port, version, &Selection::All, &base);
     Ok(created(&created_port, body, &base))
 }
+
+/// The UUID of the node a create body names by `node_ident` (its name or UUID, from 1.94;
+/// 406 before): 400 beside `node_uuid` (Ironic's schema takes one of the two) or for a node
+/// that does not exist.
+async fn node_ident_as_uuid(
+    store: &Store,
+    body: &serde_json::Map<String, Value>,
+    ident: Value,
+    version: Microversion,
+) -> Result<Value, ApiError> {
+    if version.minor() < NODE_IDENT_SINCE {
+        return Err(ApiError::not_acceptable(format!(
+            "node_ident needs API version 1.{NODE_IDENT_SINCE} or newer; this request is at \
+             {version}: name the node by node_uuid."
+        )));
+    }
+    if body.contains_key("node_uuid") {
+        return Err(ApiError::bad_request(
+            "Give either node_ident or node_uuid, not both.",
+        ));
+    }
+    let Value::String(ident) = ident else {
+        return Err(ApiError::bad_request(
+            "node_ident must be a string: the node's name or UUID.",
+        ));
+    };
+    let node = referenced_node(store, &uuid_or_name("node_ident", &ident)?).await?;
+    Ok(Value::String(node.uuid.to_string()))
+}
+
+/// `node_ident` in a port create body.
+const NODE_IDENT_SINCE: u16 = 94;
 
 /// 409 while a conductor holds the node (Ironic takes the node lock for port, portgroup,
 /// trait and VIF writes), after waiting a little for it as Ironic's lock does.
@@ -529,6 +568,10 @@ pub async fn port_update(
         .map_err(db_error)?;
     check_node_not_locked(&state.store, port.node_uuid).await?;
     let updated = apply_patch(&port, &ops, version)?;
+    if updated.local_link_connection != port.local_link_connection {
+        let connection = Value::Object(updated.local_link_connection.clone());
+        check_link_keys_at(Some(&connection), version)?;
+    }
     let node = referenced_node(&state.store, &Ident::Uuid(updated.node_uuid)).await?;
     if updated.node_uuid != port.node_uuid || updated.portgroup_uuid != port.portgroup_uuid {
         check_portgroup_of(&state.store, &updated).await?;

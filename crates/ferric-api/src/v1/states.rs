@@ -17,8 +17,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use ferric_conductor::{ConductorError, ProvisionArgs};
 use ferric_model::machine::VerbError;
-use ferric_model::microversion::{gate, visible_provision_state};
+use ferric_model::microversion::gate;
 use ferric_model::resources::{Ident, InterfaceKind, Node};
+use ferric_model::state::visible_provision_state;
 use ferric_model::values::{BootDevice, PowerAction, StepCall};
 use ferric_model::{Microversion, Verb, check_verb};
 use serde_json::{Map, Value, json};
@@ -253,10 +254,18 @@ fn provision_request(
         if !allowed {
             return Err(only_with("configdrive", "active, deploy or rebuild"));
         }
-        if configdrive.is_object() && version < Microversion::new(56) {
-            return Err(ApiError::bad_request(
-                "Invalid configdrive: a URL or base64 text (a JSON object from API 1.56).",
-            ));
+        if let Value::Object(built) = &configdrive {
+            if version < Microversion::new(56) {
+                return Err(ApiError::bad_request(
+                    "Invalid configdrive: a URL or base64 text (a JSON object from API 1.56).",
+                ));
+            }
+            if version.minor() < 59 && built.contains_key("vendor_data") {
+                return Err(ApiError::bad_request(format!(
+                    "Providing vendor_data in configdrive needs API version 1.59 or later; this \
+                     request asked for {version}."
+                )));
+            }
         }
         if !configdrive.is_null() {
             args.configdrive = Some(configdrive);

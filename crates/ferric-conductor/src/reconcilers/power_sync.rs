@@ -253,7 +253,7 @@ async fn apply(
             // Nova follows a machine powered on or off behind its back (Ironic's
             // `power_update` from the sync).
             if changed && saved.is_ok() && before != Some(power) {
-                inner.power_events.announce(&after);
+                inner.power_events.announce(&after).await;
             }
             saved.map(|()| changed)
         }

@@ -116,7 +116,7 @@ async fn expire(
              that it boots the inspection ramdisk and can reach the inspection service."
         ),
         ProvisionState::RescueWait => {
-            crate::provision::forget_rescue_password(&mut task.node);
+            crate::flows::rescue::forget_rescue_password(&mut task.node);
             format!(
                 "Timeout reached while waiting for rescue ramdisk callback for node {node} \
                  (after {minutes} minutes)."
@@ -130,7 +130,7 @@ async fn expire(
     // What the wait set up goes too (network boot, a half-booted ramdisk, power), as after
     // an abort; the node is failed first so that a slow BMC cannot delay the verdict.
     let interfaces = task.interfaces();
-    crate::provision::forget_agent(task);
+    crate::flows::forget_agent(task);
     task.fail(message).await?;
     let undone = match interfaces {
         Ok(interfaces) => match state {

@@ -612,6 +612,20 @@ impl Handoff {
         self.call_done(node, Action::Heartbeat(beat)).await
     }
 
+    /// [`Handoff::heartbeat`] for a node the API has just read: routed by that record and, in
+    /// this process, checked on it ([`Conductor::heartbeat_read`]), so the conductor reads the
+    /// node once, under its lease, instead of three times.
+    pub async fn heartbeat_read(&self, node: &Node, beat: Heartbeat) -> Result<(), ConductorError> {
+        let owner = self.route_record(node)?;
+        match (owner, &self.inner.local) {
+            (None, Some(conductor)) => conductor.heartbeat_read(node, beat).await,
+            (owner, _) => self
+                .call_owner(owner, node.uuid, Action::Heartbeat(beat))
+                .await
+                .map(drop),
+        }
+    }
+
     /// [`Conductor::agent_lookup_token`] on the node's owner.
     pub async fn agent_lookup_token(&self, node: Uuid) -> Result<AgentToken, ConductorError> {
         match self.call(node, Action::AgentLookupToken).await? {

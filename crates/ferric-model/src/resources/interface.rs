@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use super::Node;
-
 /// One kind of driver interface. A node's `driver` (its hardware type) supports a list of
 /// implementations per kind; the node's `<kind>_interface` field picks one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,58 +79,11 @@ impl fmt::Display for InterfaceKind {
     }
 }
 
-impl Node {
-    /// The implementation this node uses for `kind`, if one is set.
-    pub fn interface(&self, kind: InterfaceKind) -> Option<&str> {
-        self.interface_field(kind).as_deref()
-    }
-
-    /// Sets (or clears) the implementation this node uses for `kind`.
-    pub fn set_interface(&mut self, kind: InterfaceKind, name: Option<String>) {
-        *self.interface_field_mut(kind) = name;
-    }
-
-    fn interface_field(&self, kind: InterfaceKind) -> &Option<String> {
-        match kind {
-            InterfaceKind::Bios => &self.bios_interface,
-            InterfaceKind::Boot => &self.boot_interface,
-            InterfaceKind::Console => &self.console_interface,
-            InterfaceKind::Deploy => &self.deploy_interface,
-            InterfaceKind::Firmware => &self.firmware_interface,
-            InterfaceKind::Inspect => &self.inspect_interface,
-            InterfaceKind::Management => &self.management_interface,
-            InterfaceKind::Network => &self.network_interface,
-            InterfaceKind::Power => &self.power_interface,
-            InterfaceKind::Raid => &self.raid_interface,
-            InterfaceKind::Rescue => &self.rescue_interface,
-            InterfaceKind::Storage => &self.storage_interface,
-            InterfaceKind::Vendor => &self.vendor_interface,
-        }
-    }
-
-    fn interface_field_mut(&mut self, kind: InterfaceKind) -> &mut Option<String> {
-        match kind {
-            InterfaceKind::Bios => &mut self.bios_interface,
-            InterfaceKind::Boot => &mut self.boot_interface,
-            InterfaceKind::Console => &mut self.console_interface,
-            InterfaceKind::Deploy => &mut self.deploy_interface,
-            InterfaceKind::Firmware => &mut self.firmware_interface,
-            InterfaceKind::Inspect => &mut self.inspect_interface,
-            InterfaceKind::Management => &mut self.management_interface,
-            InterfaceKind::Network => &mut self.network_interface,
-            InterfaceKind::Power => &mut self.power_interface,
-            InterfaceKind::Raid => &mut self.raid_interface,
-            InterfaceKind::Rescue => &mut self.rescue_interface,
-            InterfaceKind::Storage => &mut self.storage_interface,
-            InterfaceKind::Vendor => &mut self.vendor_interface,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ProvisionState;
+    use crate::resources::Node;
     use uuid::Uuid;
 
     #[test]

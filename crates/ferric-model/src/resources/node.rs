@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::JsonObject;
+use super::interface::InterfaceKind;
 use crate::ProvisionState;
 
 /// A node's power state as the API shows it (`"power on"`, `"power off"`, `"error"`).
@@ -221,6 +222,54 @@ impl Node {
             traits: Vec::new(),
             created_at: DateTime::<Utc>::UNIX_EPOCH,
             updated_at: None,
+        }
+    }
+}
+
+impl Node {
+    /// The implementation this node uses for `kind`, if one is set.
+    pub fn interface(&self, kind: InterfaceKind) -> Option<&str> {
+        self.interface_field(kind).as_deref()
+    }
+
+    /// Sets (or clears) the implementation this node uses for `kind`.
+    pub fn set_interface(&mut self, kind: InterfaceKind, name: Option<String>) {
+        *self.interface_field_mut(kind) = name;
+    }
+
+    fn interface_field(&self, kind: InterfaceKind) -> &Option<String> {
+        match kind {
+            InterfaceKind::Bios => &self.bios_interface,
+            InterfaceKind::Boot => &self.boot_interface,
+            InterfaceKind::Console => &self.console_interface,
+            InterfaceKind::Deploy => &self.deploy_interface,
+            InterfaceKind::Firmware => &self.firmware_interface,
+            InterfaceKind::Inspect => &self.inspect_interface,
+            InterfaceKind::Management => &self.management_interface,
+            InterfaceKind::Network => &self.network_interface,
+            InterfaceKind::Power => &self.power_interface,
+            InterfaceKind::Raid => &self.raid_interface,
+            InterfaceKind::Rescue => &self.rescue_interface,
+            InterfaceKind::Storage => &self.storage_interface,
+            InterfaceKind::Vendor => &self.vendor_interface,
+        }
+    }
+
+    fn interface_field_mut(&mut self, kind: InterfaceKind) -> &mut Option<String> {
+        match kind {
+            InterfaceKind::Bios => &mut self.bios_interface,
+            InterfaceKind::Boot => &mut self.boot_interface,
+            InterfaceKind::Console => &mut self.console_interface,
+            InterfaceKind::Deploy => &mut self.deploy_interface,
+            InterfaceKind::Firmware => &mut self.firmware_interface,
+            InterfaceKind::Inspect => &mut self.inspect_interface,
+            InterfaceKind::Management => &mut self.management_interface,
+            InterfaceKind::Network => &mut self.network_interface,
+            InterfaceKind::Power => &mut self.power_interface,
+            InterfaceKind::Raid => &mut self.raid_interface,
+            InterfaceKind::Rescue => &mut self.rescue_interface,
+            InterfaceKind::Storage => &mut self.storage_interface,
+            InterfaceKind::Vendor => &mut self.vendor_interface,
         }
     }
 }

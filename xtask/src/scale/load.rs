@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::bench::{self, percentile};
-use crate::clients::{RunningServer, free_port};
-use crate::scale::{ENROLL_VERSION, Options, Row, bmc_address, row};
+use super::{ENROLL_VERSION, Options, Row, bmc_address, row};
+use crate::bench_http::{self, percentile};
+use crate::process::free_port;
+use crate::server::RunningServer;
 
 /// The body of node number `n`: fake-hardware below `cycle_nodes`, else redfish on the
 /// simulator.
@@ -70,9 +71,9 @@ pub(crate) fn detail_pages(
     nodes: usize,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    let agent = bench::agent();
+    let agent = bench_http::agent();
     for endpoint in endpoints {
-        bench::walk_pages(&agent, &format!("{endpoint}/v1/nodes/detail?limit=1000"))?;
+        bench_http::walk_pages(&agent, &format!("{endpoint}/v1/nodes/detail?limit=1000"))?;
     }
     let mut latencies = Vec::new();
     for walk in 0..2 {
@@ -80,7 +81,7 @@ pub(crate) fn detail_pages(
             "{}/v1/nodes/detail?limit=1000",
             endpoints[walk % endpoints.len()]
         );
-        latencies.extend(bench::walk_pages(&agent, &url)?);
+        latencies.extend(bench_http::walk_pages(&agent, &url)?);
     }
     latencies.sort_unstable();
     let (p50, p99) = (percentile(&latencies, 50), percentile(&latencies, 99));
@@ -121,7 +122,7 @@ pub(crate) fn fake_nodes(
         "{endpoint}/v1/nodes?driver=fake-hardware&limit=1000&fields={fields}"
     ));
     while let Some(current) = url {
-        let (_, body) = bench::timed_get(agent, &current)?;
+        let (_, body) = bench_http::timed_get(agent, &current)?;
         nodes.extend(body["nodes"].as_array().cloned().unwrap_or_default());
         url = body["next"].as_str().map(str::to_owned);
     }
@@ -135,7 +136,7 @@ pub(crate) fn deploy_cycle(
     options: &Options,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    let agent = bench::agent();
+    let agent = bench_http::agent();
     let fields = "uuid,provision_state,target_provision_state,last_error";
     let uuids: Vec<String> = fake_nodes(&agent, &endpoints[0], "uuid")?
         .iter()
@@ -251,7 +252,7 @@ pub(crate) fn wait_for_power(
 ) -> anyhow::Result<()> {
     let url = format!("{endpoint}/v1/nodes/{uuid}?fields=power_state,target_power_state");
     loop {
-        let (_, node) = bench::timed_get(agent, &url)?;
+        let (_, node) = bench_http::timed_get(agent, &url)?;
         if node["power_state"] == state && node["target_power_state"].is_null() {
             return Ok(());
         }
@@ -297,7 +298,7 @@ fn parallel(
         let workers: Vec<_> = (0..threads.min(count).max(1))
             .map(|_| {
                 scope.spawn(|| -> anyhow::Result<()> {
-                    let agent = bench::agent();
+                    let agent = bench_http::agent();
                     loop {
                         let n = next.fetch_add(1, Ordering::Relaxed);
                         if n >= count || failed.load(Ordering::Relaxed) {

@@ -6,9 +6,9 @@
 use ferric_model::resources::{Node, NodeHistoryEntry};
 use uuid::Uuid;
 
+use super::{node_changes, node_from_row, node_values, write_error};
 use crate::error::{Error, Kind, backend, is_foreign_key_violation, unique_violation};
 use crate::leases::Fence;
-use crate::nodes::{node_changes, node_from_row, node_values, write_error};
 use crate::sql::{Arg, DbRow, SqlBuilder, update_returning_if};
 use crate::store::{InsertRow, Store};
 

@@ -32,9 +32,9 @@ use ferric_model::resources::{Node, Port};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::{Service, ServiceError, node_bmc_addresses};
 use crate::node_cache::{Introspection, IntrospectionState};
 use crate::process::{AddPorts, ProcessingConfig, payload_bmc_addresses, payload_macs, process};
-use crate::service::{Service, ServiceError, node_bmc_addresses};
 
 /// The hardware type of discovered nodes unless `inspector_discovery_driver` says otherwise.
 pub const DEFAULT_DRIVER: &str = "fake-hardware";
