@@ -248,7 +248,7 @@ fn parse_entry<'l>(path: &Path, line: &'l str) -> Result<(&'l str, &'l str), Use
 }
 
 /// Routes that need no authentication (Ironic's `acl_public_routes`, plus `/health` and
-/// `/metrics`).
+/// `/metrics`): the endpoints the endpoint table declares `Guard::Public`.
 pub fn is_public_route(path: &str) -> bool {
     // Ironic strips trailing slashes (but keeps "/") and allows a `.json` suffix.
     let trimmed = path.trim_end_matches('/');
@@ -257,15 +257,7 @@ pub fn is_public_route(path: &str) -> bool {
         .strip_suffix(".json")
         .or_else(|| path.strip_suffix(".xml"))
         .unwrap_or(path);
-    match path {
-        "/" | "/v1" | "/health" | "/metrics" | "/v1/lookup" | "/v1/continue_inspection" => true,
-        _ => path.strip_prefix("/v1/heartbeat/").is_some_and(|node| {
-            !node.is_empty()
-                && node
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        }),
-    }
+    crate::endpoints::is_public_path(path)
 }
 
 fn unauthorized(message: &str) -> Response {

@@ -16,12 +16,10 @@
 //! A provision request naming a `runbook` is also checked against `baremetal:runbook:use` on the
 //! runbook's owner.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -35,22 +33,8 @@ use crate::auth::is_public_route;
 use crate::endpoints::{self, Guard, On};
 use crate::policy::{Caller, Policy, Target};
 
-/// The project a listing is limited to: `Some` for a project-scoped caller without the
-/// `…:list_all` rule, `None` (everything) otherwise. Handlers of listings take it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProjectScope(pub Option<String>);
-
-impl<S: Send + Sync> FromRequestParts<S> for ProjectScope {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Infallible> {
-        Ok(parts
-            .extensions
-            .get::<ProjectScope>()
-            .cloned()
-            .unwrap_or_default())
-    }
-}
+/// Handlers of listings take it; it lives beside the other listing parameters.
+pub use crate::v1::paging::ProjectScope;
 
 /// What the middleware needs: the rules and the store to load resources from.
 #[derive(Clone)]

@@ -30,6 +30,7 @@ pub mod nova;
 pub mod openapi;
 pub mod policy;
 mod root;
+mod state;
 pub mod v1;
 pub mod version;
 
@@ -37,54 +38,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use ferric_conductor::Handoff;
-use ferric_db::Store;
 use tower::Layer;
 use tower_http::normalize_path::NormalizePath;
 
 pub use auth::AuthStrategy;
 pub use error::ApiError;
 pub use limits::BodyLimits;
+pub use state::ApiState;
 pub use v1::rendered::DEFAULT_RENDER_CACHE_SIZE;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct ApiState {
-    pub store: Store,
-    /// Where every state change goes (the API never writes provision or power state): the
-    /// node's owning conductor, in this process or handed over to another.
-    pub conductor: Handoff,
-    /// Serialized node documents of detail listings, by node revision.
-    pub(crate) rendered: Arc<v1::rendered::RenderedNodes>,
-    /// The process's metrics (the conductor's registry), shown on `GET /metrics`.
-    pub metrics: ferric_metrics::Metrics,
-}
-
-impl ApiState {
-    /// `conductor`: a [`Handoff`], or a `Conductor` when everything runs in this process.
-    pub fn new(store: Store, conductor: impl Into<Handoff>) -> Self {
-        let conductor: Handoff = conductor.into();
-        Self {
-            store,
-            metrics: conductor.drivers().metrics().clone(),
-            conductor,
-            rendered: Arc::default(),
-        }
-    }
-
-    /// Holds at most `bytes` of rendered detail documents (`api_render_cache_size`; 0: none).
-    #[must_use]
-    pub fn with_render_cache_size(mut self, bytes: usize) -> Self {
-        self.rendered = Arc::new(v1::rendered::RenderedNodes::with_budget(bytes));
-        self
-    }
-
-    /// Drops the rendered documents if no detail listing used them for `idle` (they are
-    /// rendered again on demand); the bytes dropped. The server calls it every few seconds.
-    pub fn drop_idle_caches(&self, idle: std::time::Duration) -> usize {
-        self.rendered.drop_if_idle(idle)
-    }
-}
 
 /// How the HTTP surface is guarded: who may call it, what each caller may do, and how large a
 /// request may be.

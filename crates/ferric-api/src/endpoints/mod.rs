@@ -16,15 +16,18 @@
 //! ## Adding an endpoint
 //!
 //! 1. Write the handler in its resource module under `src/v1/` (a plain axum handler; no
-//!    version check of its own if the whole endpoint is new in one microversion).
+//!    version check of its own if the whole endpoint is new in one microversion), and beside
+//!    it the `BodySpec` (`crate::v1::body`) it parses its body with, if it takes one.
 //! 2. If it is new in a microversion, name that version in [`since`].
 //! 3. Add one `op(Verb, "/v1/…", "resource_verb", v1::module::handler)` entry to the table
 //!    in `nodes.rs`, `templates.rs` or `resources.rs`, with `.since(..)`, `.guard(..)` (its
 //!    policy rule; a new rule also goes in `policy::RULES`), `.summary(..)`, `.refs(..)`,
-//!    `.body(..)`, `.ok(..)` and `.errors(..)`; new schemas go in `openapi/schemas.rs`.
+//!    `.body_spec(..)`, `.ok(..)` and `.errors(..)`; the request schema is generated from the
+//!    spec (response schemas are written in `openapi/schemas.rs`).
 //! 4. `cargo xtask docs` regenerates `docs/openapi.json`; commit it.
 //! 5. `cargo nextest run -p ferric-api --lib --test openapi --test authz` checks the rest: every
-//!    declaration documented, routed and guarded, and nothing routed outside this table.
+//!    declaration documented, routed and guarded, nothing routed outside this table, and each
+//!    body's parser in agreement with its schema (`body_tests.rs`).
 
 pub(crate) mod since;
 
@@ -45,6 +48,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use ferric_model::Microversion;
 use serde_json::{Value, json};
 
+use crate::v1::body::{BodySpec, Empty};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -117,7 +121,7 @@ pub(crate) enum Guard {
     /// left so.
     Unset,
     /// Served without credentials (version discovery, health, metrics, the ramdisk's calls);
-    /// `auth::is_public_route` must agree, which a test checks.
+    /// `auth::is_public_route` is derived from these ([`is_public_path`]).
     Public,
     /// This rule on this resource.
     Rule(&'static str, On),
@@ -165,13 +169,33 @@ pub(crate) struct Endpoint {
     route: RouteFn,
 }
 
+/// Where an endpoint's request body is declared.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BodyDoc {
+    /// A [`BodySpec`]: the handler parses the body with it and its schema is generated from it.
+    Spec(&'static BodySpec),
+    /// A schema of `openapi/schemas.rs`: a field table's create body, the JSON patch, or a
+    /// body still written by hand (`endpoints/tests.rs` lists those; the list only shrinks).
+    Schema(&'static str),
+}
+
+impl BodyDoc {
+    /// The schema's name in `#/components/schemas`.
+    pub(crate) fn schema(self) -> &'static str {
+        match self {
+            Self::Spec(spec) => spec.schema,
+            Self::Schema(name) => name,
+        }
+    }
+}
+
 /// What the OpenAPI document says about an endpoint beyond its identity.
 pub(crate) struct Doc {
     pub(crate) summary: &'static str,
     /// Parameters besides the version header: `$ref`s and inline query parameters.
     pub(crate) params: Vec<Value>,
-    /// The request body's schema.
-    pub(crate) body: Option<&'static str>,
+    /// The request body: its declaration, or the name of a schema written elsewhere.
+    pub(crate) body: Option<BodyDoc>,
     /// The body may be left out.
     pub(crate) body_optional: bool,
     /// The success status and its schema (`None`: no body).
@@ -256,8 +280,17 @@ impl Endpoint {
         self
     }
 
+    /// A body whose schema is written in `openapi/schemas.rs` (see [`BodyDoc::Schema`]).
     pub(crate) fn body(mut self, schema: &'static str) -> Self {
-        self.doc.body = Some(schema);
+        self.doc.body = Some(BodyDoc::Schema(schema));
+        self
+    }
+
+    /// A body the handler parses with `spec`; its schema is generated from it, and it may be
+    /// left out when the spec says so.
+    pub(crate) fn body_spec(mut self, spec: &'static BodySpec) -> Self {
+        self.doc.body = Some(BodyDoc::Spec(spec));
+        self.doc.body_optional = spec.empty != Empty::Refused;
         self
     }
 
@@ -282,7 +315,7 @@ impl Endpoint {
     /// 202 for an asynchronous method.
     pub(crate) fn vendor_call(mut self) -> Self {
         if matches!(self.verb, Verb::Post | Verb::Put | Verb::Patch) {
-            self.doc.body = Some("VendorArguments");
+            self.doc.body = Some(BodyDoc::Schema("VendorArguments"));
             self.doc.body_optional = true;
         }
         self.doc.accepted_too = true;
@@ -299,9 +332,7 @@ impl Endpoint {
             self = self.refs(&["fields", "detail"]);
         }
         for (name, since) in filters {
-            self.doc
-                .params
-                .push(crate::openapi::filter_param(name, *since));
+            self.doc.params.push(filter_param(name, *since));
         }
         self
     }
@@ -317,6 +348,36 @@ impl Endpoint {
             gate,
         ))
     }
+}
+
+/// A list filter as an OpenAPI query parameter, typed by what the handler parses.
+pub(crate) fn filter_param(name: &str, since: u16) -> Value {
+    let schema = match name {
+        "associated" | "maintenance" | "retired" | "sharded" | "include_children" => {
+            json!({ "type": "boolean" })
+        }
+        "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
+            json!({ "type": "string", "format": "uuid" })
+        }
+        "provision_state" => json!({
+            "type": "string",
+            "enum": ferric_model::ProvisionState::ALL.map(|state| state.as_str()),
+        }),
+        "fault" => json!({
+            "type": "string",
+            "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
+        }),
+        "shard" | "conductor_groups" => json!({
+            "type": "string",
+            "description": "A comma-separated list: records of nodes in any of them.",
+        }),
+        _ => json!({ "type": "string" }),
+    };
+    let mut param = json!({ "name": name, "in": "query", "required": false, "schema": schema });
+    if since > 1 {
+        param["x-ironic-since"] = json!(format!("1.{since}"));
+    }
+    param
 }
 
 /// A vendor passthru call on `path` with each HTTP method a vendor method may take (the
@@ -484,6 +545,34 @@ pub(crate) fn find<'p>(
     Some((endpoint, first_param))
 }
 
+/// Whether `path` (concrete, without a trailing slash) is served by an endpoint declared
+/// [`Guard::Public`], each `{parameter}` made of lower-case letters, digits and `-` only (a
+/// node's UUID, as Ironic's public heartbeat route takes it): the public-route list of
+/// `auth::is_public_route`, derived from the declarations.
+pub(crate) fn is_public_path(path: &str) -> bool {
+    static PUBLIC: LazyLock<Vec<Vec<&'static str>>> = LazyLock::new(|| {
+        all()
+            .iter()
+            .filter(|endpoint| endpoint.guard == Guard::Public)
+            .map(|endpoint| endpoint.path.split('/').collect())
+            .collect()
+    });
+    let segments: Vec<&str> = path.split('/').collect();
+    PUBLIC.iter().any(|template| {
+        template.len() == segments.len()
+            && template.iter().zip(&segments).all(|(part, segment)| {
+                if part.starts_with('{') {
+                    !segment.is_empty()
+                        && segment
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                } else {
+                    part == segment
+                }
+            })
+    })
+}
+
 /// Whether any method of a declared path serves `path` (a concrete path).
 pub(crate) fn serves_path(path: &str) -> bool {
     [
@@ -546,3 +635,6 @@ async fn gate(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod body_tests;

@@ -95,7 +95,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Provision)
         .summary("Request a provision state change")
         .refs(NODE)
-        .body("ProvisionRequest")
+        .body_spec(&states::PROVISION_BODY)
         .ok(202, None)
         .errors(&[409, 503]),
         op(
@@ -107,7 +107,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_power_state", On::Node))
         .summary("Request a power state change")
         .refs(NODE)
-        .body("PowerRequest")
+        .body_spec(&states::POWER_BODY)
         .ok(202, None)
         .errors(&[409, 503]),
         op(
@@ -130,7 +130,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_boot_device", On::Node))
         .summary("Set the node's boot device")
         .refs(NODE)
-        .body("BootDeviceRequest")
+        .body_spec(&states::BOOT_DEVICE_BODY)
         .ok(204, None)
         .errors(&[409, 503]),
         op(
@@ -164,7 +164,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_maintenance", On::Node))
         .summary("Put the node in maintenance")
         .refs(NODE)
-        .body("MaintenanceRequest")
+        .body_spec(&states::MAINTENANCE_BODY)
         .ok(202, None)
         .errors(&[409]),
         op(
@@ -462,7 +462,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .summary("Set the node's firmware boot mode")
         .since(since::BOOT_MODE)
         .refs(NODE)
-        .body("BootModeRequest")
+        .body_spec(&node_management::BOOT_MODE_BODY)
         .ok(202, None)
         .errors(&[409, 503]),
         op(
@@ -475,7 +475,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .summary("Turn the node's UEFI secure boot on or off")
         .since(since::BOOT_MODE)
         .refs(NODE)
-        .body("SecureBootRequest")
+        .body_spec(&node_management::SECURE_BOOT_BODY)
         .ok(202, None)
         .errors(&[409, 503]),
         op(
@@ -488,7 +488,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .summary("Send the node a non-maskable interrupt")
         .since(since::INJECT_NMI)
         .refs(NODE)
-        .body("InjectNmiRequest")
+        .body_spec(&node_management::INJECT_NMI_BODY)
         .ok(204, None)
         .errors(&[409, 503]),
         // Indicators (1.63): like Ironic 39, served at every version (no gate).
@@ -523,7 +523,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_indicator_state", On::Node))
         .summary("Set one indicator, named {name}@{component}")
         .refs(&["node_ident", "indicator"])
-        .body("IndicatorState")
+        .body_spec(&node_management::INDICATOR_BODY)
         .ok(204, None)
         .errors(&[400, 409]),
         // The serial console (issue 24).
@@ -547,7 +547,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .guard(Rule("baremetal:node:set_console_state", On::Node))
         .summary("Enable or disable the node's serial console")
         .refs(NODE)
-        .body("ConsoleRequest")
+        .body_spec(&console::CONSOLE_BODY)
         .ok(202, None)
         .errors(&[409, 503]),
         op(
@@ -574,7 +574,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
         .summary("Attach an image as the node's virtual CD, floppy or USB disk")
         .since(since::VMEDIA)
         .refs(NODE)
-        .body("VmediaAttachRequest")
+        .body_spec(&vmedia::VMEDIA_ATTACH_BODY)
         .ok(204, None)
         .errors(&[409, 503]),
         op(

@@ -609,7 +609,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
             .summary("An agent reports that it is up")
             .since(since::RAMDISK)
             .refs(&["node_ident"])
-            .body("HeartbeatRequest")
+            .body_spec(&ramdisk::HEARTBEAT_BODY)
             .ok(202, None)
             .errors(&[409, 503]),
         // Conductors.

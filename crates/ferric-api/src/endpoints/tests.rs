@@ -195,3 +195,57 @@ fn routes_are_made_only_from_the_declarations() {
         );
     }
 }
+
+/// The markdown table of `docs/security.md` that names, for every endpoint, the rule that
+/// guards it (`cargo xtask docs` writes it through the test below).
+fn rule_table() -> String {
+    let mut table = String::from("| endpoint | rule |\n|---|---|\n");
+    for endpoint in all() {
+        let rule = match endpoint.guard {
+            Guard::Unset => "`default`".to_owned(),
+            Guard::Public => "none: public".to_owned(),
+            Guard::Rule(rule, On::BodyNode) => format!("`{rule}` on the body's `node_uuid`"),
+            Guard::Rule(rule, _) => format!("`{rule}`"),
+            Guard::List(kind) => format!(
+                "`baremetal:{kind}:list` (the caller's project only) or `baremetal:{kind}:list_all`"
+            ),
+            Guard::Provision => "`baremetal:node:set_provision_state`, or \
+                 `…:set_provision_state:instance` for the instance verbs; naming a runbook also \
+                 `baremetal:runbook:use`"
+                .to_owned(),
+            Guard::NodeUpdate => {
+                "`baremetal:node:update`, and `…:update:owner` to touch `owner`".to_owned()
+            }
+            Guard::RunbookUpdate => "`baremetal:runbook:update`, and `…:update:owner` / \
+                 `…:update:public` to touch `owner` / `public`"
+                .to_owned(),
+        };
+        let method = endpoint.verb.openapi().to_ascii_uppercase();
+        table.push_str(&format!("| `{method} {}` | {rule} |\n", endpoint.path));
+    }
+    table
+}
+
+/// The markers around the generated table in `docs/security.md`.
+const TABLE_START: &str = "<!-- generated from the endpoint table by `cargo xtask docs` -->\n";
+const TABLE_END: &str = "<!-- end of the generated table -->\n";
+
+#[test]
+fn security_doc_is_up_to_date() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/security.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
+        .find(TABLE_START)
+        .expect("docs/security.md lost its table's start marker")
+        + TABLE_START.len();
+    let end = text
+        .find(TABLE_END)
+        .expect("docs/security.md lost its table's end marker");
+    let rendered = format!("{}{}{}", &text[..start], rule_table(), &text[end..]);
+    ferric_testkit::doc::assert_up_to_date(
+        &path,
+        &rendered,
+        "the endpoint table",
+        "FERRIC_UPDATE_DOCS=1 cargo test -p ferric-api --lib security_doc_is_up_to_date",
+    );
+}

@@ -16,7 +16,8 @@ mod schemas;
 use ferric_model::Microversion;
 use serde_json::{Map, Value, json};
 
-use crate::endpoints::{self, Endpoint};
+use crate::endpoints::{self, BodyDoc, Endpoint};
+use crate::v1::body::BodySpec;
 use crate::version::{MAX_VERSION, MIN_VERSION};
 
 /// The whole document.
@@ -44,11 +45,24 @@ pub fn document() -> Value {
         "servers": [{ "url": "http://127.0.0.1:6385" }],
         "paths": paths,
         "components": {
-            "schemas": schemas::schemas(),
+            "schemas": schemas::schemas(&declared_bodies()),
             "parameters": parameters(),
             "responses": error_responses(),
         },
     })
+}
+
+/// The request bodies the endpoints declare with a [`BodySpec`], each once.
+fn declared_bodies() -> Vec<&'static BodySpec> {
+    let mut bodies: Vec<&'static BodySpec> = Vec::new();
+    for endpoint in endpoints::all() {
+        if let Some(BodyDoc::Spec(spec)) = endpoint.doc.body
+            && !bodies.iter().any(|known| known.schema == spec.schema)
+        {
+            bodies.push(spec);
+        }
+    }
+    bodies
 }
 
 // ---- parameters --------------------------------------------------------------------------
@@ -217,42 +231,13 @@ fn operation_json(endpoint: &Endpoint) -> Value {
         operation["x-ironic-since"] = json!(endpoint.since.to_string());
     }
     if let Some(body) = doc.body {
+        let body = body.schema();
         operation["requestBody"] = json!({
             "required": !doc.body_optional,
             "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{body}") } } },
         });
     }
     operation
-}
-
-/// A list filter, typed by what the handler parses.
-pub(crate) fn filter_param(name: &str, since: u16) -> Value {
-    let schema = match name {
-        "associated" | "maintenance" | "retired" | "sharded" | "include_children" => {
-            json!({ "type": "boolean" })
-        }
-        "instance_uuid" | "chassis_uuid" | "parent_node" | "node_uuid" => {
-            json!({ "type": "string", "format": "uuid" })
-        }
-        "provision_state" => json!({
-            "type": "string",
-            "enum": ferric_model::ProvisionState::ALL.map(|state| state.as_str()),
-        }),
-        "fault" => json!({
-            "type": "string",
-            "enum": ["power failure", "clean failure", "rescue abort failure", "service failure"],
-        }),
-        "shard" | "conductor_groups" => json!({
-            "type": "string",
-            "description": "A comma-separated list: records of nodes in any of them.",
-        }),
-        _ => json!({ "type": "string" }),
-    };
-    let mut param = json!({ "name": name, "in": "query", "required": false, "schema": schema });
-    if since > 1 {
-        param["x-ironic-since"] = json!(format!("1.{since}"));
-    }
-    param
 }
 
 #[cfg(test)]

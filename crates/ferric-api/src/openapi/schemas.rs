@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::v1::body::{BodySpec, FALSE_WORDS, Kind, Null, TRUE_WORDS};
 use crate::v1::fields::{Access, FieldSpec, FieldType};
 use crate::v1::{
     allocations, chassis, conductors, deploy_templates, inspection_rules, node_fields, port_fields,
@@ -127,6 +128,47 @@ fn create_schema(table: &[FieldSpec], required: &[&str]) -> Value {
     )
 }
 
+/// A declared request body (`v1/body.rs`): closed, its required fields listed, each field
+/// typed as the parser checks it.
+pub(super) fn body_schema(spec: &BodySpec) -> Value {
+    let mut properties = Map::new();
+    for field in spec.fields {
+        let mut schema = match field.kind {
+            Kind::Text => json!({ "type": "string" }),
+            Kind::Choice(names) | Kind::ChoiceAnyCase(names) => {
+                json!({ "type": "string", "enum": names })
+            }
+            Kind::Bool => json!({ "type": "boolean" }),
+            Kind::Flag => {
+                let words = [TRUE_WORDS, FALSE_WORDS].concat();
+                json!({ "oneOf": [{ "type": "boolean" }, { "type": "string", "enum": words }] })
+            }
+            Kind::Integer { min } => json!({ "type": "integer", "minimum": min }),
+            Kind::TextOrObject => json!({ "oneOf": [{ "type": "string" }, { "type": "object" }] }),
+            // `allOf`: siblings of a `$ref` are ignored in OpenAPI 3.0.
+            Kind::Steps => json!({ "allOf": [{ "$ref": "#/components/schemas/Steps" }] }),
+            Kind::HttpUrl => json!({ "type": "string", "format": "uri", "pattern": "^https?://" }),
+        };
+        if let Some(max) = field.max_len {
+            schema["maxLength"] = json!(max);
+        }
+        if field.null == Null::Value || (field.null == Null::Absent && !field.required) {
+            schema["nullable"] = json!(true);
+        }
+        if let Some(description) = field.description {
+            schema["description"] = json!(description);
+        }
+        properties.insert(field.name.to_owned(), with_since(schema, field.since));
+    }
+    let required: Vec<&str> = spec
+        .fields
+        .iter()
+        .filter(|field| field.required)
+        .map(|field| field.name)
+        .collect();
+    object(Value::Object(properties), &required)
+}
+
 /// `{"<key>": [<item>…], "next": "<url>"}`.
 fn collection_schema(key: &str, item: &str) -> Value {
     json!({
@@ -150,7 +192,8 @@ fn object(properties: Value, required: &[&str]) -> Value {
     )
 }
 
-pub(super) fn schemas() -> Value {
+/// Every schema: the ones written here and the declared bodies' (`bodies`).
+pub(super) fn schemas(bodies: &[&BodySpec]) -> Value {
     // In parts: one `json!` of everything would pass the macro recursion limit.
     let parts = [
         json!({
@@ -292,23 +335,6 @@ pub(super) fn schemas() -> Value {
             },
             "required": ["console_enabled", "power_state", "provision_state"],
         },
-        "ProvisionRequest": object(json!({
-            "target": {
-                "type": "string",
-                "enum": ferric_model::machine::Verb::ALL.map(|verb| verb.as_str()),
-            },
-            "configdrive": { "nullable": true, "oneOf": [{ "type": "string" }, { "type": "object" }] },
-            "clean_steps": { "$ref": "#/components/schemas/Steps" },
-            "deploy_steps": { "$ref": "#/components/schemas/Steps" },
-            "service_steps": { "$ref": "#/components/schemas/Steps" },
-            "disable_ramdisk": { "type": "boolean" },
-            "rescue_password": { "type": "string" },
-            "runbook": {
-                "type": "string",
-                "description": "A runbook's name or UUID, instead of clean_steps/service_steps.",
-                "x-ironic-since": "1.92",
-            },
-        }), &["target"]),
         "BiosSetting": {
             "type": "object",
             "properties": {
@@ -412,18 +438,6 @@ pub(super) fn schemas() -> Value {
             },
             "required": ["node", "config"],
         },
-        "HeartbeatRequest": {
-            "type": "object",
-            "properties": {
-                "callback_url": { "type": "string" },
-                "agent_token": { "type": "string", "x-ironic-since": "1.62" },
-                "agent_version": { "type": "string", "x-ironic-since": "1.36" },
-                "agent_verify_ca": { "type": "string", "x-ironic-since": "1.68" },
-                "agent_status": { "type": "string", "x-ironic-since": "1.72" },
-                "agent_status_message": { "type": "string", "x-ironic-since": "1.72" },
-            },
-            "required": ["callback_url"],
-        },
         "InspectionData": {
             "type": "object",
             "description": "What the inspection ramdisk found: at least an `inventory` object.",
@@ -457,13 +471,6 @@ pub(super) fn schemas() -> Value {
                 "additionalProperties": false,
             },
         },
-        "PowerRequest": object(json!({
-            "target": {
-                "type": "string",
-                "enum": ["power on", "power off", "rebooting", "soft power off", "soft rebooting"],
-            },
-            "timeout": { "type": "integer", "minimum": 1, "x-ironic-since": "1.27" },
-        }), &["target"]),
         }),
         json!({
         "BootDevice": {
@@ -474,13 +481,6 @@ pub(super) fn schemas() -> Value {
             },
             "required": ["boot_device", "persistent"],
         },
-        "BootDeviceRequest": object(json!({
-            "boot_device": {
-                "type": "string",
-                "enum": ["pxe", "disk", "cdrom", "bios", "safe", "wanboot", "iscsiboot", "floppy", "uefihttp"],
-            },
-            "persistent": { "type": "boolean" },
-        }), &["boot_device"]),
         "SupportedBootDevices": {
             "type": "object",
             "properties": {
@@ -499,9 +499,6 @@ pub(super) fn schemas() -> Value {
                 },
             },
         },
-        "MaintenanceRequest": object(json!({
-            "reason": { "type": "string", "nullable": true },
-        }), &[]),
         "RaidConfig": {
             "type": "object",
             "description": "A target RAID configuration: `{\"logical_disks\": [{\"size_gb\": \"MAX\", \
@@ -574,16 +571,6 @@ pub(super) fn schemas() -> Value {
         "InspectionRuleCollection": collection_schema("inspection_rules", "InspectionRule"),
         }),
         json!({
-        "BootModeRequest": object(json!({
-            "target": { "type": "string", "enum": ["bios", "uefi"] },
-        }), &["target"]),
-        "SecureBootRequest": object(json!({
-            "target": { "type": "boolean" },
-        }), &["target"]),
-        "InjectNmiRequest": object(json!({}), &[]),
-        "IndicatorState": object(json!({
-            "state": { "type": "string", "enum": ["off", "on", "blinking", "unknown"] },
-        }), &["state"]),
         "Indicators": object(json!({
             "indicators": {
                 "type": "array",
@@ -596,9 +583,6 @@ pub(super) fn schemas() -> Value {
                 }), &["name", "component", "readonly", "states", "links"]),
             },
         }), &["indicators"]),
-        "ConsoleRequest": object(json!({
-            "enabled": { "type": "boolean" },
-        }), &["enabled"]),
         "ConsoleState": object(json!({
             "console_enabled": { "type": "boolean" },
             "console_info": {
@@ -610,11 +594,6 @@ pub(super) fn schemas() -> Value {
                 },
             },
         }), &["console_enabled", "console_info"]),
-        "VmediaAttachRequest": object(json!({
-            "device_type": { "type": "string", "enum": ["cdrom", "floppy", "disk"] },
-            "image_url": { "type": "string", "format": "uri" },
-            "image_download_source": { "type": "string", "enum": ["http"] },
-        }), &["device_type", "image_url"]),
         "VmediaList": {
             "type": "object",
             "properties": {
@@ -676,6 +655,9 @@ pub(super) fn schemas() -> Value {
         if let Value::Object(part) = part {
             all.extend(part);
         }
+    }
+    for spec in bodies {
+        all.insert(spec.schema.to_owned(), body_schema(spec));
     }
     Value::Object(all)
 }

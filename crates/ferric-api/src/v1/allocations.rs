@@ -27,6 +27,7 @@ use super::fields::{
     FieldSpec, Selection, field, is_valid_logical_name, object, opt_string, opt_text_value,
     show_selection, uuid_value,
 };
+use super::paging::ProjectScope;
 use super::patch::parse_patch;
 use super::resource::{
     Page as ListPage, Resource, apply_create_body, apply_patch, check_create_body, check_patch,
@@ -34,7 +35,6 @@ use super::resource::{
 };
 use super::traits::{MAX_TRAITS_PER_NODE, check_trait};
 use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
-use crate::authz::ProjectScope;
 use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};

@@ -18,13 +18,13 @@ use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, Selection, field, object, opt_string, opt_text_value, opt_uuid, show_selection,
 };
+use super::paging::ProjectScope;
 use super::patch::parse_patch;
 use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
     list_body, list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body, links, nodes, opt_timestamp, timestamp};
-use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 

@@ -10,8 +10,8 @@ use ferric_db::{NodeFilter, Page};
 use ferric_model::resources::Ident;
 use serde_json::{Value, json};
 
+use super::paging::ProjectScope;
 use super::{base_url, db_error};
-use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 

@@ -27,8 +27,10 @@ use ferric_conductor::ConsoleHub;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::states::{conductor_error, node, refuse_leftovers, required};
-use super::{base_url, json_object_body, parse_bool_param};
+use super::base_url;
+use super::body::{BodyField, BodySpec, Kind};
+use super::states::{conductor_error, node};
+use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
 /// Whether the caller of the console stream may type, as the authorization middleware found
@@ -62,25 +64,28 @@ pub async fn node_console_get(
     })))
 }
 
+/// The body of `PUT …/states/console`.
+pub(crate) static CONSOLE_BODY: BodySpec = BodySpec::new(
+    "ConsoleRequest",
+    &[BodyField::new("enabled", Kind::Flag)
+        .required()
+        .invalid("Invalid value for enabled: {value} is not a boolean (use true or false).")
+        .refused("Invalid value for {name}: '{text}' is not a boolean (use true or false).")],
+)
+.unknown("Unknown field '{name}' in a console request.");
+
 /// `PUT /v1/nodes/{node_ident}/states/console` `{"enabled": true|false}`: 202.
 pub async fn node_console_set(
     State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let enabled = required(&mut body, "enabled")?;
-    refuse_leftovers(&body, "a console request")?;
-    let enabled = match &enabled {
-        Value::Bool(enabled) => *enabled,
-        Value::String(text) => parse_bool_param("enabled", text)?,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid value for enabled: {other} is not a boolean (use true or false)."
-            )));
-        }
-    };
+    let enabled = CONSOLE_BODY
+        .parse(&body, version)?
+        .flag("enabled")
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'enabled'."))?;
     let node = node(&state, &ident).await?;
     state
         .conductor

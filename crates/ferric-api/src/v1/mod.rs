@@ -14,6 +14,7 @@
 //! belong to the conductor.
 
 pub mod allocations;
+pub(crate) mod body;
 pub mod chassis;
 pub mod children;
 pub mod conductors;

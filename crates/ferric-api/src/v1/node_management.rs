@@ -17,9 +17,9 @@ use ferric_model::resources::Node;
 use ferric_model::values::{BootMode, IndicatorState};
 use serde_json::{Value, json};
 
-use super::parse_bool_param;
-use super::states::{accepted, conductor_error, node, refuse_leftovers, required};
-use super::{base_url, json_object_body, links};
+use super::body::{BodyField, BodySpec, Empty, Kind, wire_names};
+use super::states::{accepted, conductor_error, node};
+use super::{base_url, links};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -39,29 +39,31 @@ fn check_stable(node: &Node) -> Result<(), ApiError> {
     )))
 }
 
+/// The body of `PUT …/states/boot_mode`.
+pub(crate) static BOOT_MODE_BODY: BodySpec = BodySpec::new(
+    "BootModeRequest",
+    &[
+        BodyField::new("target", Kind::Choice(wire_names!(BootMode)))
+            .required()
+            .invalid(
+                "Invalid boot mode {text} requested for node. Allowed boot modes are: bios, uefi",
+            ),
+    ],
+)
+.unknown("Unknown field '{name}' in a boot mode request.");
+
 /// `PUT /v1/nodes/{node_ident}/states/boot_mode` `{"target": "uefi"|"bios"}`: 202.
 pub async fn node_boot_mode_set(
     State(state): State<ApiState>,
-    ApiVersion(_version): ApiVersion,
+    ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let target = required(&mut body, "target")?;
-    refuse_leftovers(&body, "a boot mode request")?;
-    let mode: BootMode = target
-        .as_str()
-        .and_then(|name| name.parse().ok())
-        .ok_or_else(|| {
-            let shown = target
-                .as_str()
-                .map_or_else(|| target.to_string(), str::to_owned);
-            ApiError::bad_request(format!(
-                "Invalid boot mode {shown} requested for node. Allowed boot modes are: bios, \
-                 uefi"
-            ))
-        })?;
+    let body = BOOT_MODE_BODY.parse(&body, version)?;
+    let mode: BootMode = body
+        .parse("target")?
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
     let node = node(&state, &ident).await?;
     check_stable(&node)?;
     state
@@ -72,29 +74,29 @@ pub async fn node_boot_mode_set(
     Ok(accepted(&headers, &ident))
 }
 
+/// The body of `PUT …/states/secure_boot`.
+pub(crate) static SECURE_BOOT_BODY: BodySpec = BodySpec::new(
+    "SecureBootRequest",
+    &[BodyField::new("target", Kind::Flag).required().invalid(
+        "Invalid secure_boot {value} requested for node. Allowed secure_boot states are: true, \
+         false.",
+    )],
+)
+.unknown("Unknown field '{name}' in a secure boot request.");
+
 /// `PUT /v1/nodes/{node_ident}/states/secure_boot` `{"target": true|false}`: 202.
 pub async fn node_secure_boot_set(
     State(state): State<ApiState>,
-    ApiVersion(_version): ApiVersion,
+    ApiVersion(version): ApiVersion,
     headers: HeaderMap,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let target = required(&mut body, "target")?;
-    refuse_leftovers(&body, "a secure boot request")?;
-    let invalid = || {
-        ApiError::bad_request(format!(
-            "Invalid secure_boot {target} requested for node. Allowed secure_boot states are: \
-             true, false."
-        ))
-    };
     // Ironic reads the target as a boolean, text included ("true", "off", …).
-    let enabled = match &target {
-        Value::Bool(enabled) => *enabled,
-        Value::String(text) => parse_bool_param("target", text).map_err(|_| invalid())?,
-        _ => return Err(invalid()),
-    };
+    let enabled = SECURE_BOOT_BODY
+        .parse(&body, version)?
+        .flag("target")
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
     let node = node(&state, &ident).await?;
     check_stable(&node)?;
     state
@@ -105,17 +107,19 @@ pub async fn node_secure_boot_set(
     Ok(accepted(&headers, &ident))
 }
 
+/// The body of `PUT …/management/inject_nmi`: `{}`, or nothing.
+pub(crate) static INJECT_NMI_BODY: BodySpec = BodySpec::new("InjectNmiRequest", &[])
+    .unknown("Unknown field '{name}' in an NMI request (send {}).")
+    .empty(Empty::BlankAllowed);
+
 /// `PUT /v1/nodes/{node_ident}/management/inject_nmi` (body `{}`): 204 once the BMC took it.
 pub async fn node_inject_nmi(
     State(state): State<ApiState>,
-    ApiVersion(_version): ApiVersion,
+    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    if !body.iter().all(u8::is_ascii_whitespace) {
-        let body = json_object_body(&body)?;
-        refuse_leftovers(&body, "an NMI request (send {})")?;
-    }
+    INJECT_NMI_BODY.parse(&body, version)?;
     let node = node(&state, &ident).await?;
     state
         .conductor
@@ -177,25 +181,29 @@ pub async fn node_indicator_get(
     Ok(Json(json!({ "state": shown.as_str() })))
 }
 
+/// The body of `PUT …/management/indicators/{name}@{component}` (the state in any case).
+pub(crate) static INDICATOR_BODY: BodySpec = BodySpec::new(
+    "IndicatorState",
+    &[
+        BodyField::new("state", Kind::ChoiceAnyCase(wire_names!(IndicatorState)))
+            .required()
+            .invalid("Invalid indicator state {value}; valid states: {choices}."),
+    ],
+)
+.unknown("Unknown field '{name}' in an indicator request.");
+
 /// `PUT /v1/nodes/{node_ident}/management/indicators/{name}@{component}` with
 /// `{"state": "on"|"off"|"blinking"}`: 204 once the management interface has done it.
 pub async fn node_indicator_set(
     State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
     Path((ident, indicator)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let wanted = required(&mut body, "state")?;
-    refuse_leftovers(&body, "an indicator request")?;
-    let wanted: IndicatorState = wanted
-        .as_str()
-        .and_then(|name| name.to_ascii_lowercase().parse().ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Invalid indicator state {wanted}; valid states: {}.",
-                IndicatorState::ALL.map(IndicatorState::as_str).join(", ")
-            ))
-        })?;
+    let wanted: IndicatorState = INDICATOR_BODY
+        .parse(&body, version)?
+        .parse("state")?
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'state'."))?;
     let node = node(&state, &ident).await?;
     let (name, component) = indicator_parts(&indicator)?;
     state

@@ -32,6 +32,7 @@ use super::node_document::write_node_document;
 use super::node_fields::{
     NODE_FIELDS, check_node_consistency, is_interface_field, node_field_value,
 };
+use super::paging::ProjectScope;
 use super::paging::next_link;
 use super::patch::{OpKind, parse_patch};
 use super::rendered::RenderKey;
@@ -40,7 +41,6 @@ use super::resource::{
     list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body, parse_bool_param};
-use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 

@@ -1,8 +1,11 @@
 //! Listing parameters shared by every collection: `limit`, `marker`, `sort_key`, `sort_dir`,
 //! `fields`, `detail`, and the `next` link of a full page.
 
+use std::convert::Infallible;
 use std::str::FromStr;
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use ferric_db::{Page, SortDir, UnknownSortKey};
 use ferric_model::Microversion;
 use serde_json::{Value, json};
@@ -11,6 +14,24 @@ use uuid::Uuid;
 use super::fields::{FieldSpec, Selection, parse_fields, require_version};
 use super::parse_bool_param;
 use crate::ApiError;
+
+/// The project a listing is limited to: `Some` for a project-scoped caller without the
+/// `…:list_all` rule, `None` (everything) otherwise, as the authorization middleware
+/// (`crate::authz`) found. Handlers of listings take it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProjectScope(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ProjectScope {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Infallible> {
+        Ok(parts
+            .extensions
+            .get::<ProjectScope>()
+            .cloned()
+            .unwrap_or_default())
+    }
+}
 
 /// `[api]max_limit`: the most records one page holds, and the page size without `limit`.
 pub(crate) const MAX_LIMIT: u32 = 1000;

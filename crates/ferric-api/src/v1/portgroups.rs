@@ -15,6 +15,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::fields::{Selection, is_valid_logical_name, show_selection};
+use super::paging::ProjectScope;
 use super::patch::{OpKind, PatchOp, parse_patch};
 use super::port_fields::normalize_mac;
 use super::portgroup_fields::{DEFAULT_PORTGROUP_MODE, PORTGROUP_FIELDS};
@@ -24,7 +25,6 @@ use super::resource::{
     list_body, list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body};
-use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::fields::{Selection, show_selection};
 use super::nodes::lease_holder_after_wait;
+use super::paging::ProjectScope;
 use super::patch::parse_patch;
 use super::port_fields::{check_link_keys_at, normalize_mac};
 use super::resource::{
@@ -21,7 +22,6 @@ use super::resource::{
     known_filter, list_body, list_params, record_json,
 };
 use super::{base_url, db_error, json_object_body};
-use crate::authz::ProjectScope;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 

@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::body::{BodyField, BodySpec, Kind, Null};
 use super::fields::{MASK, mask_secrets};
 use super::node_fields::instance_info_json;
 use super::resource::require_endpoint;
@@ -31,8 +32,6 @@ use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
-/// Lookup and heartbeat appeared in 1.22.
-const RAMDISK_SINCE: u16 = since::RAMDISK.minor();
 /// From 1.62 a lookup hands out the agent token.
 const TOKEN_SINCE: u16 = 62;
 /// `agent_version` in heartbeats.
@@ -238,6 +237,38 @@ async fn find_node(
     }
 }
 
+/// A heartbeat's text fields: refused in the ramdisk API's words (400, also for a field newer
+/// than the request).
+const fn heartbeat_field(name: &'static str, since: u16) -> BodyField {
+    BodyField::new(name, Kind::Text)
+        .null(Null::Absent)
+        .since(since)
+        .invalid("Invalid value for {name}: {value} is not a string.")
+}
+
+/// The body of `POST /v1/heartbeat/{node_ident}`.
+pub(crate) static HEARTBEAT_BODY: BodySpec = BodySpec::new(
+    "HeartbeatRequest",
+    &[
+        heartbeat_field("callback_url", 1).required().max_len(2048),
+        heartbeat_field("agent_token", TOKEN_SINCE),
+        heartbeat_field("agent_version", AGENT_VERSION_SINCE).max_len(255),
+        heartbeat_field("agent_verify_ca", VERIFY_CA_SINCE).max_len(65536),
+        BodyField::new("agent_status", Kind::Choice(&["start", "end", "error"]))
+            .null(Null::Absent)
+            .since(AGENT_STATUS_SINCE)
+            .invalid("Invalid value for {name}: {value} is not a string.")
+            .refused("Invalid agent_status '{text}': expected start, end or error."),
+        heartbeat_field("agent_status_message", AGENT_STATUS_SINCE).max_len(4096),
+    ],
+)
+.missing("Missing argument: \"{name}\".")
+.unknown("Unknown attribute for heartbeat: \"{name}\".")
+.too_new(
+    StatusCode::BAD_REQUEST,
+    "Field \"{name}\" needs API version 1.{since} or later; this request asked for {version}.",
+);
+
 /// `POST /v1/heartbeat/{node_ident}` → 202.
 pub async fn heartbeat(
     State(state): State<ApiState>,
@@ -246,62 +277,22 @@ pub async fn heartbeat(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let mut take_string = |name: &str, since: u16, required: bool| match body.remove(name) {
-        None | Some(Value::Null) if required => Err(ApiError::bad_request(format!(
-            "Missing argument: \"{name}\"."
-        ))),
-        None | Some(Value::Null) => Ok(None),
-        Some(_) if version.minor() < since => Err(ApiError::bad_request(format!(
-            "Field \"{name}\" needs API version 1.{since} or later; this request asked \
-                 for {version}."
-        ))),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "Invalid value for {name}: {other} is not a string."
-        ))),
-    };
-    let callback_url = take_string("callback_url", RAMDISK_SINCE, true)?.unwrap_or_default();
-    let agent_token = take_string("agent_token", TOKEN_SINCE, false)?;
-    let agent_version = take_string("agent_version", AGENT_VERSION_SINCE, false)?;
-    let agent_verify_ca = take_string("agent_verify_ca", VERIFY_CA_SINCE, false)?;
-    let agent_status = take_string("agent_status", AGENT_STATUS_SINCE, false)?;
-    let agent_status_message = take_string("agent_status_message", AGENT_STATUS_SINCE, false)?;
-    if let Some(unknown) = body.keys().next() {
-        return Err(ApiError::bad_request(format!(
-            "Unknown attribute for heartbeat: \"{unknown}\"."
-        )));
-    }
+    let mut body = HEARTBEAT_BODY.parse(&body, version)?;
+    let callback_url = body.text("callback_url").unwrap_or_default();
+    let agent_token = body.text("agent_token");
+    let agent_version = body.text("agent_version");
+    let agent_verify_ca = body.text("agent_verify_ca");
+    let agent_status = body.text("agent_status");
+    let agent_status_message = body.text("agent_status_message");
     if version.minor() >= AGENT_VERSION_SINCE && agent_version.is_none() && agent_status.is_none() {
         return Err(ApiError::bad_request(
             "Missing argument: \"agent_version\" (or \"agent_status\"); the agent must say \
              which version it runs.",
         ));
     }
-    for (name, value, limit) in [
-        ("callback_url", Some(&callback_url), 2048),
-        ("agent_version", agent_version.as_ref(), 255),
-        ("agent_status_message", agent_status_message.as_ref(), 4096),
-        ("agent_verify_ca", agent_verify_ca.as_ref(), 65536),
-    ] {
-        if let Some(value) = value
-            && value.len() > limit
-        {
-            return Err(ApiError::bad_request(format!(
-                "Invalid value for {name}: longer than {limit} bytes."
-            )));
-        }
-    }
     if !callback_url.is_empty() && !is_http_url(&callback_url) {
         return Err(ApiError::bad_request(format!(
             "Invalid callback_url '{callback_url}': it must be an http:// or https:// URL."
-        )));
-    }
-    if let Some(status) = &agent_status
-        && !["start", "end", "error"].contains(&status.as_str())
-    {
-        return Err(ApiError::bad_request(format!(
-            "Invalid agent_status '{status}': expected start, end or error."
         )));
     }
     let Some(agent_token) = agent_token.filter(|token| !token.is_empty()) else {

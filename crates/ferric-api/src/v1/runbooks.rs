@@ -29,6 +29,7 @@ use super::fields::{
     FieldSpec, Selection, boolean, field, object, opt_string, opt_text_value, show_selection,
     string,
 };
+use super::paging::ProjectScope;
 use super::patch::{OpKind, parse_patch};
 use super::resource::{
     Page, Resource, apply_create_body, apply_patch, check_create_body, check_patch, created,
@@ -37,7 +38,6 @@ use super::resource::{
 use super::step_lists::{check_steps, parse_ident, runbook_steps, step_json};
 use super::traits::check_trait;
 use super::{base_url, db_error, json_object_body, links, opt_timestamp, timestamp};
-use crate::authz::ProjectScope;
 use crate::endpoints::since;
 use crate::policy::{Caller, Role};
 use crate::version::ApiVersion;

@@ -24,10 +24,11 @@ use ferric_model::values::{BootDevice, PowerAction, StepCall};
 use ferric_model::{Microversion, Verb, check_verb};
 use serde_json::{Map, Value, json};
 
+use super::body::{Body, BodyField, BodySpec, Empty, Kind, Null, wire_names};
 use super::nodes::lease_holder;
 use super::runbooks::RUNBOOKS_SINCE;
 use super::step_lists::parse_ident;
-use super::{base_url, db_error, json_object_body, opt_timestamp};
+use super::{base_url, db_error, opt_timestamp};
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
@@ -123,18 +124,14 @@ pub async fn node_states_get(
     Ok(Json(body))
 }
 
+/// A step list the body declared (`clean_steps`, …), each step read by [`parse_step`].
 fn steps_field(
-    body: &mut Map<String, Value>,
+    body: &mut Body,
     name: &str,
     deploy: bool,
 ) -> Result<Option<Vec<StepCall>>, ApiError> {
-    let Some(value) = body.remove(name) else {
+    let Some(Value::Array(items)) = body.take(name) else {
         return Ok(None);
-    };
-    let Value::Array(items) = value else {
-        return Err(ApiError::bad_request(format!(
-            "Invalid {name}: it must be a list of step objects."
-        )));
     };
     items
         .into_iter()
@@ -188,22 +185,6 @@ fn parse_step(field: &str, item: Value, deploy: bool) -> Result<StepCall, ApiErr
     })
 }
 
-/// Takes the mandatory field `name` out of a request body (400 when absent).
-pub(crate) fn required(body: &mut Map<String, Value>, name: &str) -> Result<Value, ApiError> {
-    body.remove(name)
-        .ok_or_else(|| ApiError::bad_request(format!("Mandatory field missing: '{name}'.")))
-}
-
-/// Refuses whatever the handler did not take out of the body (the schemas are closed).
-pub(crate) fn refuse_leftovers(body: &Map<String, Value>, request: &str) -> Result<(), ApiError> {
-    match body.keys().next() {
-        Some(unknown) => Err(ApiError::bad_request(format!(
-            "Unknown field '{unknown}' in {request}."
-        ))),
-        None => Ok(()),
-    }
-}
-
 fn too_old(what: &str, needed: u16, version: Microversion) -> ApiError {
     ApiError::not_acceptable(format!(
         "{what} needs API version 1.{needed} or later; the request used {version}."
@@ -214,72 +195,97 @@ fn only_with(field: &str, verbs: &str) -> ApiError {
     ApiError::bad_request(format!("\"{field}\" can only be used with {verbs}."))
 }
 
-/// Turns the body of `PUT …/states/provision` into a verb and its arguments (§1.3).
+const STEPS_INVALID: &str = "Invalid {name}: it must be a list of step objects.";
+
+/// The body of `PUT …/states/provision` (§1.3); which fields a verb takes is
+/// [`provision_request`]'s to check.
+pub(crate) static PROVISION_BODY: BodySpec = BodySpec::new(
+    "ProvisionRequest",
+    &[
+        BodyField::new("target", Kind::Choice(wire_names!(Verb)))
+            .required()
+            .invalid("'target' must be a string.")
+            .refused("Invalid provision target '{text}'; valid targets: {choices}."),
+        BodyField::new("configdrive", Kind::TextOrObject)
+            .null(Null::Value)
+            .invalid("Invalid configdrive: a URL or base64 text (a JSON object from API 1.56).")
+            .describe("A URL or base64 text; a JSON object (meta_data, user_data, …) from 1.56."),
+        BodyField::new("deploy_steps", Kind::Steps)
+            .since(69)
+            .invalid(STEPS_INVALID),
+        BodyField::new("clean_steps", Kind::Steps).invalid(STEPS_INVALID),
+        BodyField::new("service_steps", Kind::Steps).invalid(STEPS_INVALID),
+        // Its version depends on the verb: checked by `provision_request`.
+        BodyField::new("disable_ramdisk", Kind::Bool)
+            .invalid("'disable_ramdisk' must be a boolean.")
+            .describe("For clean (from 1.70) and service (from 1.108)."),
+        BodyField::new("rescue_password", Kind::Text)
+            .null(Null::Value)
+            .invalid("A non-empty rescue_password is required for the rescue target."),
+        BodyField::new("runbook", Kind::Text)
+            .null(Null::Absent)
+            .since(RUNBOOKS_SINCE)
+            .invalid("Invalid runbook {value}: name a runbook by its name or UUID.")
+            .describe("A runbook's name or UUID, instead of clean_steps/service_steps."),
+    ],
+);
+
+/// Turns the body of `PUT …/states/provision` into a verb and its arguments (§1.3): the shape
+/// is [`PROVISION_BODY`]'s, the rules here are which verb takes which field.
 fn provision_request(
     body: &[u8],
     version: Microversion,
 ) -> Result<(Verb, ProvisionArgs, Option<String>), ApiError> {
-    let mut body = json_object_body(body)?;
-    let target = required(&mut body, "target")?;
-    let target = target
-        .as_str()
-        .ok_or_else(|| ApiError::bad_request("'target' must be a string."))?;
-    let verb: Verb = target.parse().map_err(|_| {
-        ApiError::bad_request(format!(
-            "Invalid provision target '{target}'; valid targets: {}.",
-            Verb::ALL.map(Verb::as_str).join(", ")
-        ))
+    let mut body = PROVISION_BODY.parse_naming_unknown(body, version, |body, unknown| {
+        let request = match body.parse::<Verb>("target") {
+            Ok(Some(verb)) => format!("a provision request for '{}'", verb.event()),
+            _ => "a provision request".to_owned(),
+        };
+        ApiError::bad_request(format!("Unknown field '{unknown}' in {request}."))
     })?;
-    let event = verb.event();
+    let verb: Verb = body
+        .parse("target")?
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
     let mut args = ProvisionArgs::default();
 
-    if let Some(configdrive) = body.remove("configdrive") {
+    if let Some(configdrive) = body.take("configdrive") {
         let allowed = matches!(verb, Verb::Active | Verb::Deploy)
             || (verb == Verb::Rebuild && version >= Microversion::new(35));
         if !allowed {
             return Err(only_with("configdrive", "active, deploy or rebuild"));
         }
-        match &configdrive {
-            Value::String(_) | Value::Null => {}
-            Value::Object(built)
-                if version.minor() >= 56
-                    && version.minor() < 59
-                    && built.contains_key("vendor_data") =>
-            {
+        if let Value::Object(built) = &configdrive {
+            if version < Microversion::new(56) {
+                return Err(ApiError::bad_request(
+                    "Invalid configdrive: a URL or base64 text (a JSON object from API 1.56).",
+                ));
+            }
+            if version.minor() < 59 && built.contains_key("vendor_data") {
                 return Err(ApiError::bad_request(format!(
                     "Providing vendor_data in configdrive needs API version 1.59 or later; this \
                      request asked for {version}."
                 )));
-            }
-            Value::Object(_) if version >= Microversion::new(56) => {}
-            _ => {
-                return Err(ApiError::bad_request(
-                    "Invalid configdrive: a URL or base64 text (a JSON object from API 1.56).",
-                ));
             }
         }
         if !configdrive.is_null() {
             args.configdrive = Some(configdrive);
         }
     }
-    if body.contains_key("deploy_steps") {
-        if version < Microversion::new(69) {
-            return Err(too_old("deploy_steps", 69, version));
-        }
+    if body.has("deploy_steps") {
         if !matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) {
             return Err(only_with("deploy_steps", "active, deploy or rebuild"));
         }
         args.deploy_steps = steps_field(&mut body, "deploy_steps", true)?;
     }
-    if body.contains_key("clean_steps") && verb != Verb::Clean {
+    if body.has("clean_steps") && verb != Verb::Clean {
         return Err(only_with("clean_steps", "clean"));
     }
-    if body.contains_key("service_steps") && verb != Verb::Service {
+    if body.has("service_steps") && verb != Verb::Service {
         return Err(only_with("service_steps", "service"));
     }
     args.clean_steps = steps_field(&mut body, "clean_steps", false)?;
     args.service_steps = steps_field(&mut body, "service_steps", false)?;
-    if let Some(value) = body.remove("disable_ramdisk") {
+    if let Some(disable_ramdisk) = body.flag("disable_ramdisk") {
         let needed = if verb == Verb::Service { 108 } else { 70 };
         if version < Microversion::new(needed) {
             return Err(too_old("disable_ramdisk", needed, version));
@@ -287,24 +293,9 @@ fn provision_request(
         if !matches!(verb, Verb::Clean | Verb::Service) {
             return Err(only_with("disable_ramdisk", "clean or service"));
         }
-        args.disable_ramdisk = Some(
-            value
-                .as_bool()
-                .ok_or_else(|| ApiError::bad_request("'disable_ramdisk' must be a boolean."))?,
-        );
+        args.disable_ramdisk = Some(disable_ramdisk);
     }
-    let runbook = match body.remove("runbook") {
-        None | Some(Value::Null) => None,
-        Some(_) if version < Microversion::new(RUNBOOKS_SINCE) => {
-            return Err(too_old("runbook", RUNBOOKS_SINCE, version));
-        }
-        Some(Value::String(runbook)) => Some(runbook),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid runbook {other}: name a runbook by its name or UUID."
-            )));
-        }
-    };
+    let runbook = body.text("runbook");
     if runbook.is_some() {
         if !matches!(verb, Verb::Clean | Verb::Service) {
             return Err(ApiError::bad_request(
@@ -323,11 +314,11 @@ fn provision_request(
             )));
         }
     }
-    if let Some(password) = body.remove("rescue_password") {
+    if body.has("rescue_password") {
         if verb != Verb::Rescue {
             return Err(only_with("rescue_password", "rescue"));
         }
-        args.rescue_password = password.as_str().map(str::to_owned);
+        args.rescue_password = body.text("rescue_password");
     }
     if verb == Verb::Rescue
         && args
@@ -349,7 +340,6 @@ fn provision_request(
             "\"service_steps\" is required when setting target provision state to service",
         ));
     }
-    refuse_leftovers(&body, &format!("a provision request for '{event}'"))?;
     Ok((verb, args, runbook))
 }
 
@@ -472,6 +462,26 @@ pub async fn node_provision_set(
     Ok(accepted(&headers, &ident))
 }
 
+/// The body of `PUT …/states/power`.
+pub(crate) static POWER_BODY: BodySpec = BodySpec::new(
+    "PowerRequest",
+    &[
+        BodyField::new("target", Kind::Choice(wire_names!(PowerAction)))
+            .required()
+            .invalid("Invalid power target {value}; valid targets: {choices}."),
+        BodyField::new("timeout", Kind::Integer { min: 1 })
+            .null(Null::Absent)
+            .since(27)
+            .too_new(
+                "Soft power actions and timeouts needs API version 1.{since} or later; the \
+                 request used {version}.",
+            )
+            .invalid("'timeout' must be a whole number of seconds.")
+            .refused("Invalid timeout value {value}; it must be at least 1 second."),
+    ],
+)
+.unknown("Unknown field '{name}' in a power request.");
+
 /// `PUT /v1/nodes/{node}/states/power`: 202; the node shows `target_power_state` meanwhile.
 pub async fn node_power_set(
     State(state): State<ApiState>,
@@ -480,35 +490,16 @@ pub async fn node_power_set(
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let target = required(&mut body, "target")?;
-    let action: PowerAction = target
-        .as_str()
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Invalid power target {target}; valid targets: {}.",
-                PowerAction::ALL.map(PowerAction::as_str).join(", ")
-            ))
-        })?;
-    let timeout = match body.remove("timeout") {
-        None | Some(Value::Null) => None,
-        Some(value) => {
-            let seconds = value.as_i64().ok_or_else(|| {
-                ApiError::bad_request("'timeout' must be a whole number of seconds.")
-            })?;
-            if seconds < 1 {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid timeout value {seconds}; it must be at least 1 second."
-                )));
-            }
-            Some(std::time::Duration::from_secs(seconds.unsigned_abs()))
-        }
-    };
-    if (action.is_soft() || timeout.is_some()) && version < Microversion::new(27) {
+    let body = POWER_BODY.parse(&body, version)?;
+    let action: PowerAction = body
+        .parse("target")?
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'target'."))?;
+    let timeout = body
+        .integer("timeout")
+        .map(|seconds| std::time::Duration::from_secs(seconds.unsigned_abs()));
+    if action.is_soft() && version < Microversion::new(27) {
         return Err(too_old("Soft power actions and timeouts", 27, version));
     }
-    refuse_leftovers(&body, "a power request")?;
     let node = node(&state, &ident).await?;
     state
         .conductor
@@ -535,30 +526,33 @@ pub async fn node_boot_device_get(
     })))
 }
 
+/// The body of `PUT …/management/boot_device`.
+pub(crate) static BOOT_DEVICE_BODY: BodySpec = BodySpec::new(
+    "BootDeviceRequest",
+    &[
+        BodyField::new("boot_device", Kind::Choice(wire_names!(BootDevice)))
+            .required()
+            .invalid("Invalid boot device {value}; valid devices: {choices}."),
+        BodyField::new("persistent", Kind::Flag)
+            .null(Null::Absent)
+            .invalid("'persistent' must be a boolean.")
+            .refused("Invalid value for {name}: '{text}' is not a boolean (use true or false)."),
+    ],
+)
+.unknown("Unknown field '{name}' in a boot device request.");
+
 /// `PUT /v1/nodes/{node}/management/boot_device`: 204 once the BMC has it.
 pub async fn node_boot_device_set(
     State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let device = required(&mut body, "boot_device")?;
-    let device: BootDevice = device
-        .as_str()
-        .and_then(|d| d.parse().ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Invalid boot device {device}; valid devices: {}.",
-                BootDevice::ALL.map(BootDevice::as_str).join(", ")
-            ))
-        })?;
-    let persistent = match body.remove("persistent") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(persistent)) => persistent,
-        Some(Value::String(text)) => super::parse_bool_param("persistent", &text)?,
-        Some(_) => return Err(ApiError::bad_request("'persistent' must be a boolean.")),
-    };
-    refuse_leftovers(&body, "a boot device request")?;
+    let body = BOOT_DEVICE_BODY.parse(&body, version)?;
+    let device: BootDevice = body
+        .parse("boot_device")?
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'boot_device'."))?;
+    let persistent = body.flag("persistent").unwrap_or(false);
     let node = node(&state, &ident).await?;
     state
         .conductor
@@ -658,24 +652,24 @@ async fn set_maintenance(
     .await
 }
 
+/// The body of `PUT /v1/nodes/{node}/maintenance` (which may be left out).
+pub(crate) static MAINTENANCE_BODY: BodySpec = BodySpec::new(
+    "MaintenanceRequest",
+    &[BodyField::new("reason", Kind::Text)
+        .null(Null::Absent)
+        .invalid("'reason' must be a string.")],
+)
+.unknown("Unknown field '{name}' in a maintenance request.")
+.empty(Empty::Allowed);
+
 /// `PUT /v1/nodes/{node}/maintenance`: `{"reason": …}` optional; 202.
 pub async fn node_maintenance_set(
     State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let reason = if body.is_empty() {
-        None
-    } else {
-        let mut body = json_object_body(&body)?;
-        let reason = match body.remove("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(reason)) => Some(reason),
-            Some(_) => return Err(ApiError::bad_request("'reason' must be a string.")),
-        };
-        refuse_leftovers(&body, "a maintenance request")?;
-        reason
-    };
+    let reason = MAINTENANCE_BODY.parse(&body, version)?.text("reason");
     set_maintenance(&state, &ident, true, reason).await?;
     Ok(StatusCode::ACCEPTED)
 }

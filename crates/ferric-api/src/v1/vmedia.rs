@@ -13,8 +13,9 @@ use axum::http::StatusCode;
 use ferric_model::values::VmediaDevice;
 use serde_json::{Value, json};
 
-use super::json_object_body;
-use super::states::{conductor_error, node, refuse_leftovers, required};
+use super::body::{BodyField, BodySpec, Kind, Null, wire_names};
+use super::states::{conductor_error, node};
+use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
 
 fn device(value: &Value) -> Result<VmediaDevice, ApiError> {
@@ -29,36 +30,44 @@ fn device(value: &Value) -> Result<VmediaDevice, ApiError> {
         })
 }
 
+/// The body of `POST …/vmedia`. The BMC fetches the URL itself, so `http` is the only
+/// download source.
+pub(crate) static VMEDIA_ATTACH_BODY: BodySpec = BodySpec::new(
+    "VmediaAttachRequest",
+    &[
+        BodyField::new("device_type", Kind::Choice(wire_names!(VmediaDevice)))
+            .required()
+            .invalid("Invalid device_type {value}; use one of: {choices}."),
+        BodyField::new("image_url", Kind::HttpUrl)
+            .required()
+            .invalid(
+                "Invalid image_url {value}: give the http(s) URL the BMC fetches the image from.",
+            ),
+        BodyField::new("image_download_source", Kind::Choice(&["http"]))
+            .null(Null::Absent)
+            .invalid(
+                "Invalid image_download_source {value}: Ferric supports \"http\" (the BMC \
+                 fetches image_url itself); serve the image over HTTP and send that.",
+            ),
+    ],
+)
+.unknown("Unknown field '{name}' in a virtual media request.");
+
 /// `POST …/vmedia` `{"device_type", "image_url", "image_download_source"}`: 204 once the BMC
 /// presents the image. The BMC fetches the URL itself (`image_download_source` `http`).
 pub async fn node_vmedia_attach(
     State(state): State<ApiState>,
+    ApiVersion(version): ApiVersion,
     Path(ident): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let mut body = json_object_body(&body)?;
-    let device = device(&required(&mut body, "device_type")?)?;
-    let url = required(&mut body, "image_url")?;
-    let url = url
-        .as_str()
-        .filter(|url| url.starts_with("http://") || url.starts_with("https://"))
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Invalid image_url {url}: give the http(s) URL the BMC fetches the image from."
-            ))
-        })?
-        .to_owned();
-    match body.remove("image_download_source") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(source)) if source == "http" => {}
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid image_download_source {other}: Ferric supports \"http\" (the BMC \
-                 fetches image_url itself); serve the image over HTTP and send that."
-            )));
-        }
-    }
-    refuse_leftovers(&body, "a virtual media request")?;
+    let mut body = VMEDIA_ATTACH_BODY.parse(&body, version)?;
+    let device: VmediaDevice = body
+        .parse("device_type")?
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'device_type'."))?;
+    let url = body
+        .text("image_url")
+        .ok_or_else(|| ApiError::bad_request("Mandatory field missing: 'image_url'."))?;
     let node = node(&state, &ident).await?;
     state
         .conductor

@@ -26,6 +26,7 @@ use super::fields::{
     Access::{CreateOnly, ReadOnly, Writable},
     FieldSpec, Selection, field, mask_secrets, object, opt_uuid, show_selection,
 };
+use super::paging::ProjectScope;
 use super::patch::parse_patch;
 use super::ports::check_node_not_locked;
 use super::resource::{
@@ -35,7 +36,6 @@ use super::resource::{
 use super::{
     base_url, db_error, json_object_body, links, opt_timestamp, parse_bool_param, timestamp,
 };
-use crate::authz::ProjectScope;
 use crate::endpoints::since;
 use crate::version::ApiVersion;
 use crate::{ApiError, ApiState};
