@@ -307,8 +307,8 @@ pub async fn heartbeat(
         .map_err(db_error)?;
     state
         .conductor
-        .heartbeat(
-            node.uuid,
+        .heartbeat_read(
+            &node,
             Heartbeat {
                 callback_url,
                 agent_token,
