@@ -8,13 +8,20 @@ the reason) at the first thing that is not as Ironic's users expect.
 
 import base64
 import gzip
+import json
 import os
+import sqlite3
 import sys
 import time
 
 import openstack
 
 RESOURCE_CLASS = "baremetal"
+# The tenant network of the first server: a flat provider network on the physical network of
+# the target node's one port (Neutron runs its API only; Nova leaves the port unbound for
+# Ironic's drivers, and Ferric attaches it to the node's port as a VIF).
+PHYSNET = "baremetal"
+TARGET_MAC = "52:54:00:0f:e0:01"
 PLACEMENT_CLASS = "CUSTOM_BAREMETAL"
 # Each wait ends when the state is reached; the bound only turns a hang into a failure.
 BOUND = 300
@@ -130,14 +137,26 @@ def check_config_drive(node):
     if not drive:
         fail(f"node {node.id} has no config drive in instance_info: {sorted(node.instance_info)}")
     if set(drive) == {"*"}:
-        say("config drive: present in instance_info (masked by the API)")
-        return
+        # Masked for every caller, as Ironic's `show_instance_secrets` rule ("!") does: read
+        # what Nova sent from Ferric's database (xtask names the SQLite file).
+        say("config drive: present in instance_info, masked by the API as Ironic masks it")
+        database = sqlite3.connect(f"file:{os.environ['FERRIC_DATABASE']}?mode=ro", uri=True)
+        row = database.execute("SELECT instance_info FROM nodes WHERE uuid = ?", (node.id,))
+        drive = json.loads(row.fetchone()[0])["configdrive"]
+        database.close()
     iso = gzip.decompress(base64.b64decode(drive))
     # ISO 9660: the primary volume descriptor at sector 16, its volume label at byte 40.
     label = iso[16 * 2048 + 40 : 16 * 2048 + 72].decode("ascii", "replace").strip()
     if label != "config-2":
         fail(f"the config drive's volume label is {label!r}, not config-2")
-    say(f"config drive: an ISO 9660 image of {len(iso)} bytes labelled {label}")
+    # network_data.json is stored as it is in the image; Nova writes the link of a VIF with the
+    # MAC of the Ferric port whose internal_info.tenant_vif_port_id names it.
+    if TARGET_MAC.encode() not in iso:
+        fail(f"the config drive holds no network data naming the node's port {TARGET_MAC}")
+    say(
+        f"config drive: an ISO 9660 image of {len(iso)} bytes labelled {label}, "
+        f"its network data naming {TARGET_MAC}"
+    )
 
 
 def main():
@@ -148,6 +167,10 @@ def main():
 
     say("creating fake-hardware nodes in Ferric")
     target = make_node(baremetal, "nova-0", "available")
+    nic = baremetal.create_port(
+        node_uuid=target.id, address=TARGET_MAC, physical_network=PHYSNET, pxe_enabled=True
+    )
+    say(f"node nova-0: port {nic.id} {nic.address} on physical network {PHYSNET}")
     others = [
         make_node(baremetal, "nova-enroll", "enroll"),
         make_node(baremetal, "nova-manageable", "manageable"),
@@ -231,9 +254,27 @@ def main():
     until("enroll, manageable and maintenance nodes reserved, the available one free", offered)
     say("placement: only the available node is offered")
 
-    say("openstack server create --flavor baremetal --image ferric-test-image --nic none")
+    network = cloud.network.create_network(
+        name="ferric-baremetal",
+        provider_network_type="flat",
+        provider_physical_network=PHYSNET,
+        is_shared=True,
+    )
+    subnet = cloud.network.create_subnet(
+        network_id=network.id, ip_version=4, cidr="10.99.0.0/24", is_dhcp_enabled=False
+    )
+    say(f"Neutron network {network.name}: flat on {PHYSNET}, subnet {subnet.cidr} (no DHCP)")
+
+    say(
+        "openstack server create --flavor baremetal --image ferric-test-image "
+        "--network ferric-baremetal --config-drive true"
+    )
     server = compute.create_server(
-        name="ferric-bm-0", flavor_id=flavor.id, image_id=image.id, networks="none"
+        name="ferric-bm-0",
+        flavor_id=flavor.id,
+        image_id=image.id,
+        networks=[{"uuid": network.id}],
+        config_drive=True,
     )
     # Fake hardware's deploy, as Ironic's, leaves the power as it was (off here): Nova shows
     # the server ACTIVE with power state SHUTDOWN until someone powers it on.
@@ -248,12 +289,12 @@ def main():
         f"node {node.name}: active, {node.power_state}, instance_uuid = server id; "
         f"hypervisor {hypervisor}"
     )
-    if node.instance_info.get("configdrive"):
-        check_config_drive(node)
-    else:
-        # Nova 32's ironic driver builds none for a server without networks (nova.conf in
-        # scripts/openstack.sh): with --nic none it is not forced.
-        say("config drive: none (Nova builds none for a server without networks)")
+    vifs = list(baremetal.list_node_vifs(node))
+    neutron_ports = [port.id for port in cloud.network.ports(device_id=server.id)]
+    if not neutron_ports or vifs != neutron_ports:
+        fail(f"node {node.name}'s VIFs are {vifs}, the server's Neutron ports {neutron_ports}")
+    say(f"node {node.name}: VIF {vifs[0]} attached (the server's Neutron port)")
+    check_config_drive(node)
 
     say("a second server: no other node may be offered")
     second = compute.create_server(
@@ -328,6 +369,10 @@ def main():
 
     node = until("the node cleaned back to available", cleaned)
     say(f"node {node.name}: {node.provision_state}, instance_uuid {node.instance_id}")
+    vifs = list(baremetal.list_node_vifs(node))
+    if vifs:
+        fail(f"node {node.name} still has VIFs {vifs} after the server was deleted")
+    say(f"node {node.name}: no VIF left")
     say("PASSED")
 
 

@@ -205,6 +205,8 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
         .envs(exports(&glance_env))
         .envs(exports(&nova_env))
         .env("PYTHONWARNINGS", "ignore")
+        // The API masks a config drive as Ironic does; the scenario reads it from the database.
+        .env("FERRIC_DATABASE", dir.join("ferric.db"))
         .status()
         .context("run tests/openstack/scenario.py")?;
     eprintln!(

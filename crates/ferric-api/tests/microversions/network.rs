@@ -216,7 +216,11 @@ async fn v1_99_port_and_portgroup_conductor_groups_filter() {
         let path = format!("/v1/{collection}?conductor_groups=rack-1");
         for minor in [98, 99] {
             let found = get(&api, minor, &path).await;
-            assert_eq!(found[collection].as_array().unwrap().len(), 1, "{path} at 1.{minor}");
+            assert_eq!(
+                found[collection].as_array().unwrap().len(),
+                1,
+                "{path} at 1.{minor}"
+            );
         }
     }
 }
