@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use chrono::{TimeZone, Utc};
-use common::faultstring;
+use common::{NodeSpec, STATE_TIMEOUT, faultstring};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Node, NodeHistoryEntry, Port, Portgroup};
 use serde_json::json;
@@ -295,6 +295,50 @@ fn event(node: Uuid, n: u32, text: String) -> NodeHistoryEntry {
         conductor: Some("c1".to_owned()),
         user: None,
     }
+}
+
+/// Undeploy detaches every VIF, as Ironic's tear-down does: Nova deletes a server without
+/// detaching when it finds the node `active`, and a VIF left behind would keep the port from
+/// the next server (found by `cargo xtask openstack`).
+#[tokio::test]
+async fn undeploy_detaches_every_vif() {
+    let api = Api::new().await;
+    let node = api.node_in("available", NodeSpec::fake()).await;
+    let group = api.portgroup(&node).await;
+    api.port(&node, "52:54:00:12:34:01", true, Some(group))
+        .await;
+    let port = api.port(&node, "52:54:00:12:34:02", true, None).await;
+    api.provision(&node, "active").await;
+    api.run_until_state(&node, "active", STATE_TIMEOUT).await;
+    for vif in ["vif-1", "vif-2"] {
+        let attached = api
+            .send_at(
+                67,
+                Method::POST,
+                &format!("/v1/nodes/{node}/vifs"),
+                Some(json!({"id": vif})),
+            )
+            .await;
+        assert_eq!(attached.status, StatusCode::NO_CONTENT, "{}", attached.body);
+    }
+    let listed = api
+        .send_at(67, Method::GET, &format!("/v1/nodes/{node}/vifs"), None)
+        .await;
+    assert_eq!(
+        listed.body["vifs"].as_array().unwrap().len(),
+        2,
+        "{}",
+        listed.body
+    );
+    api.provision(&node, "deleted").await;
+    api.run_until_state(&node, "available", STATE_TIMEOUT).await;
+    let listed = api
+        .send_at(67, Method::GET, &format!("/v1/nodes/{node}/vifs"), None)
+        .await;
+    assert_eq!(listed.body, json!({"vifs": []}));
+    assert_eq!(api.vif_of_port(port).await, None);
+    let group = api.store().portgroup_get(&group.into()).await.unwrap();
+    assert!(group.internal_info.get("tenant_vif_port_id").is_none());
 }
 
 #[tokio::test]

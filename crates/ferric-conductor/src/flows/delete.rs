@@ -1,9 +1,14 @@
 //! Undeploy (`deleted` from `active`, `deploy failed` and others): the deploy interface tears
-//! the instance down, the node forgets it — its `instance_info`, its allocation (Ironic
-//! destroys it), its agent, its console — and automated cleaning follows (`clean.rs`).
+//! the instance down, the node forgets it — its `instance_info`, its VIF attachments and its
+//! allocation (Ironic removes both), its agent, its console — and automated cleaning follows
+//! (`clean.rs`). Nova relies on the VIFs going here: it skips its own detach for a node it
+//! finds `active` when the server is deleted, leaving the tear-down to Ironic.
 
+use ferric_db::{Page, PortFilter, PortgroupFilter, Store};
 use ferric_drivers::StepKind;
 use ferric_model::Event;
+use serde_json::{Map, Value};
+use uuid::Uuid;
 
 use crate::ConductorError;
 use crate::steps::clear_plan;
@@ -29,6 +34,9 @@ pub(super) async fn drive(task: &mut Task) -> Result<(), ConductorError> {
     let result = async {
         let interfaces = task.interfaces()?;
         interfaces.deploy.tear_down(&mut task.node).await?;
+        remove_vifs(&task.inner.store, task.uuid())
+            .await
+            .map_err(|error| ConductorError::Invalid(format!("cannot detach its VIFs: {error}")))?;
         Ok::<_, ConductorError>(())
     }
     .await;
@@ -59,4 +67,39 @@ pub(super) async fn drive(task: &mut Task) -> Result<(), ConductorError> {
                 .await
         }
     }
+}
+
+/// Where a port or portgroup records the VIF attached to it (`ferric-api`'s `v1/vifs.rs`), and
+/// the older `extra` key Ironic also clears.
+const TENANT_VIF_KEY: &str = "tenant_vif_port_id";
+const LEGACY_VIF_KEY: &str = "vif_port_id";
+
+/// Detaches every VIF of `node` (Ironic's `remove_vifs_from_node` at tear-down).
+async fn remove_vifs(store: &Store, node: Uuid) -> Result<(), ferric_db::Error> {
+    fn detach(internal_info: &mut Map<String, Value>, extra: &mut Map<String, Value>) -> bool {
+        let internal = internal_info.remove(TENANT_VIF_KEY).is_some();
+        let legacy = extra.remove(LEGACY_VIF_KEY).is_some();
+        internal || legacy
+    }
+    let ports = PortFilter {
+        node_uuid: Some(node),
+        ..PortFilter::default()
+    };
+    for port in store.port_list(&ports, &Page::all()).await? {
+        let mut updated = port.clone();
+        if detach(&mut updated.internal_info, &mut updated.extra) {
+            store.port_update(&updated, port.version).await?;
+        }
+    }
+    let groups = PortgroupFilter {
+        node_uuid: Some(node),
+        ..PortgroupFilter::default()
+    };
+    for group in store.portgroup_list(&groups, &Page::all()).await? {
+        let mut updated = group.clone();
+        if detach(&mut updated.internal_info, &mut updated.extra) {
+            store.portgroup_update(&updated, group.version).await?;
+        }
+    }
+    Ok(())
 }
