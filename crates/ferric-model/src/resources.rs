@@ -26,7 +26,7 @@ pub use ident::Ident;
 pub use inspection_rule::{INSPECTION_PHASE_MAIN, InspectionRule};
 pub use interface::InterfaceKind;
 pub use node::{Node, PowerState, UnknownPowerState};
-pub use port::{Chassis, Port, Portgroup};
+pub use port::{Chassis, Port, Portgroup, TENANT_VIF_KEY, clear_vif};
 pub use template::{DeployStep, DeployTemplate, Runbook, RunbookStep, STEP_INTERFACES};
 pub use volume::{VOLUME_CONNECTOR_TYPES, VolumeConnector, VolumeTarget};
 

@@ -18,7 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use ferric_db::{Page, PortFilter, PortgroupFilter};
 use ferric_model::Microversion;
-use ferric_model::resources::{Ident, Node, Port, Portgroup};
+use ferric_model::resources::{Ident, Node, Port, Portgroup, clear_vif};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -31,8 +31,7 @@ use crate::{ApiError, ApiState};
 /// From 1.67 the caller may name the port or portgroup; both at once is refused.
 const ATTACH_TO_PORT_SINCE: u16 = 67;
 
-/// Where a port or portgroup keeps the id of the VIF attached to it.
-pub const TENANT_VIF_KEY: &str = "tenant_vif_port_id";
+pub use ferric_model::resources::TENANT_VIF_KEY;
 
 /// The node and its ports and portgroups.
 struct NodeNetwork {
@@ -304,8 +303,7 @@ pub async fn vif_detach(
         .find(|group| attached_vif(&group.internal_info) == Some(vif.as_str()))
     {
         let mut updated = group.clone();
-        updated.internal_info.remove(TENANT_VIF_KEY);
-        updated.extra.remove("vif_port_id");
+        clear_vif(&mut updated.internal_info, &mut updated.extra);
         state
             .store
             .portgroup_update(&updated, group.version)
@@ -319,8 +317,7 @@ pub async fn vif_detach(
         .find(|port| attached_vif(&port.internal_info) == Some(vif.as_str()))
     {
         let mut updated = port.clone();
-        updated.internal_info.remove(TENANT_VIF_KEY);
-        updated.extra.remove("vif_port_id");
+        clear_vif(&mut updated.internal_info, &mut updated.extra);
         state
             .store
             .port_update(&updated, port.version)

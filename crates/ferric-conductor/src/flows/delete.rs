@@ -7,7 +7,7 @@
 use ferric_db::{Page, PortFilter, PortgroupFilter, Store};
 use ferric_drivers::StepKind;
 use ferric_model::Event;
-use serde_json::{Map, Value};
+use ferric_model::resources::clear_vif;
 use uuid::Uuid;
 
 use crate::ConductorError;
@@ -69,25 +69,15 @@ pub(super) async fn drive(task: &mut Task) -> Result<(), ConductorError> {
     }
 }
 
-/// Where a port or portgroup records the VIF attached to it (`ferric-api`'s `v1/vifs.rs`), and
-/// the older `extra` key Ironic also clears.
-const TENANT_VIF_KEY: &str = "tenant_vif_port_id";
-const LEGACY_VIF_KEY: &str = "vif_port_id";
-
 /// Detaches every VIF of `node` (Ironic's `remove_vifs_from_node` at tear-down).
 async fn remove_vifs(store: &Store, node: Uuid) -> Result<(), ferric_db::Error> {
-    fn detach(internal_info: &mut Map<String, Value>, extra: &mut Map<String, Value>) -> bool {
-        let internal = internal_info.remove(TENANT_VIF_KEY).is_some();
-        let legacy = extra.remove(LEGACY_VIF_KEY).is_some();
-        internal || legacy
-    }
     let ports = PortFilter {
         node_uuid: Some(node),
         ..PortFilter::default()
     };
     for port in store.port_list(&ports, &Page::all()).await? {
         let mut updated = port.clone();
-        if detach(&mut updated.internal_info, &mut updated.extra) {
+        if clear_vif(&mut updated.internal_info, &mut updated.extra) {
             store.port_update(&updated, port.version).await?;
         }
     }
@@ -97,7 +87,7 @@ async fn remove_vifs(store: &Store, node: Uuid) -> Result<(), ferric_db::Error> 
     };
     for group in store.portgroup_list(&groups, &Page::all()).await? {
         let mut updated = group.clone();
-        if detach(&mut updated.internal_info, &mut updated.extra) {
+        if clear_vif(&mut updated.internal_info, &mut updated.extra) {
             store.portgroup_update(&updated, group.version).await?;
         }
     }

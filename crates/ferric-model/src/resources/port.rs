@@ -6,6 +6,20 @@ use uuid::Uuid;
 
 use super::JsonObject;
 
+/// Where a port or portgroup keeps the id of the VIF attached to it (`internal_info`).
+pub const TENANT_VIF_KEY: &str = "tenant_vif_port_id";
+
+/// The older place of a VIF's id (`extra`), cleared with it as Ironic does.
+const LEGACY_VIF_KEY: &str = "vif_port_id";
+
+/// Removes the VIF record from a port's or portgroup's `internal_info` and `extra`; whether
+/// there was one.
+pub fn clear_vif(internal_info: &mut JsonObject, extra: &mut JsonObject) -> bool {
+    let attached = internal_info.remove(TENANT_VIF_KEY).is_some();
+    let legacy = extra.remove(LEGACY_VIF_KEY).is_some();
+    attached || legacy
+}
+
 /// A NIC of a node, known by its MAC address.
 ///
 /// `address` is unique across all ports; the store keeps it in lowercase.
