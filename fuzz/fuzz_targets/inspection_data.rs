@@ -7,6 +7,7 @@
 
 use std::sync::LazyLock;
 
+use ferric_inspector::mac::normalize_mac;
 use ferric_inspector::process::{self, AddPorts, ProcessingConfig};
 use ferric_inspector::rules::{Rule, apply_rules};
 use ferric_model::ProvisionState;
@@ -80,12 +81,12 @@ fuzz_target!(|data: &[u8]| {
         require_interfaces: flags & 16 != 0,
     };
     for mac in process::payload_macs(&payload) {
-        assert_eq!(process::normalize_mac(&mac).as_deref(), Some(mac.as_str()));
+        assert_eq!(normalize_mac(&mac).as_deref(), Some(mac.as_str()));
     }
     let _ = process::payload_bmc_addresses(&payload);
     if let Ok(processed) = process::process(&node, &ports, &payload, &config) {
         for (mac, _) in &processed.new_ports {
-            assert_eq!(process::normalize_mac(mac).as_deref(), Some(mac.as_str()));
+            assert_eq!(normalize_mac(mac).as_deref(), Some(mac.as_str()));
         }
         node.properties = processed.properties;
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use ferric_drivers::BootSettings;
 use ferric_drivers::ipxe::IpxeBoot;
-use ferric_inspector::process::normalize_mac;
+use ferric_inspector::mac::normalize_mac;
 use ferric_inspector::pxe_filter::{FilterState, wanted_files};
 use ferric_model::ProvisionState;
 use ferric_model::resources::{Node, Port};
