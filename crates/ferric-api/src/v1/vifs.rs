@@ -18,7 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use ferric_db::{Page, PortFilter, PortgroupFilter};
 use ferric_model::Microversion;
-use ferric_model::resources::{Ident, Node, Port, Portgroup, clear_vif};
+use ferric_model::resources::{Ident, Node, Port, Portgroup, TENANT_VIF_KEY, clear_vif};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -30,8 +30,6 @@ use crate::{ApiError, ApiState};
 
 /// From 1.67 the caller may name the port or portgroup; both at once is refused.
 const ATTACH_TO_PORT_SINCE: u16 = 67;
-
-pub use ferric_model::resources::TENANT_VIF_KEY;
 
 /// The node and its ports and portgroups.
 struct NodeNetwork {
