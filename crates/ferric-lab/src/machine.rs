@@ -235,7 +235,7 @@ pub trait MachineControl: Send + Sync + 'static {
 pub mod fake {
     use std::sync::Mutex;
 
-    use super::*;
+    use crate::machine::*;
 
     #[derive(Debug)]
     pub struct FakeMachine {

@@ -2,7 +2,10 @@
 
 use ferric_drivers::ipmi::rmcp::IpmiRequest;
 
-use super::{IpmiBmc, PRIVILEGE_ADMINISTRATOR, PRIVILEGE_OPERATOR, PRIVILEGE_USER};
+use super::{
+    INVALID_DATA_FIELD, IpmiBmc, Outcome, PRIVILEGE_ADMINISTRATOR, PRIVILEGE_OPERATOR,
+    PRIVILEGE_USER, REQUEST_LENGTH_INVALID,
+};
 use crate::machine::{
     BootMode, BootOverride, BootSettings, BootTarget, MachineControl, MachineError, PowerAction,
     PowerState,
@@ -29,8 +32,6 @@ const OK: u8 = 0x00;
 const PARAMETER_NOT_SUPPORTED: u8 = 0x80;
 const PRIVILEGE_NOT_AVAILABLE: u8 = 0x81;
 const INVALID_COMMAND: u8 = 0xC1;
-pub(super) const REQUEST_LENGTH_INVALID: u8 = 0xC7;
-pub(super) const INVALID_DATA_FIELD: u8 = 0xCC;
 const INSUFFICIENT_PRIVILEGE: u8 = 0xD4;
 const NOT_IN_PRESENT_STATE: u8 = 0xD5;
 const UNSPECIFIED_ERROR: u8 = 0xFF;
@@ -54,15 +55,6 @@ const CIPHER_SUITE_RECORDS: [u8; 10] = [
     0xC0, 0x03, 0x01, 0x41, 0x81, // suite 3
     0xC0, 0x11, 0x03, 0x44, 0x81, // suite 17
 ];
-
-/// What a command did: its answer, and changes to the session it came in.
-pub(super) struct Outcome {
-    pub(super) completion: u8,
-    pub(super) data: Vec<u8>,
-    pub(super) new_privilege: Option<u8>,
-    /// A session to forget once the answer is sent (Close Session).
-    pub(super) close: Option<u32>,
-}
 
 impl Outcome {
     fn reply(completion: u8, data: Vec<u8>) -> Self {

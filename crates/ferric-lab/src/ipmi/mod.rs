@@ -34,6 +34,19 @@ const PRIVILEGE_USER: u8 = 2;
 const PRIVILEGE_OPERATOR: u8 = 3;
 const PRIVILEGE_ADMINISTRATOR: u8 = 4;
 
+/// Completion codes more than one module answers with (IPMI 2.0 table 5-2).
+const REQUEST_LENGTH_INVALID: u8 = 0xC7;
+const INVALID_DATA_FIELD: u8 = 0xCC;
+
+/// What a command did: its answer, and changes to the session it came in.
+struct Outcome {
+    completion: u8,
+    data: Vec<u8>,
+    new_privilege: Option<u8>,
+    /// A session to forget once the answer is sent (Close Session).
+    close: Option<u32>,
+}
+
 /// The boot option parameters ipmitool writes besides the boot flags.
 #[derive(Debug, Default, Clone, Copy)]
 struct BootParameters {
@@ -145,7 +158,12 @@ impl<M: MachineControl> IpmiBmc<M> {
             return None;
         }
         match payload_type {
-            PAYLOAD_IPMI => self.session_request(session_id, datagram, peer).await,
+            PAYLOAD_IPMI => {
+                let (payload, privilege) = self.open_sealed(session_id, datagram, peer)?;
+                let request = rmcp::parse_ipmi_request(&payload).ok()?;
+                let outcome = commands::in_session(self, &request, session_id, privilege).await;
+                self.seal_reply(session_id, &request, outcome)
+            }
             PAYLOAD_SOL => self.sol_packet(session_id, datagram, peer),
             _ => None,
         }

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferric_drivers::ipmi::rmcp::{
-    self, CipherSuite, PAYLOAD_OPEN_SESSION_RESPONSE, PAYLOAD_RAKP_2, PAYLOAD_RAKP_4, Rakp,
-    SessionKeys,
+    self, CipherSuite, IpmiRequest, PAYLOAD_OPEN_SESSION_RESPONSE, PAYLOAD_RAKP_2, PAYLOAD_RAKP_4,
+    Rakp, SessionKeys,
 };
 
-use super::{IpmiBmc, PRIVILEGE_ADMINISTRATOR, PRIVILEGE_USER, commands};
+use super::{IpmiBmc, Outcome, PRIVILEGE_ADMINISTRATOR, PRIVILEGE_USER};
 use crate::machine::MachineControl;
 
 /// Sessions (including half-open ones) one BMC keeps; real BMCs allow a handful.
@@ -364,17 +364,15 @@ impl<M: MachineControl> IpmiBmc<M> {
         Some((packet, peer))
     }
 
-    /// A signed, encrypted request in an active session.
-    pub(super) async fn session_request(
+    /// The sealed answer to `request` in session `bmc_id`, carrying out the session changes
+    /// the command asked for (a new privilege level, a session to close).
+    pub(super) fn seal_reply(
         &self,
         bmc_id: u32,
-        datagram: &[u8],
-        peer: Option<SocketAddr>,
+        request: &IpmiRequest,
+        outcome: Outcome,
     ) -> Option<Vec<u8>> {
-        let (payload, privilege) = self.open_sealed(bmc_id, datagram, peer)?;
-        let request = rmcp::parse_ipmi_request(&payload).ok()?;
-        let outcome = commands::in_session(self, &request, bmc_id, privilege).await;
-        let response = rmcp::ipmi_response(&request, outcome.completion, &outcome.data);
+        let response = rmcp::ipmi_response(request, outcome.completion, &outcome.data);
         let mut sessions = self.sessions();
         let session = sessions.by_id.get_mut(&bmc_id)?;
         let console_id = session.console_id;

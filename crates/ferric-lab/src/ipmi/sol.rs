@@ -59,8 +59,8 @@ impl<M: MachineControl> IpmiBmc<M> {
     pub(super) fn sol_activate(&self, bmc_id: u32, data: &[u8]) -> Result<Vec<u8>, u8> {
         match data {
             [PAYLOAD_SOL, 1, ..] if data.len() >= 6 => {}
-            [_, _, ..] if data.len() >= 6 => return Err(super::commands::INVALID_DATA_FIELD),
-            _ => return Err(super::commands::REQUEST_LENGTH_INVALID),
+            [_, _, ..] if data.len() >= 6 => return Err(super::INVALID_DATA_FIELD),
+            _ => return Err(super::REQUEST_LENGTH_INVALID),
         }
         let mut sol = self.sol();
         if sol.is_some() {
@@ -89,8 +89,8 @@ impl<M: MachineControl> IpmiBmc<M> {
     pub(super) fn sol_deactivate(&self, data: &[u8]) -> Result<Vec<u8>, u8> {
         match data {
             [PAYLOAD_SOL, 1, ..] => {}
-            [_, _, ..] => return Err(super::commands::INVALID_DATA_FIELD),
-            _ => return Err(super::commands::REQUEST_LENGTH_INVALID),
+            [_, _, ..] => return Err(super::INVALID_DATA_FIELD),
+            _ => return Err(super::REQUEST_LENGTH_INVALID),
         }
         match self.sol().take() {
             Some(_) => Ok(Vec::new()),

@@ -9,7 +9,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::{RedfishBmc, RedfishError, collection, firmware, odata, parse_object, with};
+use super::error::RedfishError;
+use super::wire::{collection, odata, parse_object, with};
+use super::{RedfishBmc, firmware};
 use crate::machine::MachineControl;
 
 pub(crate) fn routes<M: MachineControl>() -> Router<Arc<RedfishBmc<M>>> {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::RedfishError;
+use super::error::RedfishError;
 
 /// The registry's name, as the `Bios` resource's `AttributeRegistry` gives it.
 pub const REGISTRY: &str = "FerricBiosAttributeRegistry.v1_0_0";

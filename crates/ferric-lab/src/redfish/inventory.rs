@@ -8,7 +8,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::{RedfishBmc, RedfishError, collection, odata, with};
+use super::RedfishBmc;
+use super::error::RedfishError;
+use super::wire::{collection, odata, with};
 use crate::machine::MachineControl;
 
 pub(crate) fn routes<M: MachineControl>() -> Router<Arc<RedfishBmc<M>>> {

@@ -16,6 +16,7 @@ mod storage;
 mod systems;
 mod update;
 mod vmedia;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,16 +27,15 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub use error::RedfishError;
 use firmware::FirmwareState;
+pub use wire::MANAGER_ID;
+use wire::{collection, odata, with};
 
 use crate::machine::MachineControl;
 use crate::secret;
-
-/// The Manager's id; the system's id is the machine's name.
-pub const MANAGER_ID: &str = "BMC";
 
 /// One virtual BMC's Redfish service.
 pub struct RedfishBmc<M> {
@@ -208,31 +208,6 @@ async fn require_auth_except_post<M: MachineControl>(
     }
 }
 
-fn odata(id: &str, odata_type: &str) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("@odata.id".into(), json!(id));
-    map.insert("@odata.type".into(), json!(odata_type));
-    map
-}
-
-fn with(mut map: Map<String, Value>, extra: Value) -> Json<Value> {
-    if let Value::Object(extra) = extra {
-        map.extend(extra);
-    }
-    Json(Value::Object(map))
-}
-
-fn collection(id: &str, odata_type: &str, name: &str, members: &[String]) -> Json<Value> {
-    let members: Vec<Value> = members
-        .iter()
-        .map(|uri| json!({"@odata.id": uri}))
-        .collect();
-    with(
-        odata(id, odata_type),
-        json!({"Name": name, "Members@odata.count": members.len(), "Members": members}),
-    )
-}
-
 async fn service_root<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) -> Json<Value> {
     with(
         odata("/redfish/v1/", "#ServiceRoot.v1_5_0.ServiceRoot"),
@@ -250,18 +225,6 @@ async fn service_root<M: MachineControl>(State(bmc): State<Arc<RedfishBmc<M>>>) 
             "Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}},
         }),
     )
-}
-
-fn parse_object(body: &[u8]) -> Result<Map<String, Value>, RedfishError> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(RedfishError::MalformedJson {
-            detail: "expected a JSON object".into(),
-        }),
-        Err(error) => Err(RedfishError::MalformedJson {
-            detail: error.to_string(),
-        }),
-    }
 }
 
 async fn managers() -> Json<Value> {
@@ -290,7 +253,7 @@ async fn manager_get<M: MachineControl>(
             "ManagerType": "BMC",
             "FirmwareVersion": version,
             "Status": {"State": "Enabled", "Health": "OK"},
-            "VirtualMedia": {"@odata.id": vmedia::manager_collection()},
+            "VirtualMedia": {"@odata.id": wire::manager_vmedia()},
             "Links": {"ManagerForServers": [{"@odata.id": bmc.system_uri()}]},
         }),
     ))

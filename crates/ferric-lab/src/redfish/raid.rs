@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::RedfishError;
+use super::error::RedfishError;
 use crate::machine::VolumeDisk;
 
 /// The Storage resource's id (the controller's slot, as servers name it).
@@ -278,7 +278,7 @@ impl RaidState {
     /// Checks a DELETE of volume `id` and queues it; the task's id.
     pub(crate) fn request_delete(&mut self, id: &str, body: &[u8]) -> Result<u64, RedfishError> {
         if !body.iter().all(u8::is_ascii_whitespace) {
-            check_apply_time(&super::parse_object(body)?)?;
+            check_apply_time(&super::wire::parse_object(body)?)?;
         }
         let volume = id
             .parse::<u32>()

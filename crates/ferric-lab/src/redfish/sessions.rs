@@ -10,7 +10,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::{RedfishBmc, RedfishError, collection, odata, parse_object, with};
+use super::RedfishBmc;
+use super::error::RedfishError;
+use super::wire::{collection, odata, parse_object, with};
 use crate::machine::MachineControl;
 use crate::secret;
 

@@ -12,8 +12,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::Value;
 
+use super::RedfishBmc;
+use super::error::RedfishError;
 use super::raid::{self, STORAGE_ID};
-use super::{RedfishBmc, RedfishError, collection, parse_object};
+use super::wire::{collection, parse_object};
 use crate::machine::MachineControl;
 
 pub(crate) fn routes<M: MachineControl>() -> Router<Arc<RedfishBmc<M>>> {

@@ -9,7 +9,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Map, Value, json};
 
-use super::{MANAGER_ID, RedfishBmc, RedfishError, collection, odata, parse_object, vmedia, with};
+use super::RedfishBmc;
+use super::error::RedfishError;
+use super::wire::{MANAGER_ID, collection, odata, parse_object, system_vmedia, with};
 use crate::machine::{
     BootMode, BootOverride, BootSettings, BootTarget, MachineControl, PowerAction, PowerState,
 };
@@ -129,7 +131,7 @@ async fn system_get<M: MachineControl>(
             "SimpleStorage": {"@odata.id": format!("{uri}/SimpleStorage")},
             "Storage": {"@odata.id": format!("{uri}/Storage")},
             "EthernetInterfaces": {"@odata.id": format!("{uri}/EthernetInterfaces")},
-            "VirtualMedia": {"@odata.id": vmedia::system_collection(&info.name)},
+            "VirtualMedia": {"@odata.id": system_vmedia(&info.name)},
             "Links": {"ManagedBy": [{"@odata.id": format!("/redfish/v1/Managers/{MANAGER_ID}")}]},
             "Actions": {
                 "#ComputerSystem.Reset": {

@@ -10,9 +10,11 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use super::RedfishBmc;
+use super::error::RedfishError;
 use super::firmware::{self, Component};
 use super::raid;
-use super::{MANAGER_ID, RedfishBmc, RedfishError, collection, odata, parse_object, with};
+use super::wire::{MANAGER_ID, collection, odata, parse_object, with};
 use crate::machine::MachineControl;
 
 pub(crate) fn routes<M: MachineControl>() -> Router<Arc<RedfishBmc<M>>> {

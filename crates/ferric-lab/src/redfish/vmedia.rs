@@ -13,20 +13,15 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Map, Value, json};
 
-use super::{MANAGER_ID, RedfishBmc, RedfishError, collection, odata, parse_object, with};
+use super::RedfishBmc;
+use super::error::RedfishError;
+use super::wire::{
+    MANAGER_ID, collection, manager_vmedia, odata, parse_object, system_vmedia, with,
+};
 use crate::machine::MachineControl;
 
 /// The one virtual media device's id.
 pub(crate) const CD_ID: &str = "Cd";
-
-/// The collection's path under a Manager or a System.
-pub(crate) fn manager_collection() -> String {
-    format!("/redfish/v1/Managers/{MANAGER_ID}/VirtualMedia")
-}
-
-pub(crate) fn system_collection(system: &str) -> String {
-    format!("/redfish/v1/Systems/{system}/VirtualMedia")
-}
 
 /// The routes, to be merged under the BMC's authentication.
 pub(crate) fn routes<M: MachineControl>() -> Router<Arc<RedfishBmc<M>>> {
@@ -73,7 +68,7 @@ fn base<M: MachineControl>(
             .ok_or_else(not_found)
     } else {
         bmc.check_system(id, uri)?;
-        Ok(system_collection(id))
+        Ok(system_vmedia(id))
     }
 }
 
@@ -85,7 +80,7 @@ fn list<M: MachineControl>(
     let uri = if under_manager {
         format!("/redfish/v1/Managers/{id}/VirtualMedia")
     } else {
-        system_collection(id)
+        system_vmedia(id)
     };
     let base = base(bmc, under_manager, id, &uri)?;
     Ok(collection(
@@ -109,9 +104,9 @@ fn media_body<M: MachineControl>(
         &format!(
             "{}/{media}",
             if under_manager {
-                manager_collection()
+                manager_vmedia()
             } else {
-                system_collection(id)
+                system_vmedia(id)
             }
         ),
     )?;
