@@ -192,8 +192,14 @@ pub fn check(
     tool: &str,
 ) -> Result<(), DriverError> {
     kernel_params(settings, node, ports, &[])?;
-    local_file(settings, node, "deploy_kernel")?;
-    local_file(settings, node, "deploy_ramdisk")?;
+    let (kernel, ramdisk) = crate::boot_arch::agent_files(settings, node)?;
+    // A Glance image is checked against Glance and becomes a file of the image cache when
+    // the ISO is built (`ImageSources::resolve_agent_files`).
+    for (key, name) in [("deploy_kernel", kernel), ("deploy_ramdisk", ramdisk)] {
+        if crate::glance::image_id(name).is_none() {
+            local_file(settings, node, key)?;
+        }
+    }
     if find_in_path(tool).is_none() {
         return Err(DriverError::invalid(
             "node.boot_interface",

@@ -216,7 +216,12 @@ impl DirectDeploy {
                 let info = &mut patched.instance_info;
                 let url = if fetch {
                     self.images
-                        .cached_glance(FIELD, &glance, self.http_url.as_deref())
+                        .cached_glance(
+                            &node.uuid.to_string(),
+                            FIELD,
+                            &glance,
+                            self.http_url.as_deref(),
+                        )
                         .await?
                 } else {
                     format!("http://glance.invalid/v2/images/{id}/file")
@@ -269,7 +274,13 @@ impl DirectDeploy {
                     })?;
                     let cached = self
                         .images
-                        .cached_url(FIELD, &url, &expected, self.http_url.as_deref())
+                        .cached_url(
+                            &node.uuid.to_string(),
+                            FIELD,
+                            &url,
+                            &expected,
+                            self.http_url.as_deref(),
+                        )
                         .await?;
                     image.insert("urls".into(), json!([cached]));
                 }
@@ -283,11 +294,16 @@ impl DirectDeploy {
             else {
                 continue;
             };
-            let glance = self.images.glance_image(&field, id).await?;
+            let glance = self.images.glance_boot_file(&field, id).await?;
             if fetch {
                 let url = self
                     .images
-                    .cached_glance(&field, &glance, self.http_url.as_deref())
+                    .cached_glance(
+                        &node.uuid.to_string(),
+                        &field,
+                        &glance,
+                        self.http_url.as_deref(),
+                    )
                     .await?;
                 image.insert(key.into(), url.into());
             }
@@ -737,6 +753,8 @@ impl DeployInterface for DirectDeploy {
                 self.boot_agent(node).await
             }
             (StepKind::Deploy, "prepare_instance_boot") => {
+                // The image is written: its cache URLs end (image_cache.rs, deploy tokens).
+                self.images.release(&node.uuid.to_string());
                 if crate::partition_image::is_partition(node)? {
                     self.install_bootloader(node).await?;
                 }
@@ -754,6 +772,7 @@ impl DeployInterface for DirectDeploy {
                 Ok(Outcome::Done)
             }
             (StepKind::Deploy, "boot_instance") => {
+                self.images.release(&node.uuid.to_string());
                 self.power.set_power(node, PowerAction::On, None).await?;
                 node.power_state = Some(PowerState::On);
                 Ok(Outcome::Done)
@@ -869,6 +888,7 @@ impl DeployInterface for DirectDeploy {
     }
 
     async fn tear_down(&self, node: &mut Node) -> Result<(), DriverError> {
+        self.images.release(&node.uuid.to_string());
         self.power_off(node).await?;
         self.boot.clean_up_ramdisk(node).await?;
         forget_agent(node);
@@ -891,6 +911,8 @@ impl DeployInterface for DirectDeploy {
             }
         }
         forget_agent(node);
+        // An aborted or failed deploy: its cache URLs end.
+        self.images.release(&node.uuid.to_string());
         self.boot.clean_up_ramdisk(node).await?;
         self.power_off(node).await
     }

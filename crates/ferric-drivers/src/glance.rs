@@ -8,6 +8,11 @@
 //! An image Ferric cannot deploy is refused when the node is validated, naming the image: one
 //! that is not `active`, has no checksum or hash, is in a disk or container format Ferric
 //! cannot write (raw or qcow2, bare), or is larger than the whole cache.
+//!
+//! Boot files may be Glance images too — `deploy_kernel`/`deploy_ramdisk` (a node's or the
+//! site's) and a partition image's `kernel`/`ramdisk` — checked the same way but in any format
+//! ([`GlanceImage::check_boot_file`]: Glance calls kernels `aki` and ramdisks `ari`), and served
+//! from the cache to iPXE or built into the virtual-media ISO (`ImageSources::resolve_agent_files`).
 
 use serde_json::Value;
 
@@ -98,6 +103,17 @@ impl GlanceImage {
     /// Whether Ferric can deploy it through a cache of `capacity` bytes; the refusal names
     /// the image and, as `field`, the `instance_info` key that named it.
     pub fn check(&self, field: &str, capacity: u64) -> Result<(), DriverError> {
+        self.check_data(field, capacity, false)
+    }
+
+    /// Whether Ferric can serve it as a boot file (`deploy_kernel`, `deploy_ramdisk`, a
+    /// partition image's `kernel`/`ramdisk`): as [`Self::check`], in any disk and container
+    /// format (Glance labels kernels `aki`, ramdisks `ari`; the bytes are served as they are).
+    pub fn check_boot_file(&self, field: &str, capacity: u64) -> Result<(), DriverError> {
+        self.check_data(field, capacity, true)
+    }
+
+    fn check_data(&self, field: &str, capacity: u64, any_format: bool) -> Result<(), DriverError> {
         let shown = self.shown();
         let invalid = |message: String| DriverError::invalid(field, message);
         if self.expected().is_none() {
@@ -117,6 +133,7 @@ impl GlanceImage {
             )));
         }
         match self.disk_format.as_deref() {
+            _ if any_format => {}
             Some(format) if DISK_FORMATS.contains(&format) => {}
             other => {
                 return Err(invalid(format!(
@@ -126,6 +143,7 @@ impl GlanceImage {
             }
         }
         match self.container_format.as_deref() {
+            _ if any_format => {}
             None | Some("bare") => {}
             Some(other) => {
                 return Err(invalid(format!(

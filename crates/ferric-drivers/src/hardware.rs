@@ -319,7 +319,8 @@ impl Drivers {
                     .unwrap_or("ipxe");
                 Arc::new(
                     IpxeBoot::new(self.settings.boot.clone(), ports)
-                        .with_interface(name, &management.supported_boot_devices(&node)),
+                        .with_interface(name, &management.supported_boot_devices(&node))
+                        .with_images(self.images.clone()),
                 )
             }
             "redfish-https" => Arc::new(crate::redfish::RedfishHttpsBoot::new(
@@ -331,6 +332,7 @@ impl Drivers {
                 redfish: redfish(),
                 settings: self.settings.boot.clone(),
                 ports: ports.to_vec(),
+                images: self.images.clone(),
             }),
             _ => Arc::new(FakeBoot),
         };

@@ -18,8 +18,28 @@
 //!   files of an interrupted download are removed.
 //!
 //! Hits, misses and evictions are counted in the process's metrics (`ferric_image_cache_*`).
-//! TODO-correctness: an entry evicted while an agent still reads it loses the agent's next
-//! range request (404): size the cache for the images deployed at the same time.
+//!
+//! Exposure and pinning (deploy tokens): an entry is never served under its own name — a
+//! Glance image's key holds its UUID, and anyone on the boot network who knew a private
+//! image's UUID could otherwise download it. The agent runs unauthenticated (IPA sends no
+//! header when it downloads `image_info.urls`), so the URL itself is the credential: each node
+//! deploying from an entry is given a token ([`ImageCache::fetch_pinned`]), 32 random bytes
+//! from the OS in hex, and the entry is reachable only as `image-cache/t/<token>`, a hard link
+//! to it that the boot file server serves (everything else under `image-cache/` answers 404,
+//! see `ferric/src/boot_files.rs`). The token is the node's while it deploys: the deploy
+//! interface releases it ([`ImageCache::release`]) when the image is written, and when the
+//! deploy is aborted, fails or is torn down; tokens do not outlive the process (a starting
+//! conductor removes the links it did not issue, [`ImageCache::remove_stale_tokens`]), so a
+//! conductor restart ends them. Ironic
+//! does less here: with `image_download_source = http` it links the cached image as
+//! `<http_root>/agent_images/<node UUID>` (`http_image_subdir`), a name anyone knowing the
+//! node's UUID can fetch, removed when the deploy's clean-up runs.
+//!
+//! A token also pins its entry: eviction skips entries a token names, so an agent reading an
+//! image by ranges never sees it change or shrink under it (the hard link would keep the bytes
+//! anyway, but uncounted). When the room an image needs is held by pinned entries, it is
+//! refused (`CacheError::Full`, naming `image_cache_size`) — at validate when Glance gave its
+//! size ([`ImageCache::check_room`]), else when the deploy fetches it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +51,10 @@ use tokio::io::AsyncWriteExt;
 
 /// The directory under the boot file server's root.
 pub const CACHE_DIR: &str = "image-cache";
+
+/// The directory under the cache's of the deploy tokens' links: the only names the boot file
+/// server serves of the cache (`image-cache/t/<token>`).
+pub const TOKEN_DIR: &str = "t";
 
 /// A hash algorithm an image may be verified with (Glance's `os_hash_algo`, or its md5
 /// `checksum`).
@@ -102,6 +126,17 @@ pub enum CacheError {
         actual: String,
         expected: String,
     },
+    #[error(
+        "{what} ({size} bytes) does not fit in the image cache now: {pinned} of its {capacity} \
+         bytes hold images that nodes are deploying from; retry once those deploys end, or raise \
+         image_cache_size"
+    )]
+    Full {
+        what: String,
+        size: u64,
+        pinned: u64,
+        capacity: u64,
+    },
     #[error("the image cache directory {path} cannot be written")]
     Io {
         path: PathBuf,
@@ -133,6 +168,28 @@ struct Index {
     used: u64,
     /// A use counter: larger is more recent.
     clock: u64,
+    /// The deploy tokens: token → who holds it and the entry it names (pinned).
+    tokens: HashMap<String, Token>,
+}
+
+struct Token {
+    holder: String,
+    key: String,
+}
+
+impl Index {
+    fn pinned(&self, key: &str) -> bool {
+        self.tokens.values().any(|token| token.key == key)
+    }
+
+    /// Bytes of the pinned entries other than `except`.
+    fn pinned_bytes(&self, except: &str) -> u64 {
+        self.entries
+            .iter()
+            .filter(|(key, _)| key.as_str() != except && self.pinned(key))
+            .map(|(_, entry)| entry.size)
+            .sum()
+    }
 }
 
 struct Entry {
@@ -163,7 +220,7 @@ impl ImageCache {
             path: dir.to_owned(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        std::fs::create_dir_all(dir.join(TOKEN_DIR)).map_err(io)?;
         let mut found = Vec::new();
         for item in std::fs::read_dir(dir).map_err(io)? {
             let item = item.map_err(io)?;
@@ -262,10 +319,13 @@ impl ImageCache {
         self.inner.metrics.image_cache_miss();
         if let Some(size) = size {
             self.check_fits(what, size)?;
-            self.make_room(size, key);
+            self.make_room(what, size, key)?;
         }
         let written = self.download(key, what, origin, expected).await?;
-        self.make_room(written, key);
+        if let Err(error) = self.make_room(what, written, key) {
+            let _ = std::fs::remove_file(&path);
+            return Err(error);
+        }
         let mut index = self.lock_index();
         index.clock += 1;
         let last_used = index.clock;
@@ -279,6 +339,143 @@ impl ImageCache {
         );
         self.inner.metrics.image_cache_size(index.used);
         Ok(path)
+    }
+
+    /// [`Self::fetch`], and a deploy token of `holder` (a node's UUID) for the entry: its name
+    /// under `image-cache/t/`, valid, and the entry pinned, until [`Self::release`].
+    pub async fn fetch_pinned(
+        &self,
+        holder: &str,
+        key: &str,
+        what: &str,
+        origin: &Origin,
+        expected: &Expected,
+        size: Option<u64>,
+    ) -> Result<String, CacheError> {
+        // Another fetch may evict the entry between its arrival and the pin: fetch again.
+        for _ in 0..3 {
+            self.fetch(key, what, origin, expected, size).await?;
+            if let Some(token) = self.pin(holder, key)? {
+                return Ok(token);
+            }
+        }
+        let index = self.lock_index();
+        Err(CacheError::Full {
+            what: what.to_owned(),
+            size: size.unwrap_or_default(),
+            pinned: index.pinned_bytes(key),
+            capacity: self.inner.capacity,
+        })
+    }
+
+    /// A token of `holder` for `key`'s entry (the one it has already, if any); None when the
+    /// entry is not held.
+    fn pin(&self, holder: &str, key: &str) -> Result<Option<String>, CacheError> {
+        let mut index = self.lock_index();
+        if !index.entries.contains_key(key) {
+            return Ok(None);
+        }
+        if let Some((token, _)) = index
+            .tokens
+            .iter()
+            .find(|(_, token)| token.holder == holder && token.key == key)
+        {
+            return Ok(Some(token.clone()));
+        }
+        let mut bytes = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+        let token: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+        let link = self.inner.dir.join(TOKEN_DIR).join(&token);
+        std::fs::hard_link(self.inner.dir.join(key), &link).map_err(|source| CacheError::Io {
+            path: link.clone(),
+            source,
+        })?;
+        index.tokens.insert(
+            token.clone(),
+            Token {
+                holder: holder.to_owned(),
+                key: key.to_owned(),
+            },
+        );
+        tracing::info!(key, holder, "image cache entry pinned for a deploy");
+        Ok(Some(token))
+    }
+
+    /// Ends every token of `holder`: their URLs answer 404 and their entries may be evicted
+    /// again. Returns how many there were.
+    pub fn release(&self, holder: &str) -> usize {
+        let mut index = self.lock_index();
+        let ended: Vec<String> = index
+            .tokens
+            .iter()
+            .filter(|(_, token)| token.holder == holder)
+            .map(|(token, _)| token.clone())
+            .collect();
+        for token in &ended {
+            index.tokens.remove(token);
+            let link = self.inner.dir.join(TOKEN_DIR).join(token);
+            if let Err(error) = std::fs::remove_file(&link)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(holder, %error, "cannot remove a deploy token's link");
+            }
+        }
+        if !ended.is_empty() {
+            tracing::info!(holder, tokens = ended.len(), "deploy tokens released");
+        }
+        ended.len()
+    }
+
+    /// Removes the token links this cache did not issue: a previous life's (tokens do not
+    /// outlive the conductor that issued them). Called by the process that serves the cache
+    /// when it starts — not by every process that opens it (an API-only process or `ferric
+    /// inspector` on the same root must not end a running conductor's tokens). Returns how
+    /// many went.
+    pub fn remove_stale_tokens(&self) -> Result<usize, CacheError> {
+        let index = self.lock_index();
+        let dir = self.inner.dir.join(TOKEN_DIR);
+        let io = |source| CacheError::Io {
+            path: dir.clone(),
+            source,
+        };
+        let mut removed = 0;
+        for item in std::fs::read_dir(&dir).map_err(io)? {
+            let item = item.map_err(io)?;
+            let name = item.file_name().to_string_lossy().into_owned();
+            if !index.tokens.contains_key(&name) {
+                std::fs::remove_file(item.path()).map_err(io)?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, "stale deploy tokens of a previous life removed");
+        }
+        Ok(removed)
+    }
+
+    /// The tokens held now (by any node).
+    pub fn tokens(&self) -> usize {
+        self.lock_index().tokens.len()
+    }
+
+    /// Whether an image of `size` bytes under `key` could be added now: held already, or
+    /// fitting beside the pinned entries. `what` names it in the refusal.
+    pub fn check_room(&self, key: &str, what: &str, size: u64) -> Result<(), CacheError> {
+        self.check_fits(what, size)?;
+        let index = self.lock_index();
+        if index.entries.contains_key(key) {
+            return Ok(());
+        }
+        let pinned = index.pinned_bytes(key);
+        if pinned + size > self.inner.capacity {
+            return Err(CacheError::Full {
+                what: what.to_owned(),
+                size,
+                pinned,
+                capacity: self.inner.capacity,
+            });
+        }
+        Ok(())
     }
 
     fn check_fits(&self, what: &str, size: u64) -> Result<(), CacheError> {
@@ -387,18 +584,25 @@ impl ImageCache {
         }
     }
 
-    /// Evicts least recently used entries (never `keep`) until `size` more bytes fit.
-    fn make_room(&self, size: u64, keep: &str) {
+    /// Evicts least recently used entries (never `keep`, never a pinned one) until `size` more
+    /// bytes fit; refused when only pinned entries are left to evict.
+    fn make_room(&self, what: &str, size: u64, keep: &str) -> Result<(), CacheError> {
         let mut index = self.lock_index();
         while index.used + size > self.inner.capacity {
             let Some(oldest) = index
                 .entries
                 .iter()
-                .filter(|(key, _)| key.as_str() != keep)
+                .filter(|(key, _)| key.as_str() != keep && !index.pinned(key))
                 .min_by_key(|(_, entry)| entry.last_used)
                 .map(|(key, _)| key.clone())
             else {
-                break;
+                self.inner.metrics.image_cache_size(index.used);
+                return Err(CacheError::Full {
+                    what: what.to_owned(),
+                    size,
+                    pinned: index.pinned_bytes(keep),
+                    capacity: self.inner.capacity,
+                });
             };
             if let Some(entry) = index.entries.remove(&oldest) {
                 index.used -= entry.size;
@@ -410,6 +614,7 @@ impl ImageCache {
             self.inner.metrics.image_cache_eviction();
         }
         self.inner.metrics.image_cache_size(index.used);
+        Ok(())
     }
 
     fn lock_index(&self) -> std::sync::MutexGuard<'_, Index> {

@@ -264,3 +264,83 @@ async fn a_missing_image_is_a_download_error_naming_it() {
     assert!(error.to_string().contains("404"), "{error}");
     assert!(error.to_string().contains("image gone"), "{error}");
 }
+
+#[tokio::test]
+async fn a_deploy_token_names_its_entry_until_released_and_pins_it() {
+    let images: Vec<(&str, Vec<u8>)> = vec![
+        ("a", (0..100u8).collect()),
+        ("b", vec![2u8; 100]),
+        ("c", vec![3u8; 100]),
+    ];
+    let (base, served) = origin(&images).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, metrics) = cache(dir.path(), 250);
+    let pinned = |holder: &'static str, name: &'static str, bytes: &Vec<u8>| {
+        let cache = cache.clone();
+        let origin = from(&base, name);
+        let expected = sha256(bytes);
+        async move {
+            cache
+                .fetch_pinned(holder, name, name, &origin, &expected, Some(100))
+                .await
+        }
+    };
+    let token = pinned("node-1", "a", &images[0].1).await.unwrap();
+    assert_eq!(token.len(), 64, "256 bits in hex: {token}");
+    let link = dir.path().join(TOKEN_DIR).join(&token);
+    assert_eq!(std::fs::read(&link).unwrap(), images[0].1);
+    // The same holder asking again keeps its token; another holder gets its own.
+    assert_eq!(pinned("node-1", "a", &images[0].1).await.unwrap(), token);
+    let other = pinned("node-2", "a", &images[0].1).await.unwrap();
+    assert_ne!(other, token);
+    assert_eq!(served.downloads("a"), 1);
+
+    // `b` fits beside `a`; `c` would need `a` evicted, which two deploys read: refused, by the
+    // setting's name, at validate (check_room) and when fetched.
+    pinned("node-3", "b", &images[1].1).await.unwrap();
+    let refused = cache
+        .check_room("c", "image c", 100)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("image c") && refused.contains("image_cache_size"),
+        "{refused}"
+    );
+    let refused = pinned("node-4", "c", &images[2].1).await.unwrap_err();
+    assert!(
+        matches!(refused, CacheError::Full { pinned: 200, .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        served.downloads("c"),
+        0,
+        "its size told: refused before downloading"
+    );
+    assert!(!dir.path().join("c").exists());
+    assert!(cache.contains("a") && cache.contains("b"));
+    assert_eq!(counter(&metrics, "ferric_image_cache_evictions_total"), 0);
+
+    // node-3's deploy ends: `b` is free to go, so `c` fits (evicting `b`, not pinned `a`).
+    assert_eq!(cache.release("node-3"), 1);
+    cache.check_room("c", "image c", 100).unwrap();
+    pinned("node-4", "c", &images[2].1).await.unwrap();
+    assert!(cache.contains("a") && cache.contains("c") && !cache.contains("b"));
+    // Pinned `a` read again whole through its token after the eviction next to it.
+    assert_eq!(std::fs::read(&link).unwrap(), images[0].1);
+
+    // Released tokens' links are gone; a restarted cache starts with none.
+    assert_eq!(cache.release("node-1"), 1);
+    assert!(!link.exists());
+    assert_eq!(cache.tokens(), 2);
+    let (again, _) = self::cache(dir.path(), 250);
+    assert_eq!(again.tokens(), 0);
+    assert_eq!(again.remove_stale_tokens().unwrap(), 2);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join(TOKEN_DIR))
+            .unwrap()
+            .count(),
+        0,
+        "the previous life's links are removed"
+    );
+    assert!(again.contains("a") && again.contains("c"));
+}

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::DriverError;
 use crate::glance::{Glance, GlanceImage};
-use crate::image_cache::{CACHE_DIR, Expected, HashAlgo, ImageCache, Origin};
+use crate::image_cache::{CACHE_DIR, Expected, HashAlgo, ImageCache, Origin, TOKEN_DIR};
 use crate::keystone_session::ServiceSession;
 use crate::settings::{DownloadSource, boot_file_url};
 
@@ -85,6 +85,25 @@ impl ImageSources {
 
     /// The Glance image `id`, checked as deployable; `field` names the `instance_info` key.
     pub async fn glance_image(&self, field: &str, id: &str) -> Result<GlanceImage, DriverError> {
+        self.glance_lookup(field, id, false).await
+    }
+
+    /// The Glance image `id` as a boot file (a kernel or ramdisk: any format), checked;
+    /// `field` names the `driver_info`/`instance_info` key.
+    pub async fn glance_boot_file(
+        &self,
+        field: &str,
+        id: &str,
+    ) -> Result<GlanceImage, DriverError> {
+        self.glance_lookup(field, id, true).await
+    }
+
+    async fn glance_lookup(
+        &self,
+        field: &str,
+        id: &str,
+        boot_file: bool,
+    ) -> Result<GlanceImage, DriverError> {
         let glance = self.glance.as_ref().ok_or_else(|| {
             DriverError::invalid(
                 field,
@@ -97,16 +116,41 @@ impl ImageSources {
         })?;
         let image = glance.image(id, field).await?;
         let cache = self.cache(field, &image.shown())?;
-        image.check(field, cache.capacity())?;
+        if boot_file {
+            image.check_boot_file(field, cache.capacity())?;
+        } else {
+            image.check(field, cache.capacity())?;
+        }
+        if let Some(size) = image.size {
+            cache
+                .check_room(&glance_key(&image.id), &image.shown(), size)
+                .map_err(|error| DriverError::invalid(field, error.to_string()))?;
+        }
         Ok(image)
     }
 
-    /// The Glance image in the cache: its URL on the boot file server at `http_url`.
+    /// The Glance image in the cache: its URL on the boot file server at `http_url`, a deploy
+    /// token of `holder` (the node's UUID) valid until [`Self::release`].
     pub async fn cached_glance(
         &self,
+        holder: &str,
         field: &str,
         image: &GlanceImage,
         http_url: Option<&str>,
+    ) -> Result<String, DriverError> {
+        let http_url = served_at(&image.shown(), http_url)?;
+        let name = self.cached_glance_file(holder, field, image).await?;
+        boot_file_url(http_url, &name)
+    }
+
+    /// The Glance image in the cache: its name under the boot file server's root
+    /// (`image-cache/t/<token>`, a deploy token of `holder`), for a boot interface that puts
+    /// it into an iPXE script or reads it to build an ISO.
+    pub async fn cached_glance_file(
+        &self,
+        holder: &str,
+        field: &str,
+        image: &GlanceImage,
     ) -> Result<String, DriverError> {
         let shown = image.shown();
         let cache = self.cache(field, &shown)?;
@@ -117,11 +161,64 @@ impl ImageSources {
             .expected()
             .ok_or_else(|| DriverError::invalid(field, format!("{shown} has no checksum.")))?;
         let origin = glance.data(&image.id).await?;
-        let key = format!("glance-{}", image.id);
-        self.fetch(
-            cache, &key, &shown, &origin, &expected, image.size, http_url,
-        )
-        .await
+        let key = glance_key(&image.id);
+        let entry = Entry {
+            key: &key,
+            what: &shown,
+            origin: &origin,
+            expected: &expected,
+            size: image.size,
+        };
+        self.fetch(cache, holder, entry).await
+    }
+
+    /// A boot file setting (`driver_info.deploy_kernel`, …) naming a Glance image (its UUID
+    /// or `glance://UUID`): checked, and with `fetch` put into the cache as `holder`'s, its
+    /// name under the boot file server's root returned. None when `value` names no Glance
+    /// image (a file name or URL, used as it is).
+    pub async fn glance_boot_file_name(
+        &self,
+        holder: &str,
+        field: &str,
+        value: &str,
+        fetch: bool,
+    ) -> Result<Option<String>, DriverError> {
+        let Some(id) = crate::glance::image_id(value) else {
+            return Ok(None);
+        };
+        let image = self.glance_boot_file(field, id).await?;
+        if !fetch {
+            return Ok(Some(value.to_owned()));
+        }
+        Ok(Some(self.cached_glance_file(holder, field, &image).await?))
+    }
+
+    /// `node` with its agent kernel and ramdisk (`driver_info`, the `*_by_arch` settings or
+    /// the site's) resolved where they name Glance images: checked against Glance, and with
+    /// `fetch` put into the image cache as the node's deploy tokens (released when the boot
+    /// interface cleans up the ramdisk), their names under the boot file server's root written
+    /// into `driver_info` for the iPXE script or the ISO build.
+    pub async fn resolve_agent_files(
+        &self,
+        settings: &crate::settings::BootSettings,
+        node: &ferric_model::resources::Node,
+        fetch: bool,
+    ) -> Result<ferric_model::resources::Node, DriverError> {
+        let (kernel, ramdisk) = crate::boot_arch::agent_files(settings, node)?;
+        let (kernel, ramdisk) = (kernel.to_owned(), ramdisk.to_owned());
+        let mut resolved = node.clone();
+        let holder = node.uuid.to_string();
+        for (key, value) in [("deploy_kernel", kernel), ("deploy_ramdisk", ramdisk)] {
+            let field = format!("driver_info.{key}");
+            if let Some(name) = self
+                .glance_boot_file_name(&holder, &field, &value, fetch)
+                .await?
+                && fetch
+            {
+                resolved.driver_info.insert(key.into(), name.into());
+            }
+        }
+        Ok(resolved)
     }
 
     /// Whether http(s) images go through the cache.
@@ -129,9 +226,11 @@ impl ImageSources {
         self.download_source == DownloadSource::Local && self.cache.is_some()
     }
 
-    /// An http(s) image in the cache: its URL on the boot file server.
+    /// An http(s) image in the cache: its URL on the boot file server, a deploy token of
+    /// `holder`.
     pub async fn cached_url(
         &self,
+        holder: &str,
         field: &str,
         url: &str,
         expected: &Expected,
@@ -143,39 +242,74 @@ impl ImageSources {
             headers: Vec::new(),
         };
         let key = ImageCache::url_key(url, expected);
-        self.fetch(cache, &key, url, &origin, expected, None, http_url)
-            .await
+        let entry = Entry {
+            key: &key,
+            what: url,
+            origin: &origin,
+            expected,
+            size: None,
+        };
+        let http_url = served_at(url, http_url)?;
+        let name = self.fetch(cache, holder, entry).await?;
+        boot_file_url(http_url, &name)
     }
 
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one private helper of the two above"
-    )]
+    /// Ends `holder`'s deploy tokens (its deploy wrote its image, or ended otherwise): their
+    /// URLs answer 404 and the entries they pinned may be evicted.
+    pub fn release(&self, holder: &str) {
+        if let Some(cache) = &self.cache {
+            cache.release(holder);
+        }
+    }
+
+    /// The entry in the cache, pinned for `holder`: its token's name under the boot file
+    /// server's root.
     async fn fetch(
         &self,
         cache: &ImageCache,
-        key: &str,
-        what: &str,
-        origin: &Origin,
-        expected: &Expected,
-        size: Option<u64>,
-        http_url: Option<&str>,
+        holder: &str,
+        entry: Entry<'_>,
     ) -> Result<String, DriverError> {
-        let http_url = http_url.ok_or_else(|| {
-            DriverError::missing(
-                "settings.boot_http_url",
-                format!(
-                    "{what} is served to the agent by the boot file server, but boot_http_url \
-                     is not set."
-                ),
-            )
-        })?;
-        cache
-            .fetch(key, what, origin, expected, size)
+        let Entry {
+            key,
+            what,
+            origin,
+            expected,
+            size,
+        } = entry;
+        let token = cache
+            .fetch_pinned(holder, key, what, origin, expected, size)
             .await
             .map_err(|error| DriverError::failed(crate::Component::Conductor, error.to_string()))?;
-        boot_file_url(http_url, &format!("{CACHE_DIR}/{key}"))
+        Ok(format!("{CACHE_DIR}/{TOKEN_DIR}/{token}"))
     }
+}
+
+/// The boot file server's URL, which serves `what` from the cache.
+fn served_at<'a>(what: &str, http_url: Option<&'a str>) -> Result<&'a str, DriverError> {
+    http_url.ok_or_else(|| {
+        DriverError::missing(
+            "settings.boot_http_url",
+            format!(
+                "{what} is served to the agent by the boot file server, but boot_http_url is not \
+                 set."
+            ),
+        )
+    })
+}
+
+/// What one cache entry is made of.
+struct Entry<'a> {
+    key: &'a str,
+    what: &'a str,
+    origin: &'a Origin,
+    expected: &'a Expected,
+    size: Option<u64>,
+}
+
+/// The cache key of a Glance image.
+fn glance_key(id: &str) -> String {
+    format!("glance-{id}")
 }
 
 /// The hash an http(s) image is checked with: `image_os_hash_algo`/`image_os_hash_value`, else

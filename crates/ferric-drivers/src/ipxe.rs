@@ -194,6 +194,8 @@ pub struct IpxeBoot {
     pub(crate) name: &'static str,
     /// Whether the node's management interface can select UEFI HTTP boot.
     pub(crate) http_selectable: bool,
+    /// Glance and the image cache: an agent kernel or ramdisk given as a Glance image.
+    pub(crate) images: std::sync::Arc<crate::images::ImageSources>,
 }
 
 impl IpxeBoot {
@@ -210,7 +212,16 @@ impl IpxeBoot {
             kind: NetworkBoot::Ipxe,
             name: "ipxe",
             http_selectable: false,
+            images: std::sync::Arc::default(),
         }
+    }
+
+    /// The same with Glance and the image cache, for agent kernels and ramdisks given as
+    /// Glance images.
+    #[must_use]
+    pub fn with_images(mut self, images: std::sync::Arc<crate::images::ImageSources>) -> Self {
+        self.images = images;
+        self
     }
 
     /// The same for the interface `name` (`pxe`, `http`, …), whose BMC can select the boot
@@ -475,9 +486,14 @@ impl Validate for IpxeBoot {
                 ),
             ));
         }
-        // Renders the script, so a bad kernel name or a missing API URL shows up here.
-        self.ramdisk_script(node, &self.macs[0])?;
-        self.validate_path(node)
+        // Renders the script, so a bad kernel name or a missing API URL shows up here; a
+        // Glance kernel or ramdisk is checked against Glance (not fetched).
+        let node = self
+            .images
+            .resolve_agent_files(&self.settings, node, false)
+            .await?;
+        self.ramdisk_script(&node, &self.macs[0])?;
+        self.validate_path(&node)
     }
 }
 
@@ -500,8 +516,12 @@ impl BootInterface for IpxeBoot {
         kernel_params: &[String],
     ) -> Result<(), DriverError> {
         self.validate(node).await?;
+        let resolved = self
+            .images
+            .resolve_agent_files(&self.settings, node, true)
+            .await?;
         for mac in &self.macs {
-            let script = self.ramdisk_script_with(node, mac, kernel_params)?;
+            let script = self.ramdisk_script_with(&resolved, mac, kernel_params)?;
             let path = self.script_path(mac);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)
@@ -531,6 +551,8 @@ impl BootInterface for IpxeBoot {
     }
 
     async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        // A Glance kernel's and ramdisk's cache URLs end with the ramdisk's boot.
+        self.images.release(&node.uuid.to_string());
         let mut paths: Vec<PathBuf> = self.macs.iter().map(|mac| self.script_path(mac)).collect();
         if let Some(hostsdir) = &self.settings.dhcp_hostsdir {
             paths.extend(self.macs.iter().map(|mac| Self::host_path(hostsdir, mac)));

@@ -325,8 +325,9 @@ pub(crate) struct Settings {
     /// images always go through the cache.
     pub(crate) image_download_source: String,
     /// The bound of the conductor's image cache (`boot_http_root/image-cache/`) in MiB: the
-    /// least recently used images go to make room, and a larger image is refused. 0: no cache
-    /// (then Glance images cannot be deployed).
+    /// least recently used images go to make room, and a larger image is refused; images that
+    /// nodes are deploying from are never evicted, and a new image that only their eviction
+    /// would make room for is refused. 0: no cache (then Glance images cannot be deployed).
     pub(crate) image_cache_size: u64,
     /// The catalog interfaces of Glance's endpoint, tried in order (Ironic's `[glance]
     /// valid_interfaces`), comma-separated.

@@ -1,6 +1,7 @@
 //! `ferric`: one binary for every role of the service. `main` only parses flags, loads the
 //! settings and hands over to the subcommand; the work lives in the library crates.
 
+mod boot_files;
 mod config;
 #[cfg(test)]
 mod config_doc;

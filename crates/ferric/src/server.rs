@@ -9,7 +9,8 @@
 //!
 //! Beside the API it starts, by settings: the inspection service in-process (`inspector_enabled`;
 //! `ferric inspector` runs it alone), the boot file server (`boot_http_listen`: `tower_http`'s
-//! `ServeDir` over `boot_http_root`, with range requests), Ferric's own dnsmasq as a child process
+//! `ServeDir` over `boot_http_root`, with range requests; the image cache only by deploy token,
+//! `boot_files.rs`), Ferric's own dnsmasq as a child process
 //! (`dhcp_interface`), and HTTPS through `tls.rs`. The idle sweep (`sweep_idle_caches`) drops the
 //! API's render cache after `api_render_cache_idle` seconds unused and has both allocators give
 //! freed memory back (`ferric_alloc::release_free_memory`), so an idle server returns to its
@@ -110,6 +111,12 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
         None
     };
     let conductor = if runs_conductor {
+        // The image cache's deploy tokens of a previous life end (image_cache.rs).
+        if let Some(cache) = &drivers.images().cache {
+            cache
+                .remove_stale_tokens()
+                .context("cannot remove stale deploy tokens from the image cache")?;
+        }
         let conductor = Conductor::new(store.clone(), drivers.clone(), conductor_config.clone());
         if let Some(events) = settings.power_events()? {
             conductor.set_power_events(events);
@@ -437,10 +444,8 @@ async fn boot_files(
     let listener = TcpListener::bind(address).await.with_context(|| {
         format!("cannot listen on {address} for the boot file server (boot_http_listen)")
     })?;
-    let service = tower_http::services::ServeDir::new(root);
-    let app = axum::Router::new()
-        .fallback_service(service)
-        .layer(tower_http::trace::TraceLayer::new_for_http());
+    // The image cache only through deploy tokens (boot_files.rs).
+    let app = crate::boot_files::router(root).layer(tower_http::trace::TraceLayer::new_for_http());
     tracing::info!(
         %address,
         root = %root.display(),

@@ -2,8 +2,11 @@
 //! `scripts/glance.sh`) behind a real Keystone (`scripts/keystone.sh`), both on the local
 //! MariaDB: an image uploaded through Glance's API is deployed by the real `ferric-agent` on two
 //! nodes given only its UUID; the conductor downloads it once into its image cache and the
-//! agents fetch it from the boot file server's `image-cache/` (a miss, then a hit). Images
-//! Ferric cannot deploy are refused at validate, each naming the image.
+//! agents fetch it from the boot file server's `image-cache/` (a miss, then a hit), each by a
+//! deploy token of its own that answers 404 once its deploy is over (as the entry's own name
+//! always does); the second boots its agent by iPXE from a kernel and ramdisk in Glance, put
+//! into the cache and named in its iPXE script by tokens too. Images Ferric cannot deploy are
+//! refused at validate, each naming the image.
 //!
 //! One test walks through every step, like a runbook: Keystone and Glance take ~20 s to
 //! start. The venvs come from `scripts/install-deps.sh`; without them the test says so and
@@ -144,7 +147,7 @@ impl Cloud {
             .json(&json!({
                 "name": name, "disk_format": format,
                 // Glance wants a kernel image's container to say so too.
-                "container_format": if format == "aki" { "aki" } else { "bare" },
+                "container_format": if ["aki", "ari"].contains(&format) { format } else { "bare" },
             }))
             .send()
             .unwrap()
@@ -235,6 +238,24 @@ fn read_disk(disk: &Path, offset: u64, len: usize) -> Vec<u8> {
     buffer
 }
 
+/// The deploy token of the next image-cache request in the boot file server's log that is not
+/// one of `seen`.
+fn next_token(server: &Server, seen: &[String]) -> String {
+    const PREFIX: &str = "/image-cache/t/";
+    loop {
+        let line = server.wait_for_log(PREFIX);
+        let at = line.find(PREFIX).unwrap() + PREFIX.len();
+        let token: String = line[at..]
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .collect();
+        assert_eq!(token.len(), 64, "a 256-bit token: {line}");
+        if !seen.contains(&token) {
+            return token;
+        }
+    }
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
@@ -267,16 +288,21 @@ impl Operator<'_> {
 
     /// A `direct` fake-hardware node deploying `image_source` onto `disk`, with `mac`.
     fn enroll(&self, image_source: &str, disk: &Path, mac: &str) -> String {
-        let node = self.send(
-            reqwest::Method::POST,
-            "/v1/nodes",
-            Some(json!({
-                "driver": "fake-hardware",
-                "deploy_interface": "direct",
-                "properties": {"root_device": {"name": disk.display().to_string()}},
-                "instance_info": {"image_source": image_source},
-            })),
-        );
+        self.enroll_with(image_source, disk, mac, json!({}))
+    }
+
+    /// [`Self::enroll`] with the node's fields `extra` too.
+    fn enroll_with(&self, image_source: &str, disk: &Path, mac: &str, extra: Value) -> String {
+        let mut body = json!({
+            "driver": "fake-hardware",
+            "deploy_interface": "direct",
+            "properties": {"root_device": {"name": disk.display().to_string()}},
+            "instance_info": {"image_source": image_source},
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        let node = self.send(reqwest::Method::POST, "/v1/nodes", Some(body));
         let uuid = node["uuid"].as_str().unwrap().to_owned();
         self.send(
             reqwest::Method::POST,
@@ -310,16 +336,19 @@ impl Operator<'_> {
         });
     }
 
-    /// The deploy interface's validation of `uuid`: (result, reason).
-    fn validate_deploy(&self, uuid: &str) -> (bool, String) {
+    /// The validation of `uuid`'s `interface`: (result, reason).
+    fn validate(&self, uuid: &str, interface: &str) -> (bool, String) {
         let answer = self.send(
             reqwest::Method::GET,
             &format!("/v1/nodes/{uuid}/validate"),
             None,
         );
         (
-            answer["deploy"]["result"].as_bool().unwrap_or(false),
-            answer["deploy"]["reason"].as_str().unwrap_or("").to_owned(),
+            answer[interface]["result"].as_bool().unwrap_or(false),
+            answer[interface]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
         )
     }
 
@@ -377,6 +406,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
     // A kernel image: Glance checks an upload against formats it can inspect (an ISO it
     // cannot recognise is refused with 415), not this one.
     let kernel_id = cloud.upload(&http, &token, "ferric-kernel", "aki", Some(b"a kernel"));
+    let ramdisk_id = cloud.upload(&http, &token, "ferric-ramdisk", "ari", Some(b"a ramdisk"));
     let queued_id = cloud.upload(&http, &token, "ferric-queued", "raw", None);
     let big_id = cloud.upload(
         &http,
@@ -409,6 +439,12 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
             ("FERRIC_AUTOMATED_CLEAN", "false".to_owned()),
             // The boot file server's request log: which file each agent fetched.
             ("FERRIC_LOG_LEVEL", "info,tower_http=debug".to_owned()),
+            // The iPXE script's API URL, read only by a real ramdisk (the test's agent is
+            // given the server's URL).
+            (
+                "FERRIC_API_URL",
+                "http://ferric-api.invalid:6385".to_owned(),
+            ),
         ]
         .map(|(name, value)| (name.to_owned(), value)),
     );
@@ -436,7 +472,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         (big_id.clone(), "52:54:00:aa:cc:03", "larger than"),
     ] {
         let uuid = operator.enroll(&source, &refused_disk, mac);
-        let (valid, reason) = operator.validate_deploy(&uuid);
+        let (valid, reason) = operator.validate(&uuid, "deploy");
         assert!(!valid, "{source} passed validation");
         let id = source.trim_start_matches("glance://");
         assert!(
@@ -444,10 +480,25 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
             "{source}: {reason}"
         );
     }
+    // An agent kernel from Glance is refused at validate too, by the boot interface.
+    let uuid = operator.enroll_with(
+        &image_id,
+        &refused_disk,
+        "52:54:00:aa:cc:04",
+        json!({"boot_interface": "ipxe", "driver_info": {
+            "deploy_kernel": queued_id, "deploy_ramdisk": ramdisk_id,
+        }}),
+    );
+    let (valid, reason) = operator.validate(&uuid, "boot");
+    assert!(
+        !valid && reason.contains(&queued_id) && reason.contains("no checksum"),
+        "{reason}"
+    );
 
     // Two machines deploy the image by its UUID (the second as glance://UUID).
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let expected_path = format!("/image-cache/glance-{image_id}");
+    let boot_url = format!("http://127.0.0.1:{boot_port}");
+    let mut tokens: Vec<String> = Vec::new();
     for (index, source) in [image_id.clone(), format!("glance://{image_id}")]
         .iter()
         .enumerate()
@@ -456,16 +507,74 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         std::fs::create_dir(&machine_dir).unwrap();
         let mac = format!("52:54:00:aa:bb:0{index}");
         let machine = fake_machine(&machine_dir, &mac);
-        let uuid = operator.enroll(source, &machine.2, &mac);
-        let (valid, reason) = operator.validate_deploy(&uuid);
-        assert!(valid, "{reason}");
+        // The second boots its agent by iPXE, kernel and ramdisk from Glance as well.
+        let ipxe = index == 1;
+        let extra = if ipxe {
+            json!({"boot_interface": "ipxe", "driver_info": {
+                "deploy_kernel": kernel_id, "deploy_ramdisk": format!("glance://{ramdisk_id}"),
+            }})
+        } else {
+            json!({})
+        };
+        let uuid = operator.enroll_with(source, &machine.2, &mac, extra);
+        for interface in ["boot", "deploy"] {
+            let (valid, reason) = operator.validate(&uuid, interface);
+            assert!(valid, "{interface}: {reason}");
+        }
         operator.provision(&uuid, "manage", "manageable");
         operator.provision(&uuid, "provide", "available");
         operator.provision(&uuid, "active", "wait call-back");
+        // The iPXE script names the agent's kernel and ramdisk by deploy tokens of the node,
+        // which serve Glance's bytes while it deploys.
+        let mut boot_files = Vec::new();
+        if ipxe {
+            let script = std::fs::read_to_string(
+                boot_root.join(format!("ipxe/{}.ipxe", mac.replace(':', "-"))),
+            )
+            .unwrap();
+            for (command, bytes) in [
+                ("kernel ", &b"a kernel"[..]),
+                ("initrd ", &b"a ramdisk"[..]),
+            ] {
+                let line = script
+                    .lines()
+                    .find(|line| line.starts_with(command))
+                    .unwrap_or_else(|| panic!("no {command}line in {script}"));
+                let url = line
+                    .split_whitespace()
+                    .find(|word| word.starts_with("http"))
+                    .unwrap()
+                    .to_owned();
+                assert!(
+                    url.starts_with(&format!("{boot_url}/image-cache/t/")),
+                    "{url}"
+                );
+                let served = operator.http.get(&url).send().unwrap();
+                assert_eq!(served.status(), 200, "{url}");
+                assert_eq!(&served.bytes().unwrap()[..], bytes, "{url}");
+                tokens.push(url.rsplit('/').next().unwrap().to_owned());
+                boot_files.push(url);
+            }
+        }
         let agent = boot_agent(&runtime, &server, &machine);
         operator.wait_for(&uuid, "active");
-        // The agent read the image from the boot file server's cache, not from Glance.
-        server.wait_for_log(&expected_path);
+        // The agent read the image from the boot file server's cache, not from Glance, by a
+        // deploy token of its own.
+        let token = next_token(&server, &tokens);
+        // The deploy is over: its token answers 404, as the entry's own name always does.
+        for url in [
+            format!("{boot_url}/image-cache/t/{token}"),
+            format!("{boot_url}/image-cache/glance-{image_id}"),
+            format!("{boot_url}/./image-cache/glance-{image_id}"),
+            format!("{boot_url}/image-cache/glance-{kernel_id}"),
+        ]
+        .into_iter()
+        .chain(boot_files)
+        {
+            let status = operator.http.get(&url).send().unwrap().status();
+            assert_eq!(status, 404, "{url} after node {uuid}'s deploy");
+        }
+        tokens.push(token);
         // The data as Glance has it (the agent moves the backup GPT to the disk's end).
         assert!(
             read_disk(&machine.2, MIB as u64, MIB) == image[MIB..2 * MIB],

@@ -239,6 +239,8 @@ pub(crate) struct RedfishVirtualMediaBoot {
     pub(crate) redfish: Redfish,
     pub(crate) settings: BootSettings,
     pub(crate) ports: Vec<Port>,
+    /// Glance and the image cache: an agent kernel or ramdisk given as a Glance image.
+    pub(crate) images: std::sync::Arc<crate::images::ImageSources>,
 }
 
 /// `error` with the interface named first, so a refusal says which interface is unhappy.
@@ -256,6 +258,10 @@ impl Validate for RedfishVirtualMediaBoot {
                 Some(iso) => crate::given_iso::check(&self.settings, node, iso)?,
                 None => {
                     check_network(node)?;
+                    // A Glance kernel or ramdisk is checked against Glance (not fetched).
+                    self.images
+                        .resolve_agent_files(&self.settings, node, false)
+                        .await?;
                     boot_iso::check(&self.settings, node, &self.ports, boot_iso::ISO_TOOL)?;
                 }
             }
@@ -286,9 +292,15 @@ impl BootInterface for RedfishVirtualMediaBoot {
                 .map_err(named)?,
             None => {
                 check_network(node).map_err(named)?;
+                // A Glance kernel or ramdisk: into the cache, the ISO built from its file.
+                let resolved = self
+                    .images
+                    .resolve_agent_files(&self.settings, node, true)
+                    .await
+                    .map_err(named)?;
                 boot_iso::build(
                     &self.settings,
-                    node,
+                    &resolved,
                     &self.ports,
                     kernel_params,
                     boot_iso::ISO_TOOL,
@@ -302,6 +314,7 @@ impl BootInterface for RedfishVirtualMediaBoot {
     }
 
     async fn clean_up_ramdisk(&self, node: &Node) -> Result<(), DriverError> {
+        self.images.release(&node.uuid.to_string());
         self.redfish
             .eject_media(node, &[VmediaDevice::Cdrom])
             .await?;
