@@ -149,6 +149,9 @@ reserved_host_memory_mb = 0
 osapi_compute_listen = 127.0.0.1
 # Ironic's recommendation: nodes rebalanced and reported quickly.
 update_resources_interval = 10
+# Nova's own power sync off: a server following a power change made behind Nova's back is
+# Ferric's power-update event, nothing else (cargo xtask openstack proves it).
+sync_power_state_interval = -1
 
 [wsgi]
 api_paste_config = $dir/api-paste.ini

@@ -1,8 +1,9 @@
-"""The `cargo xtask openstack` scenario: Nova deploys onto Ferric's fake-hardware nodes.
+"""The `cargo xtask openstack` scenario: Nova deploys onto Ferric's nodes (the target a redfish
+node on sushy-emulator, the others fake hardware).
 
 Run by xtask/src/openstack.rs with the OpenStack venv's Python, OS_* naming Keystone's admin
 (project `admin`), FERRIC_NOVA_CONF the nova.conf of scripts/openstack.sh and GLANCE_URL
-set when a Glance runs. Prints every step and each server state it sees; exits non-zero (with
+set when a Glance runs, SUSHY_URL and SUSHY_SYSTEM the target node's Redfish BMC. Prints every step and each server state it sees; exits non-zero (with
 the reason) at the first thing that is not as Ironic's users expect.
 """
 
@@ -15,6 +16,7 @@ import sys
 import time
 
 import openstack
+import requests
 
 RESOURCE_CLASS = "baremetal"
 # The tenant network of the first server: a flat provider network on the physical network of
@@ -107,13 +109,33 @@ class Servers:
         return until(f"server {server_id} {status}", reached)
 
 
-def make_node(baremetal, name, end):
-    """A fake-hardware node brought to `end`: enroll, manageable, available or maintenance."""
+def power_off_events():
+    """How many power-update:POWER_OFF events Nova's logs show."""
+    logs = os.path.join(os.path.dirname(os.environ["FERRIC_NOVA_CONF"]), "logs")
+    seen = 0
+    for name in os.listdir(logs):
+        with open(os.path.join(logs, name), encoding="utf-8", errors="replace") as log:
+            seen += log.read().count("Creating event power-update:POWER_OFF")
+    return seen
+
+
+def make_node(baremetal, name, end, bmc=None):
+    """A fake-hardware node brought to `end`: enroll, manageable, available or maintenance;
+    with `bmc` (a Redfish URL and system ID), a redfish node with fake boot and deploy whose
+    power is that BMC's."""
+    hardware = {"driver": "fake-hardware"}
+    if bmc:
+        hardware = {
+            "driver": "redfish",
+            "boot_interface": "fake",
+            "deploy_interface": "fake",
+            "driver_info": {"redfish_address": bmc[0], "redfish_system_id": bmc[1]},
+        }
     node = baremetal.create_node(
         name=name,
-        driver="fake-hardware",
         resource_class=RESOURCE_CLASS,
         properties={"cpus": 1, "memory_mb": 1024, "local_gb": 10, "cpu_arch": "x86_64"},
+        **hardware,
     )
     if end != "enroll":
         baremetal.set_node_provision_state(node, "manage", wait=True, timeout=BOUND)
@@ -165,8 +187,10 @@ def main():
     baremetal, compute, placement = system.baremetal, cloud.compute, cloud.placement
     servers = Servers(compute)
 
-    say("creating fake-hardware nodes in Ferric")
-    target = make_node(baremetal, "nova-0", "available")
+    sushy_url = os.environ["SUSHY_URL"]
+    system_path = f"/redfish/v1/Systems/{os.environ['SUSHY_SYSTEM']}"
+    say(f"creating nodes in Ferric: nova-0 a redfish node on sushy-emulator {sushy_url}")
+    target = make_node(baremetal, "nova-0", "available", bmc=(sushy_url, system_path))
     nic = baremetal.create_port(
         node_uuid=target.id, address=TARGET_MAC, physical_network=PHYSNET, pxe_enabled=True
     )
@@ -335,6 +359,31 @@ def main():
     baremetal.set_node_power_state(target, "power off", wait=True, timeout=BOUND)
     servers.wait(server.id, "SHUTOFF", power_state=4)
     say("Nova follows: SHUTOFF (Ferric's power-update event)")
+
+    say("power on through Ferric's API (baremetal node power on)")
+    baremetal.set_node_power_state(target, "power on", wait=True, timeout=BOUND)
+    servers.wait(server.id, "ACTIVE", power_state=1)
+    say("Nova follows: ACTIVE, running")
+
+    # Behind everyone's back: the BMC itself powers the machine off. Nova's own power sync is
+    # off (nova.conf sync_power_state_interval = -1), so only Ferric's power sync, finding the
+    # change, and its power-update event can bring Nova to SHUTOFF.
+    say("power off at the BMC (sushy-emulator ComputerSystem.Reset ForceOff), behind Ferric")
+    events_before = power_off_events()
+    reset = requests.post(
+        f"{sushy_url}{system_path}/Actions/ComputerSystem.Reset",
+        json={"ResetType": "ForceOff"},
+        timeout=30,
+    )
+    if reset.status_code >= 300:
+        fail(f"sushy-emulator refused the reset: {reset.status_code} {reset.text}")
+    until("Ferric's power sync finds the node off", power_is("power off"))
+    say("Ferric's power sync: node power off")
+    servers.wait(server.id, "SHUTOFF", power_state=4)
+    say("Nova follows: SHUTOFF (Ferric's power-update from its power sync)")
+    if power_off_events() <= events_before:
+        fail("nova-api logged no new power-update:POWER_OFF event")
+    say("nova-api: Creating event power-update:POWER_OFF (the power sync's)")
 
     say("power on through Ferric's API (baremetal node power on)")
     baremetal.set_node_power_state(target, "power on", wait=True, timeout=BOUND)

@@ -8,8 +8,16 @@
 //! --network … --config-drive true` → ACTIVE (the node's instance_uuid, the server's port as
 //! its VIF, its config drive naming the port's MAC), a second `--nic none` server refused (no
 //! other node is offered), reboot, stop/start, a power-off and
-//! power-on through Ferric's API that Nova follows, rebuild, delete (the node cleaned back to
+//! power-on through Ferric's API that Nova follows, a power-off at the BMC behind Ferric's back
+//! that Ferric's power sync finds and tells Nova of, rebuild, delete (the node cleaned back to
 //! available).
+//!
+//! The target node is a `redfish` node (fake boot and deploy) whose BMC is sushy-tools' Redfish
+//! emulator with its fake driver (from the venv `scripts/install-deps.sh` makes): the power-off
+//! behind Ferric's back is a `ComputerSystem.Reset` sent to the emulator. Ferric's power sync
+//! runs every 2 s and Nova's own (`sync_power_state_interval`) is off in
+//! `scripts/openstack.sh`'s nova.conf, so the server reaching SHUTOFF is Ferric's
+//! `power-update` and nothing else.
 //!
 //! Everything is stopped afterwards, also on failure (guards); the files stay in
 //! `<target>/openstack/` for the reader: ferric.log, keystone/, glance/, nova/logs/.
@@ -26,9 +34,10 @@ use crate::server::RunningServer;
 const HELP: &str = "\
 usage: cargo xtask openstack [--keep]
 
-Starts ferric (fake hardware) behind a real Keystone, Glance, Placement and Nova (ironic
-driver), runs tests/openstack/scenario.py (server create, reboot, stop/start, power changes on
-Ferric's side, rebuild, delete) and stops everything. Files: <target>/openstack/.
+Starts ferric (fake hardware, and a redfish node on sushy-emulator) behind a real Keystone,
+Glance, Placement and Nova (ironic driver), runs tests/openstack/scenario.py (server create,
+reboot, stop/start, power changes on Ferric's side and behind it at the BMC, rebuild, delete)
+and stops everything. Files: <target>/openstack/.
 
   --keep   leave everything running afterwards (stop with scripts/openstack.sh purge,
            scripts/glance.sh purge and scripts/keystone.sh purge, each with --dir)
@@ -63,6 +72,78 @@ impl Drop for ScriptGuard {
                 .stdout(Stdio::null())
                 .status();
         }
+    }
+}
+
+/// The fake ComputerSystem of the scenario's target node.
+const SUSHY_SYSTEM: &str = "6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5";
+
+/// sushy-tools' Redfish emulator, killed when dropped.
+struct Sushy {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Sushy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `sushy-emulator --fake` with one powered-off system (no authentication), logging
+/// into `dir/sushy.log`, and waits until it answers.
+fn start_sushy(dir: &Path) -> anyhow::Result<Sushy> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let binary = PathBuf::from(home).join(".cache/ferric/bmc-venv/bin/sushy-emulator");
+    anyhow::ensure!(
+        binary.exists(),
+        "no sushy-emulator at {} (scripts/install-deps.sh installs it)",
+        binary.display()
+    );
+    let config = dir.join("sushy.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "SUSHY_EMULATOR_STATE_DIR = {state:?}\n\
+             SUSHY_EMULATOR_FAKE_DRIVER = True\n\
+             SUSHY_EMULATOR_FAKE_SYSTEMS = [{{\n\
+             \x20   'uuid': '{SUSHY_SYSTEM}', 'name': 'nova-0', 'power_state': 'Off',\n\
+             \x20   'external_notifier': False,\n\
+             \x20   'nics': [{{'mac': '52:54:00:0f:e0:01', 'ip': '10.99.0.10'}}],\n\
+             }}]\n",
+            state = dir.join("sushy-state").display().to_string(),
+        ),
+    )?;
+    let port = free_port()?;
+    let log = std::fs::File::create(dir.join("sushy.log"))?;
+    let child = Command::new(&binary)
+        .arg("--config")
+        .arg(&config)
+        .args(["--fake", "-i", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("start {}", binary.display()))?;
+    let sushy = Sushy {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    // Python's start-up on a loaded machine; only a hang trips the bound.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let answered = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if answered {
+            return Ok(sushy);
+        }
+        if std::time::Instant::now() > deadline {
+            bail!(
+                "sushy-emulator did not listen on port {port}; see {}",
+                dir.join("sushy.log").display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
 
@@ -133,10 +214,21 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
         ("FERRIC_KEYSTONE_PASSWORD", "ferric-test-ferric"),
         ("FERRIC_KEYSTONE_PROJECT_NAME", "service"),
         ("FERRIC_KEYSTONE_REGION_NAME", "RegionOne"),
-        ("FERRIC_ENABLED_HARDWARE_TYPES", "fake-hardware"),
+        ("FERRIC_ENABLED_HARDWARE_TYPES", "fake-hardware,redfish"),
+        // The redfish node boots and deploys nothing (fake), its power is the emulator's.
+        ("FERRIC_ENABLED_BOOT_INTERFACES", "fake,ipxe"),
+        ("FERRIC_ENABLED_DEPLOY_INTERFACES", "fake,direct"),
         ("FERRIC_SEND_POWER_NOTIFICATIONS", "true"),
         ("FERRIC_NOVA_INTERFACE", "public"),
+        // The power-off at the BMC is found within seconds.
+        ("FERRIC_SYNC_POWER_STATE_INTERVAL", "2"),
     ];
+    let sushy = start_sushy(&dir)?;
+    eprintln!(
+        "xtask: sushy-emulator at {} ({:?})",
+        sushy.url,
+        began.elapsed()
+    );
     let ferric = RunningServer::ferric_with(&dir, free_port()?, &settings)?;
     eprintln!(
         "xtask: ferric at {} ({:?})",
@@ -207,6 +299,9 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
         .env("PYTHONWARNINGS", "ignore")
         // The API masks a config drive as Ironic does; the scenario reads it from the database.
         .env("FERRIC_DATABASE", dir.join("ferric.db"))
+        // The target node's BMC, where the scenario powers the machine off behind Ferric.
+        .env("SUSHY_URL", &sushy.url)
+        .env("SUSHY_SYSTEM", SUSHY_SYSTEM)
         .status()
         .context("run tests/openstack/scenario.py")?;
     eprintln!(
@@ -217,6 +312,7 @@ pub(crate) fn openstack(root: &Path, args: &[String]) -> anyhow::Result<()> {
     );
     if keep {
         std::mem::forget(ferric);
+        std::mem::forget(sushy);
         eprintln!("xtask: everything left running (--keep)");
     }
     if !status.success() {
