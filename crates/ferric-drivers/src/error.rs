@@ -72,6 +72,8 @@ pub enum Component {
     InspectionService,
     /// Glance, or Keystone when Ferric looks Glance up.
     Glance,
+    /// A network switch the `ironic-networking` interface drives.
+    Switch,
 }
 
 impl Component {
@@ -83,6 +85,7 @@ impl Component {
             Self::Conductor => "conductor",
             Self::InspectionService => "inspection_service",
             Self::Glance => "glance",
+            Self::Switch => "switch",
         }
     }
 }

@@ -37,6 +37,7 @@ use crate::interfaces::{
 use crate::ipmi::{Ipmi, IpmiSol};
 use crate::ipxe::IpxeBoot;
 use crate::measured::Measured;
+use crate::network::NetworkInterface;
 use crate::noop::{Noop, Passive};
 use crate::raid::AgentRaid;
 use crate::ramdisk_deploy::{CustomAgentDeploy, RamdiskDeploy};
@@ -44,6 +45,7 @@ use crate::redfish::{
     Redfish, RedfishBios, RedfishFirmware, RedfishInspect, RedfishRaid, RedfishVirtualMediaBoot,
 };
 use crate::settings::DriverSettings;
+use crate::switch::{IronicNetworking, NetworkSettings, SwitchHub};
 
 /// The hardware types enabled in this deployment, and what their interfaces share: the
 /// site's settings, the client every node's agent is reached with, and the BMC connections,
@@ -63,6 +65,8 @@ pub struct Drivers {
     /// Glance and the image cache (`with_images`), and the settings they were made from.
     images: Arc<ImageSources>,
     image_settings: Option<ImageSettings>,
+    /// The site's switches (`switch_config_file`), for the `ironic-networking` interface.
+    switches: Option<Arc<SwitchHub>>,
 }
 
 impl Default for Drivers {
@@ -108,6 +112,7 @@ impl Drivers {
             metrics: ferric_metrics::Metrics::new(),
             images: Arc::default(),
             image_settings: None,
+            switches: None,
         }
     }
 
@@ -130,6 +135,17 @@ impl Drivers {
         self.images = Arc::new(ImageSources::new(settings.clone(), self.metrics.clone())?);
         self.image_settings = Some(settings);
         Ok(self)
+    }
+
+    /// The same types with the site's switches (`switch_config_file`).
+    pub fn with_switches(mut self, settings: NetworkSettings) -> Result<Self, String> {
+        self.switches = Some(Arc::new(SwitchHub::new(settings)?));
+        Ok(self)
+    }
+
+    /// The site's switches, if it has any.
+    pub fn switches(&self) -> Option<&Arc<SwitchHub>> {
+        self.switches.as_ref()
     }
 
     /// Glance and the image cache.
@@ -457,6 +473,13 @@ impl Drivers {
             }),
             _ => Arc::new(NoConsole),
         };
+        let network: Arc<dyn NetworkInterface> = match name(InterfaceKind::Network).as_str() {
+            "ironic-networking" => Arc::new(IronicNetworking {
+                hub: self.switches.clone(),
+                ports: ports.to_vec(),
+            }),
+            _ => Arc::new(Passive),
+        };
         let mut validators: BTreeMap<InterfaceKind, Arc<dyn Validate>> = BTreeMap::new();
         for kind in InterfaceKind::ALL {
             let validator: Arc<dyn Validate> = match kind {
@@ -471,6 +494,7 @@ impl Drivers {
                 InterfaceKind::Raid => raid.clone(),
                 InterfaceKind::Vendor => vendor.clone(),
                 InterfaceKind::Console => console.clone(),
+                InterfaceKind::Network => network.clone(),
                 _ => match name(kind).as_str() {
                     "fake" => Arc::new(Fake),
                     "flat" | "noop" => Arc::new(Passive),
@@ -491,6 +515,7 @@ impl Drivers {
             raid,
             vendor,
             console,
+            network,
             validators,
         })
     }
@@ -542,6 +567,8 @@ pub struct Interfaces {
     pub raid: Arc<dyn RaidInterface>,
     pub vendor: Arc<dyn VendorInterface>,
     pub console: Arc<dyn ConsoleInterface>,
+    /// Moves the node's switch ports between networks (`network.rs`).
+    pub network: Arc<dyn NetworkInterface>,
     validators: BTreeMap<InterfaceKind, Arc<dyn Validate>>,
 }
 

@@ -41,6 +41,7 @@ pub mod ipxe;
 pub mod kernel_params;
 pub mod keystone_session;
 mod measured;
+pub mod network;
 pub mod noop;
 pub mod partition_image;
 pub mod raid;
@@ -51,6 +52,7 @@ pub mod settings;
 #[cfg(feature = "simulator")]
 pub mod simulator;
 mod step_kind;
+pub mod switch;
 pub mod vmedia;
 
 pub use bmc::BmcSettings;
@@ -63,6 +65,7 @@ pub use interfaces::{
     Indicator, IndicatorState, Inspection, InspectionStatus, OutOfBand, Outcome, PowerAction,
     StepCall, StepDef, StepKind, VendorInterface, VendorMethod,
 };
+pub use network::{Network, NetworkInterface, PortDrift};
 pub use settings::{
     AgentVerifyCa, BootSettings, DeploySettings, DownloadSource, DriverSettings, EraseSettings,
     InspectorSettings, LogsCollect,
