@@ -198,6 +198,14 @@ struct Inner {
     image_cache_misses: Counter,
     image_cache_evictions: Counter,
     image_cache_bytes: Gauge,
+    switch_port_drifts: Family<SwitchLabels, Counter>,
+    switch_port_repairs: Family<SwitchLabels, Counter>,
+}
+
+/// The `switch` label: the switch's name in the switch file.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SwitchLabels {
+    switch: String,
 }
 
 impl Metrics {
@@ -304,6 +312,18 @@ impl Metrics {
             Unit::Bytes,
             image_cache_bytes.clone(),
         );
+        let switch_port_drifts = Family::<SwitchLabels, Counter>::default();
+        registry.register(
+            "switch_port_drifts",
+            "Managed switch ports the drift check found on another VLAN than Ferric left them on",
+            switch_port_drifts.clone(),
+        );
+        let switch_port_repairs = Family::<SwitchLabels, Counter>::default();
+        registry.register(
+            "switch_port_repairs",
+            "Drifted switch ports the drift check put back (switch_drift_repair)",
+            switch_port_repairs.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -323,8 +343,30 @@ impl Metrics {
                 image_cache_misses,
                 image_cache_evictions,
                 image_cache_bytes,
+                switch_port_drifts,
+                switch_port_repairs,
             }),
         }
+    }
+
+    /// The drift check found a port of `switch` on another VLAN than Ferric left it on.
+    pub fn switch_port_drift(&self, switch: &str) {
+        self.inner
+            .switch_port_drifts
+            .get_or_create(&SwitchLabels {
+                switch: switch.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The drift check put a port of `switch` back.
+    pub fn switch_port_repair(&self, switch: &str) {
+        self.inner
+            .switch_port_repairs
+            .get_or_create(&SwitchLabels {
+                switch: switch.to_owned(),
+            })
+            .inc();
     }
 
     /// A deploy found its image in the conductor's image cache.
