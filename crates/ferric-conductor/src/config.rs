@@ -73,6 +73,12 @@ pub struct ConductorConfig {
     pub clean_step_priority_override: Vec<PriorityOverride>,
     /// Serial consoles: output kept per node, where the TCP relays listen.
     pub console: ConsoleSettings,
+    /// How often the switch ports the `ironic-networking` interface manages are read back
+    /// for drift; `None`: never.
+    pub switch_drift_check_interval: Option<Duration>,
+    /// Whether a drifted switch port is put back where Ferric left it (else the node goes
+    /// into maintenance with `fault: switch port drift`).
+    pub switch_drift_repair: bool,
 }
 
 impl Default for ConductorConfig {
@@ -110,6 +116,8 @@ impl Default for ConductorConfig {
             inspector_status_interval: Some(Duration::from_secs(60)),
             clean_step_priority_override: Vec::new(),
             console: ConsoleSettings::default(),
+            switch_drift_check_interval: Some(Duration::from_secs(300)),
+            switch_drift_repair: false,
         }
     }
 }

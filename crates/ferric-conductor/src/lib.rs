@@ -39,6 +39,7 @@ mod flows;
 mod hardware_data;
 mod inspection;
 mod mutex;
+mod networking;
 mod power;
 pub mod power_events;
 mod priority_override;

@@ -442,6 +442,24 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             .contains_key(&prepared_key(kind));
     let signal = task.abort_signal();
     if needs_preparing {
+        // The switch ports first: the agent boots on the flow's network.
+        let Ok(moved) = signal
+            .unless_aborted(crate::networking::enter_steps(
+                &interfaces,
+                &mut task.node,
+                kind,
+            ))
+            .await
+        else {
+            return Ok(Progress::Aborted);
+        };
+        moved.map_err(|error| {
+            format!(
+                "Moving node {}'s switch ports for {} failed: {error}",
+                task.uuid(),
+                step_noun(kind)
+            )
+        })?;
         let Ok(prepared) = signal
             .unless_aborted(interfaces.deploy.prepare(&mut task.node, kind))
             .await
@@ -486,6 +504,17 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
             read.map_err(|error| agent_steps_failed(task, kind, &error))?;
             plan = refit(task, &interfaces, kind, &plan, index)?;
             continue;
+        }
+        if kind == StepKind::Deploy && step.priority < crate::networking::TENANT_SWITCH_PRIORITY {
+            // Ironic's `switch_to_tenant_network` runs here (networking.rs).
+            crate::networking::to_tenant(&interfaces, &mut task.node)
+                .await
+                .map_err(|error| {
+                    format!(
+                        "Moving node {}'s switch ports to the tenant network failed: {error}",
+                        task.uuid()
+                    )
+                })?;
         }
         // A step boundary: the abort mark is looked at in the write that starts the step.
         let previous = std::mem::replace(current_step_field(&mut task.node, kind), step.to_json());
@@ -547,6 +576,15 @@ pub(crate) async fn run(task: &mut Task, kind: StepKind, resume: bool) -> Result
                 task.uuid()
             )
         })?;
+        crate::networking::leave_steps(&interfaces, &mut task.node, kind)
+            .await
+            .map_err(|error| {
+                format!(
+                    "Moving node {}'s switch ports after {} failed: {error}",
+                    task.uuid(),
+                    step_noun(kind)
+                )
+            })?;
     }
     clear_plan(&mut task.node, kind);
     Ok(Progress::Done)

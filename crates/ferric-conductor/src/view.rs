@@ -50,6 +50,7 @@ pub(crate) fn checks_for(event: Event) -> &'static [InterfaceKind] {
             InterfaceKind::Power,
             InterfaceKind::Deploy,
             InterfaceKind::Boot,
+            InterfaceKind::Network,
         ],
         Event::Delete => &[InterfaceKind::Power],
         Event::Inspect => &[InterfaceKind::Inspect, InterfaceKind::Power],

@@ -34,6 +34,7 @@ pub(super) async fn drive(task: &mut Task) -> Result<(), ConductorError> {
     let result = async {
         let interfaces = task.interfaces()?;
         interfaces.deploy.tear_down(&mut task.node).await?;
+        crate::networking::tear_down(&interfaces, &mut task.node).await?;
         remove_vifs(&task.inner.store, task.uuid())
             .await
             .map_err(|error| ConductorError::Invalid(format!("cannot detach its VIFs: {error}")))?;

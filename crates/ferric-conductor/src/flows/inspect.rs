@@ -30,9 +30,23 @@ pub(super) async fn drive(task: &mut Task, resume: bool) -> Result<(), Conductor
     }
     let result = async {
         let interfaces = task.interfaces()?;
+        crate::networking::enter_inspection(&interfaces, &mut task.node).await?;
         Ok::<_, ConductorError>(interfaces.inspect.inspect(&mut task.node).await?)
     }
     .await;
+    if !matches!(result, Ok(Inspection::Wait)) {
+        // Nothing booted waits on the inspection network.
+        if let Err(error) = leave_network(task).await {
+            let message = match &result {
+                Err(first) => format!(
+                    "Failed to inspect node {}: {first} Then {error}",
+                    task.uuid()
+                ),
+                Ok(_) => format!("Failed to inspect node {}: {error}", task.uuid()),
+            };
+            return task.fail(message).await;
+        }
+    }
     match result {
         Ok(Inspection::Done) => task.fire(Event::Done, Cause::Conductor).await,
         Ok(Inspection::Wait) => task.fire(Event::Wait, Cause::Conductor).await,
@@ -44,6 +58,16 @@ pub(super) async fn drive(task: &mut Task, resume: bool) -> Result<(), Conductor
     }
 }
 
+/// The switch ports off the inspection network; the error is `last_error`'s words.
+async fn leave_network(task: &mut Task) -> Result<(), String> {
+    let interfaces = task.interfaces().map_err(|error| error.to_string())?;
+    crate::networking::leave_inspection(&interfaces, &mut task.node)
+        .await
+        .map_err(|error| {
+            format!("moving the switch ports off the inspection network failed: {error}")
+        })
+}
+
 /// `abort` in `inspect wait`: the inspect interface stops the inspection; nothing follows.
 pub(super) async fn abort_waiting(task: &mut Task) -> Result<Option<super::Job>, ConductorError> {
     let interfaces = task.interfaces()?;
@@ -53,7 +77,11 @@ pub(super) async fn abort_waiting(task: &mut Task) -> Result<Option<super::Job>,
         .await
         .map_err(super::invalid)?;
     super::forget_agent(task);
-    task.node.last_error = Some("Inspection was aborted by request.".to_owned());
+    let mut message = "Inspection was aborted by request.".to_owned();
+    if let Err(error) = leave_network(task).await {
+        message = format!("{message} Then {error}.");
+    }
+    task.node.last_error = Some(message);
     task.fire(Event::Abort, Cause::Requested).await?;
     Ok(None)
 }
@@ -74,7 +102,17 @@ async fn resume(task: &mut Task) -> Result<(), ConductorError> {
         task.node.last_error = Some(message.clone());
     }
     let interfaces = task.interfaces()?;
-    let finished = interfaces.inspect.finish(&mut task.node).await;
+    let mut finished = interfaces.inspect.finish(&mut task.node).await;
+    if let Err(error) = leave_network(task).await {
+        let message = match finished {
+            Ok(()) => error,
+            Err(first) => format!("{first} Then {error}"),
+        };
+        finished = Err(ferric_drivers::DriverError::failed(
+            ferric_drivers::Component::Switch,
+            message,
+        ));
+    }
     match (processed, finished) {
         (Ok(()), Ok(())) => task.fire(Event::Done, Cause::Conductor).await,
         (Ok(()), Err(error)) => {

@@ -407,6 +407,11 @@ async fn step_failed(
             if let Err(error) = undone {
                 message = format!("{message} Then cleaning up failed: {error}");
             }
+            if let Some(problem) =
+                crate::networking::after_failure(&interfaces, &mut task.node, kind).await
+            {
+                message = format!("{message} Then {problem}");
+            }
         }
         Err(error) => message = format!("{message} Then cleaning up failed: {error}"),
     }
@@ -513,6 +518,17 @@ async fn stop_and_power_off(task: &mut Task, flow: Flow) -> Vec<String> {
     if let Err(problem) = flow.undo_after_abort(task, &interfaces).await {
         problems.push(problem);
     }
+    let moved = match flow.step_kind() {
+        Some(kind) => crate::networking::after_failure(&interfaces, &mut task.node, kind).await,
+        None if flow == Flow::Rescue => {
+            crate::networking::leave_rescue(&interfaces, &mut task.node)
+                .await
+                .err()
+                .map(|error| format!("moving the switch ports back failed: {error}"))
+        }
+        None => None,
+    };
+    problems.extend(moved);
     if !task.node.disable_power_off {
         match interfaces
             .power

@@ -47,7 +47,9 @@ async fn rescue(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
         // The rescue environment called back: hand it what it needs (the agent's password).
         let finished = async {
             let interfaces = task.interfaces()?;
-            Ok::<_, ConductorError>(interfaces.rescue.finish_rescue(&mut task.node).await?)
+            interfaces.rescue.finish_rescue(&mut task.node).await?;
+            crate::networking::leave_rescue(&interfaces, &mut task.node).await?;
+            Ok::<_, ConductorError>(())
         }
         .await;
         if let Err(error) = finished {
@@ -59,6 +61,7 @@ async fn rescue(task: &mut Task, resume: bool) -> Result<(), ConductorError> {
         let result = signal
             .unless_aborted(async {
                 let interfaces = task.interfaces()?;
+                crate::networking::enter_rescue(&interfaces, &mut task.node).await?;
                 Ok::<_, ConductorError>(interfaces.rescue.rescue(&mut task.node).await?)
             })
             .await;
@@ -81,7 +84,12 @@ async fn rescue_failed(task: &mut Task, error: ConductorError) -> Result<(), Con
         return carry_out(task, Flow::Rescue).await;
     }
     forget_rescue_password(&mut task.node);
-    let message = format!("Failed to rescue node {}: {error}", task.uuid());
+    let mut message = format!("Failed to rescue node {}: {error}", task.uuid());
+    if let Ok(interfaces) = task.interfaces()
+        && let Err(error) = crate::networking::leave_rescue(&interfaces, &mut task.node).await
+    {
+        message = format!("{message} Then moving the switch ports back failed: {error}");
+    }
     tracing::warn!(node = %task.uuid(), error = %message, "node failed");
     task.node.last_error = Some(message);
     if task
@@ -98,6 +106,7 @@ async fn unrescue(task: &mut Task) -> Result<(), ConductorError> {
     let result = async {
         let interfaces = task.interfaces()?;
         interfaces.rescue.unrescue(&mut task.node).await?;
+        crate::networking::leave_rescue(&interfaces, &mut task.node).await?;
         Ok::<_, ConductorError>(())
     }
     .await;

@@ -10,6 +10,7 @@
 pub(crate) mod power_sync;
 pub(crate) mod recovery;
 mod registry;
+pub(crate) mod switch_drift;
 pub(crate) mod timeouts;
 
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use chrono::{DateTime, Utc};
 
 pub use registry::ReconcilerStatus;
 pub(crate) use registry::{
-    CALLBACK_TIMEOUTS, HEARTBEAT, INSPECTOR_STATUS, POWER_SYNC, RECOVERY, Registry,
+    CALLBACK_TIMEOUTS, HEARTBEAT, INSPECTOR_STATUS, POWER_SYNC, RECOVERY, Registry, SWITCH_DRIFT,
 };
 
 use crate::{ConductorError, Inner};
@@ -46,10 +47,12 @@ async fn run_paced(
         RECOVERY => (RECOVERY, Instant::now()),
         HEARTBEAT => (HEARTBEAT, Instant::now()),
         INSPECTOR_STATUS => (INSPECTOR_STATUS, Instant::now()),
+        SWITCH_DRIFT => (SWITCH_DRIFT, Instant::now()),
         other => {
             return Err(ConductorError::Invalid(format!(
                 "There is no reconciler named \"{other}\"; known: {POWER_SYNC}, \
-                 {CALLBACK_TIMEOUTS}, {RECOVERY}, {HEARTBEAT}, {INSPECTOR_STATUS}."
+                 {CALLBACK_TIMEOUTS}, {RECOVERY}, {HEARTBEAT}, {INSPECTOR_STATUS}, \
+                 {SWITCH_DRIFT}."
             )));
         }
     };
@@ -58,6 +61,7 @@ async fn run_paced(
         CALLBACK_TIMEOUTS => timeouts::run_once(inner, now).await,
         RECOVERY => recovery::run_once(inner).await,
         INSPECTOR_STATUS => crate::inspection::poll_service(inner).await,
+        SWITCH_DRIFT => switch_drift::run_once(inner).await,
         _ => heartbeat(inner).await,
     };
     inner
@@ -98,6 +102,7 @@ pub(crate) fn spawn_all(inner: Arc<Inner>) {
         ),
         (RECOVERY, Some(inner.config.check_provision_state_interval)),
         (INSPECTOR_STATUS, inner.config.inspector_status_interval),
+        (SWITCH_DRIFT, inner.config.switch_drift_check_interval),
     ];
     for (name, period) in periods {
         let Some(period) = period.filter(|period| !period.is_zero()) else {

@@ -82,7 +82,7 @@ const ROW_BATCH: usize = 500;
 /// The ids of the nodes this conductor owns, from keyset pages of heads (id, UUID, driver,
 /// conductor group: what the hash ring needs), so another conductor's nodes are never
 /// decoded.
-async fn owned_ids(inner: &Arc<Inner>) -> Result<Vec<i64>, ConductorError> {
+pub(super) async fn owned_ids(inner: &Arc<Inner>) -> Result<Vec<i64>, ConductorError> {
     let mut owned = Vec::new();
     let mut page = Page::first(HEAD_PAGE);
     loop {

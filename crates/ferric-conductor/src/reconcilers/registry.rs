@@ -34,6 +34,7 @@ pub(crate) const CALLBACK_TIMEOUTS: &str = "callback_timeouts";
 pub(crate) const RECOVERY: &str = "recovery";
 pub(crate) const HEARTBEAT: &str = "conductor_heartbeat";
 pub(crate) const INSPECTOR_STATUS: &str = "inspector_status";
+pub(crate) const SWITCH_DRIFT: &str = "switch_drift";
 
 pub(crate) struct Registry {
     statuses: Mutex<BTreeMap<&'static str, ReconcilerStatus>>,
@@ -72,6 +73,14 @@ impl Registry {
                 "Asks the inspection service about nodes it inspects (inspector interface) and \
                  moves finished ones to manageable or inspect failed.",
                 config.inspector_status_interval,
+            ),
+            (
+                SWITCH_DRIFT,
+                "Reads back every switch port the ironic-networking interface manages; reports \
+                 a port found on another VLAN (node history, metric) and repairs it \
+                 (switch_drift_repair) or puts the node into maintenance (fault \"switch port \
+                 drift\").",
+                config.switch_drift_check_interval,
             ),
         ];
         let mut statuses = BTreeMap::new();
