@@ -416,6 +416,19 @@ pub(crate) struct Settings {
     pub(crate) inspector_timeout: u64,
     // --- end of inspection settings ---
 
+    // --- Switch networking (docs/networking.md) ---
+    /// The switch file: the site's switches (address, user, key or password file, device
+    /// type), the VLAN of each of Ferric's networks and the tenant networks a VIF may name.
+    /// Needed by the `ironic-networking` network interface; unset: that interface refuses to
+    /// validate.
+    pub(crate) switch_config_file: Option<PathBuf>,
+    /// Seconds between two drift checks of the switch ports Ferric manages; 0: never.
+    pub(crate) switch_drift_check_interval: u64,
+    /// Put a switch port found on another VLAN back where Ferric left it (else the node goes
+    /// into maintenance with `fault: switch port drift`).
+    pub(crate) switch_drift_repair: bool,
+    // --- end of switch networking settings ---
+
     // --- Hardware types and interfaces (Ironic's driver composition) ---
     /// Hardware types nodes may use (`driver`): `fake-hardware`, `manual-management`,
     /// `redfish`, `ipmi`. All four by default, so the quick start's `fake-hardware` nodes work;
@@ -458,7 +471,8 @@ pub(crate) struct Settings {
     /// `fake` is listed by default: no BMC type offers it, and `manual-management`
     /// nodes may pick it.
     pub(crate) enabled_management_interfaces: Vec<String>,
-    /// Network interfaces nodes may use (`noop`, `flat`).
+    /// Network interfaces nodes may use (`noop`, `flat`, `ironic-networking`: switch ports
+    /// driven over SSH, with `switch_config_file`).
     pub(crate) enabled_network_interfaces: Vec<String>,
     /// Power interfaces nodes may use (`redfish`, `ipmitool`, `fake`). `fake` is listed
     /// by default: it is `manual-management`'s only power interface (the operator
@@ -657,6 +671,9 @@ impl Default for Settings {
             inspector_discovery: false,
             inspector_discovery_driver: ferric_inspector::discovery::DEFAULT_DRIVER.to_owned(),
             inspector_timeout: 3600,
+            switch_config_file: None,
+            switch_drift_check_interval: 300,
+            switch_drift_repair: false,
             enabled_bios_interfaces: interfaces.enabled(InterfaceKind::Bios).to_vec(),
             enabled_boot_interfaces: interfaces.enabled(InterfaceKind::Boot).to_vec(),
             enabled_console_interfaces: interfaces.enabled(InterfaceKind::Console).to_vec(),
@@ -793,7 +810,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 140] = [
+    pub(crate) const KEYS: [&'static str; 143] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -910,6 +927,10 @@ impl Settings {
         "inspector_discovery",
         "inspector_discovery_driver",
         "inspector_timeout",
+        // switch networking
+        "switch_config_file",
+        "switch_drift_check_interval",
+        "switch_drift_repair",
         // hardware types and interfaces
         "enabled_hardware_types",
         "enabled_bios_interfaces",

@@ -27,12 +27,13 @@ pub(crate) struct SettingDoc {
 
 /// The sections of the reference, each named by its first setting in [`Settings::KEYS`]
 /// order; a setting belongs to the last section that starts at or before it.
-const SECTIONS: [(&str, &str); 6] = [
+const SECTIONS: [(&str, &str); 7] = [
     ("database_url", "Database, API address and logging"),
     ("conductor_hostname", "The conductor"),
     ("auth_strategy", "API access"),
     ("api_url", "Network boot and the agent"),
     ("inspector_enabled", "In-band inspection"),
+    ("switch_config_file", "Switch networking"),
     ("enabled_hardware_types", "Hardware types and interfaces"),
 ];
 

@@ -27,6 +27,11 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
     std::fs::write(dir.join("htpasswd"), format!("admin:{hash}\n")).unwrap();
     std::fs::write(dir.join("users.toml"), "[admin]\nroles = [\"admin\"]\n").unwrap();
     std::fs::write(
+        dir.join("switches.toml"),
+        "[networks]\nprovisioning = 100\n\n[ssh]\nstate_dir = \"switch-state\"\n",
+    )
+    .unwrap();
+    std::fs::write(
         dir.join("policy.toml"),
         "\"baremetal:node:get\" = [\"system_reader\", \"owner_reader\"]\n",
     )
@@ -151,6 +156,9 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("INSPECTOR_DISCOVERY", "true"),
         ("INSPECTOR_DISCOVERY_DRIVER", "redfish"),
         ("INSPECTOR_TIMEOUT", "60"),
+        ("SWITCH_CONFIG_FILE", "switches.toml"),
+        ("SWITCH_DRIFT_CHECK_INTERVAL", "60"),
+        ("SWITCH_DRIFT_REPAIR", "true"),
         ("ENABLED_HARDWARE_TYPES", "fake-hardware,redfish"),
         ("ENABLED_BIOS_INTERFACES", "no-bios"),
         ("ENABLED_BOOT_INTERFACES", "ipxe,fake"),

@@ -105,13 +105,22 @@ impl Settings {
             )
             .map_err(|error| anyhow::anyhow!("invalid settings: {error}"))?,
             console: self.console_settings()?,
+            switch_drift_check_interval: optional(self.switch_drift_check_interval),
+            switch_drift_repair: self.switch_drift_repair,
             ..ferric_conductor::ConductorConfig::default()
         };
-        let drivers = drivers
+        let mut drivers = drivers
             .with_bmc_settings(bmc)
             .with_settings(self.driver_settings())
             .with_images(self.image_settings()?)
             .map_err(|error| anyhow::anyhow!("the image cache cannot be used: {error}"))?;
+        if let Some(path) = &self.switch_config_file {
+            let switches = ferric_drivers::switch::NetworkSettings::from_file(path)
+                .map_err(|error| anyhow::anyhow!("invalid switch_config_file: {error}"))?;
+            drivers = drivers
+                .with_switches(switches)
+                .map_err(|error| anyhow::anyhow!("invalid switch_config_file: {error}"))?;
+        }
         Ok((drivers, config))
     }
 

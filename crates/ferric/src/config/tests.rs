@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 140] = [
+const SAMPLES: [(&str, &str); 143] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -314,6 +314,9 @@ const SAMPLES: [(&str, &str); 140] = [
     ("inspector_discovery", "true"),
     ("inspector_discovery_driver", "redfish"),
     ("inspector_timeout", "60"),
+    ("switch_config_file", "/etc/ferric/switches.toml"),
+    ("switch_drift_check_interval", "60"),
+    ("switch_drift_repair", "true"),
     ("enabled_hardware_types", "fake-hardware,redfish"),
     ("enabled_bios_interfaces", "no-bios"),
     ("enabled_boot_interfaces", "ipxe,fake"),
