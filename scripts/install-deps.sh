@@ -58,6 +58,12 @@ if ! command -v genisoimage >/dev/null 2>&1; then
   apt_install genisoimage
 fi
 
+# --- the OpenSSH client: the ironic-networking interface reaches switches with the system's ssh
+# (its unit tests run it against an address nobody answers on) --------------------------------
+if ! command -v ssh >/dev/null 2>&1; then
+  apt_install openssh-client
+fi
+
 # --- libfaketime: the clock-skew test runs conductors with their clocks minutes off ----------
 if ! command -v faketime >/dev/null 2>&1; then
   apt_install faketime
@@ -182,12 +188,15 @@ if [ "${1:-}" = "--lab" ]; then
   # build the ironic-python-agent ramdisk of lab_ipa (scripts/build-ipa-ramdisk.sh). tcpdump
   # captures the lab bridge's traffic in lab_agent_tls (no agent token in clear text).
   # shim-signed and grub-efi-amd64-signed: the signed boot loaders of secure-boot ISOs (a node
-  # with capability secure_boot:true; `lab up --firmware secure-boot`).
+  # with capability secure_boot:true; `lab up --firmware secure-boot`). openvswitch-switch and
+  # openssh-server: the switch the ironic-networking interface drives in lab_switch_ovs (an
+  # ovsdb-server, ovs-vswitchd and sshd the test runs itself, no service).
   for package in qemu-system-x86 qemu-utils ipxe-qemu dnsmasq-base iproute2 \
     linux-image-amd64 busybox-static syslinux syslinux-common mtools dosfstools fdisk mdadm \
     nvme-cli hdparm ipmitool ca-certificates \
     ovmf ipxe syslinux-efi grub-common grub-pc-bin grub-efi-amd64-bin xorriso \
-    mmdebstrap zstd cpio python3-pip tcpdump shim-signed grub-efi-amd64-signed; do
+    mmdebstrap zstd cpio python3-pip tcpdump shim-signed grub-efi-amd64-signed \
+    openvswitch-switch openssh-server; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
       lab_missing+=("$package")
   done

@@ -52,7 +52,8 @@ commands:
           and in the web UI's terminal), lab_partition (a partition image under UEFI),
           lab_raid (a RAID-1 built out of band by the lab BMC; a live ISO), and lab_vmedia
           again with secure boot on, lab_metal3 (virtual media driven by the requests
-          Metal3's baremetal-operator sends)
+          Metal3's baremetal-operator sends), lab_switch_ovs (switch ports on an Open
+          vSwitch driven over SSH through a node's life)
   rolling-upgrade
           API and conductor processes of an older release (a pinned commit's binary, built
           once and cached in ~/.cache/ferric/release-n; one run per older hand-off version)
@@ -295,6 +296,7 @@ fn e2e() -> anyhow::Result<()> {
         ("ferric", "lab_partition", true, None),
         ("ferric", "lab_raid", true, None),
         ("ferric", "lab_metal3", true, None),
+        ("ferric", "lab_switch_ovs", false, None),
     ];
     for (package, test, uses_agent, extra) in suites {
         let mut envs: Vec<(&str, &str)> = Vec::new();
