@@ -2,7 +2,10 @@
 //! conductor's image cache, `image_download_source`) and the lookups the `direct` deploy
 //! interface makes with them. A Glance image always goes through the cache (agents hold no
 //! token for Glance); an http(s) URL goes through it with `image_download_source = local`,
-//! else the agent fetches it from its origin as before.
+//! else the agent fetches it from its origin as before. An `oci://` image ([`crate::oci`]) is
+//! resolved by the conductor and goes through the cache unless `oci_image_download_source =
+//! http`, when the agent is given the registry's blob URL and the `Authorization` header for
+//! that registry (Ironic's `image_request_authorization`).
 
 use std::path::PathBuf;
 
@@ -10,6 +13,8 @@ use crate::DriverError;
 use crate::glance::{Glance, GlanceImage};
 use crate::image_cache::{CACHE_DIR, Expected, HashAlgo, ImageCache, Origin, TOKEN_DIR};
 use crate::keystone_session::ServiceSession;
+use crate::oci::Reference;
+use crate::oci_registry::{Credential, Registry, Resolved};
 use crate::settings::{DownloadSource, boot_file_url};
 
 /// The site's image settings, as `ferric server` reads them.
@@ -27,6 +32,13 @@ pub struct ImageSettings {
     pub glance_interfaces: Vec<String>,
     /// `glance_region_name`.
     pub glance_region: Option<String>,
+    /// `oci_verify_ca`: a CA bundle trusted for OCI registries (and the cache's downloads)
+    /// besides the system's.
+    pub oci_verify_ca: Option<PathBuf>,
+    /// `oci_authentication_config`: the site's pull secrets, a Docker `config.json`.
+    pub oci_authentication_config: Option<PathBuf>,
+    /// `oci_image_download_source`: `local` (through the cache) or `http` (the agent pulls).
+    pub oci_download_source: DownloadSource,
 }
 
 /// The settings put to use: the Glance client and the cache. The default has neither (tests
@@ -36,15 +48,35 @@ pub struct ImageSources {
     pub glance: Option<Glance>,
     pub cache: Option<ImageCache>,
     pub download_source: DownloadSource,
+    /// The OCI registry client; `None`: one trusting the system's CAs only.
+    pub registry: Option<Registry>,
+    pub oci_authentication_config: Option<PathBuf>,
+    pub oci_download_source: DownloadSource,
+}
+
+/// An `oci://` image resolved for a node.
+#[derive(Debug, Clone)]
+pub struct OciImage {
+    /// The `image_source` as given.
+    pub source: String,
+    pub resolved: Resolved,
 }
 
 impl ImageSources {
     /// The cache opened (created, or read back) and the Glance client built.
     pub fn new(settings: ImageSettings, metrics: ferric_metrics::Metrics) -> Result<Self, String> {
+        let roots = match &settings.oci_verify_ca {
+            Some(path) => crate::oci_registry::root_certificates(path)?,
+            None => Vec::new(),
+        };
         let cache = if settings.cache_size > 0 {
-            let http = reqwest::Client::builder()
+            let mut http = reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))
-                .user_agent(concat!("ferric/", env!("CARGO_PKG_VERSION")))
+                .user_agent(concat!("ferric/", env!("CARGO_PKG_VERSION")));
+            for root in &roots {
+                http = http.add_root_certificate(root.clone());
+            }
+            let http = http
                 .build()
                 .map_err(|error| format!("cannot set up the image cache's HTTP client: {error}"))?;
             Some(
@@ -68,6 +100,9 @@ impl ImageSources {
             glance,
             cache,
             download_source: settings.download_source,
+            registry: Some(Registry::new(&roots)?),
+            oci_authentication_config: settings.oci_authentication_config,
+            oci_download_source: settings.oci_download_source,
         })
     }
 
@@ -219,6 +254,153 @@ impl ImageSources {
             }
         }
         Ok(resolved)
+    }
+
+    /// Whether the agent pulls OCI images from their registry itself.
+    pub fn oci_direct(&self) -> bool {
+        self.oci_download_source == DownloadSource::Http
+    }
+
+    /// The `oci://` image `source` resolved for `node` and checked as deployable; every
+    /// refusal names the image, and `field` the `instance_info` key.
+    pub async fn oci_image(
+        &self,
+        field: &str,
+        source: &str,
+        node: &ferric_model::resources::Node,
+    ) -> Result<OciImage, DriverError> {
+        let refused = |reason: String| {
+            DriverError::invalid(
+                field,
+                format!("OCI image {source} cannot be deployed: {reason}."),
+            )
+        };
+        let reference = Reference::parse(source).map_err(|reason| {
+            DriverError::invalid(
+                field,
+                format!("OCI image reference {source} is malformed: {reason}."),
+            )
+        })?;
+        let credential = self.oci_credential(node, &reference)?;
+        let cpu_arch = node
+            .properties
+            .get("cpu_arch")
+            .and_then(serde_json::Value::as_str)
+            .filter(|arch| !arch.is_empty());
+        let registry = match &self.registry {
+            Some(registry) => registry.clone(),
+            None => Registry::new(&[]).map_err(refused)?,
+        };
+        let resolved = registry
+            .resolve(
+                &reference,
+                cpu_arch,
+                !self.oci_direct(),
+                credential.as_ref(),
+            )
+            .await
+            .map_err(refused)?;
+        if !self.oci_direct() {
+            let cache = self.cache(field, source)?;
+            if let Some(size) = resolved.size
+                && size > cache.capacity()
+            {
+                return Err(refused(format!(
+                    "it is {size} bytes, larger than this conductor's whole image cache ({} \
+                     bytes); raise image_cache_size",
+                    cache.capacity()
+                )));
+            }
+        }
+        tracing::info!(node = %node.uuid, source, manifest = %resolved.manifest_digest, blob = %resolved.hex, "OCI image resolved");
+        Ok(OciImage {
+            source: source.to_owned(),
+            resolved,
+        })
+    }
+
+    /// The pull secret for `reference`, in Ironic's order (see [`crate::oci`]).
+    fn oci_credential(
+        &self,
+        node: &ferric_model::resources::Node,
+        reference: &Reference,
+    ) -> Result<Option<Credential>, DriverError> {
+        for (object, from) in [
+            (&node.instance_info, "instance_info.image_pull_secret"),
+            (&node.driver_info, "driver_info.image_pull_secret"),
+        ] {
+            if let Some(secret) = object
+                .get("image_pull_secret")
+                .and_then(serde_json::Value::as_str)
+                .filter(|secret| !secret.trim().is_empty())
+            {
+                return Ok(Some(Credential {
+                    basic: crate::oci::basic_credential(secret),
+                    from: from.to_owned(),
+                }));
+            }
+        }
+        let Some(path) = &self.oci_authentication_config else {
+            return Ok(None);
+        };
+        // Read at every use, as Ironic does: a site may renew its secrets without a restart.
+        let unreadable = |problem: String| {
+            DriverError::invalid(
+                "settings.oci_authentication_config",
+                format!("oci_authentication_config {} {problem}", path.display()),
+            )
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| unreadable(format!("cannot be read: {error}")))?;
+        let config: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|error| unreadable(format!("is not JSON: {error}")))?;
+        Ok(
+            crate::oci::secret_from_config(&config, &reference.registry, reference.host()).map(
+                |secret| Credential {
+                    basic: crate::oci::basic_credential(&secret),
+                    from: format!("oci_authentication_config ({})", reference.registry),
+                },
+            ),
+        )
+    }
+
+    /// The OCI image in the cache, keyed by its blob's digest: its URL on the boot file
+    /// server at `http_url`.
+    pub async fn cached_oci(
+        &self,
+        field: &str,
+        image: &OciImage,
+        http_url: Option<&str>,
+    ) -> Result<String, DriverError> {
+        let cache = self.cache(field, &image.source)?;
+        let resolved = &image.resolved;
+        let algo = HashAlgo::parse(&resolved.algo).ok_or_else(|| {
+            DriverError::invalid(field, format!("{}: unknown digest algorithm", image.source))
+        })?;
+        let origin = Origin {
+            url: resolved.blob_url.clone(),
+            headers: resolved
+                .authorization
+                .iter()
+                .map(|value| ("Authorization".to_owned(), value.clone()))
+                .collect(),
+        };
+        let expected = Expected {
+            algo,
+            value: resolved.hex.clone(),
+        };
+        let key = format!("oci-{}-{}", resolved.algo, resolved.hex);
+        let what = format!("OCI image {}", image.source);
+        self.fetch(
+            cache,
+            &key,
+            &what,
+            &origin,
+            &expected,
+            resolved.size,
+            http_url,
+        )
+        .await
     }
 
     /// Whether http(s) images go through the cache.

@@ -43,6 +43,8 @@ pub mod keystone_session;
 mod measured;
 pub mod network;
 pub mod noop;
+pub mod oci;
+pub mod oci_registry;
 pub mod partition_image;
 pub mod raid;
 pub mod ramdisk_deploy;

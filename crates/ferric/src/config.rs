@@ -334,6 +334,15 @@ pub(crate) struct Settings {
     pub(crate) glance_valid_interfaces: String,
     /// The catalog region of Glance's endpoint; unset: `keystone_region_name`, else any.
     pub(crate) glance_region_name: Option<String>,
+    /// How an `oci://` image reaches the agent: `local` (the default) through the conductor's
+    /// image cache; `http` gives the agent the registry's blob URL and that registry's
+    /// `Authorization` header.
+    pub(crate) oci_image_download_source: String,
+    /// A Docker `config.json` (`{"auths": {"<registry>": {"auth": "<secret>"}}}`) with the
+    /// site's pull secrets, used when a node has no `image_pull_secret`; read at every use.
+    pub(crate) oci_authentication_config: Option<PathBuf>,
+    /// A PEM CA bundle trusted for OCI registries besides the system's CAs.
+    pub(crate) oci_verify_ca: Option<PathBuf>,
     /// Start Ferric's own dnsmasq on this interface (DHCP for machines in a ramdisk phase
     /// only, chained to iPXE's `boot.ipxe`); unset: the operator runs DHCP.
     pub(crate) dhcp_interface: Option<String>,
@@ -644,6 +653,9 @@ impl Default for Settings {
             image_cache_size: 20480,
             glance_valid_interfaces: "internal,public".to_owned(),
             glance_region_name: None,
+            oci_image_download_source: "local".to_owned(),
+            oci_authentication_config: None,
+            oci_verify_ca: None,
             dhcp_interface: None,
             dhcp_range: None,
             dhcp_enable_ra: false,
@@ -899,6 +911,9 @@ impl Settings {
         "image_cache_size",
         "glance_valid_interfaces",
         "glance_region_name",
+        "oci_image_download_source",
+        "oci_authentication_config",
+        "oci_verify_ca",
         "dhcp_interface",
         "dhcp_range",
         "dhcp_enable_ra",

@@ -23,6 +23,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
     // Read whatever the auth strategy: Ferric's Keystone credentials also reach Glance.
     std::fs::write(dir.join("keystone-ca.pem"), certified.cert.pem()).unwrap();
     std::fs::write(dir.join("keystone-password"), "sample-password\n").unwrap();
+    std::fs::write(dir.join("oci-auth.json"), r#"{"auths": {}}"#).unwrap();
     let hash = bcrypt::hash("secret", 4).unwrap();
     std::fs::write(dir.join("htpasswd"), format!("admin:{hash}\n")).unwrap();
     std::fs::write(dir.join("users.toml"), "[admin]\nroles = [\"admin\"]\n").unwrap();
@@ -112,6 +113,9 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("IMAGE_CACHE_SIZE", "512"),
         ("GLANCE_VALID_INTERFACES", "public"),
         ("GLANCE_REGION_NAME", "RegionTwo"),
+        ("OCI_IMAGE_DOWNLOAD_SOURCE", "http"),
+        ("OCI_AUTHENTICATION_CONFIG", "oci-auth.json"),
+        ("OCI_VERIFY_CA", "keystone-ca.pem"),
         ("DEPLOY_KERNEL", "ipa.kernel"),
         ("DEPLOY_RAMDISK", "ipa.initramfs"),
         ("DEPLOY_KERNEL_BY_ARCH", "aarch64:ipa-aarch64.kernel"),

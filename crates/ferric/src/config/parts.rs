@@ -509,6 +509,10 @@ impl Settings {
             !glance_interfaces.is_empty(),
             "glance_valid_interfaces names no interface; use e.g. internal,public"
         );
+        let oci_download_source = self
+            .oci_image_download_source
+            .parse::<ferric_drivers::DownloadSource>()
+            .map_err(|error| anyhow::anyhow!("oci_image_download_source: {error}"))?;
         Ok(ferric_drivers::images::ImageSettings {
             http_root: self.boot_http_root.clone(),
             cache_size: self.image_cache_size.saturating_mul(1024 * 1024),
@@ -519,6 +523,9 @@ impl Settings {
                 .glance_region_name
                 .clone()
                 .or_else(|| self.keystone_region_name.clone()),
+            oci_verify_ca: self.oci_verify_ca.clone(),
+            oci_authentication_config: self.oci_authentication_config.clone(),
+            oci_download_source,
         })
     }
 
