@@ -36,6 +36,34 @@ pub struct ImageInfo {
     pub os_hash_value: Option<String>,
     /// The partitions to make for a partition image; `None` for a whole-disk image.
     pub layout: Option<layout::Layout>,
+    /// The `Authorization` header the image's server wants (IPA's
+    /// `image_request_authorization`, base64 in `image_info`: an OCI registry's token).
+    pub authorization: Option<String>,
+}
+
+impl ImageInfo {
+    /// The `image_request_authorization` header, decoded.
+    fn authorization(
+        info: &serde_json::Map<String, Value>,
+    ) -> Result<Option<String>, CommandError> {
+        use base64::Engine;
+        let Some(encoded) = info
+            .get("image_request_authorization")
+            .and_then(Value::as_str)
+            .filter(|encoded| !encoded.is_empty())
+        else {
+            return Ok(None);
+        };
+        let invalid = || {
+            CommandError::invalid_params(
+                "image_info.image_request_authorization must be a base64 HTTP header value",
+            )
+        };
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|_| invalid())?;
+        String::from_utf8(decoded).map(Some).map_err(|_| invalid())
+    }
 }
 
 impl ImageInfo {
@@ -79,6 +107,7 @@ impl ImageInfo {
             os_hash_algo: text("os_hash_algo"),
             os_hash_value,
             layout,
+            authorization: Self::authorization(info)?,
         })
     }
 }
@@ -300,7 +329,10 @@ pub fn prepare_image(
 ) -> Result<Value, CommandError> {
     let info = ImageInfo::from_params(params)?;
     let disk = root_disk(agent, node)?;
-    let http = source::http_client()?;
+    let http = source::http_client(
+        agent.config.api_ca_file.as_deref(),
+        info.authorization.as_deref(),
+    )?;
     let expected = source::expected_checksum(
         &http,
         &info.urls[0],

@@ -239,10 +239,44 @@ fn checksum_from_file(
 }
 
 /// The HTTP client for images: no overall timeout (images take minutes), but a connect one.
-pub fn http_client() -> Result<reqwest::blocking::Client, CommandError> {
-    reqwest::blocking::Client::builder()
+/// It trusts the system's roots plus `ca_file` (`ipa-cafile`: IPA verifies image servers with
+/// the same CA options as the API) and sends `authorization` with every request; reqwest
+/// drops that header when a download is redirected to another host.
+pub fn http_client(
+    ca_file: Option<&std::path::Path>,
+    authorization: Option<&str>,
+) -> Result<reqwest::blocking::Client, CommandError> {
+    let mut builder = reqwest::blocking::Client::builder()
         .timeout(None)
-        .connect_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(30));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|error| {
+            CommandError::internal(format!(
+                "cannot read the CA file {}: {error}",
+                path.display()
+            ))
+        })?;
+        for certificate in reqwest::Certificate::from_pem_bundle(&pem).map_err(|error| {
+            CommandError::internal(format!(
+                "the CA file {} is not PEM: {error}",
+                path.display()
+            ))
+        })? {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    if let Some(authorization) = authorization {
+        let mut value = reqwest::header::HeaderValue::from_str(authorization).map_err(|_| {
+            CommandError::invalid_params(
+                "image_info.image_request_authorization is not a valid header value",
+            )
+        })?;
+        value.set_sensitive(true);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        builder = builder.default_headers(headers);
+    }
+    builder
         .build()
         .map_err(|error| CommandError::internal(format!("cannot build an HTTP client: {error}")))
 }
