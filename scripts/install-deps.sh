@@ -64,6 +64,12 @@ if ! command -v ssh >/dev/null 2>&1; then
   apt_install openssh-client
 fi
 
+# --- docker-registry: crates/ferric/tests/oci.rs pushes a disk image into a real OCI registry
+# (the CNCF distribution registry, with htpasswd auth and TLS) and deploys it from oci:// -----
+if ! command -v docker-registry >/dev/null 2>&1; then
+  apt_install docker-registry
+fi
+
 # --- libfaketime: the clock-skew test runs conductors with their clocks minutes off ----------
 if ! command -v faketime >/dev/null 2>&1; then
   apt_install faketime
