@@ -285,7 +285,8 @@ const SAMPLES: [(&str, &str); 143] = [
     ("glance_region_name", "RegionTwo"),
     ("oci_image_download_source", "http"),
     ("oci_authentication_config", "/etc/ferric/oci-auth.json"),
-    ("oci_verify_ca", "/etc/ferric/registry-ca.pem"),
+    // The CA file is read at start: the jail holds this one.
+    ("oci_verify_ca", "keystone-ca.pem"),
     ("dhcp_interface", "ferric0"),
     ("dhcp_range", "10.0.0.10,10.0.0.20,255.255.255.0"),
     ("dhcp_enable_ra", "true"),
