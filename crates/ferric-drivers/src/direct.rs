@@ -330,7 +330,12 @@ impl DirectDeploy {
         let direct = self.images.oci_direct();
         let url = if fetch && !direct {
             self.images
-                .cached_oci(FIELD, &oci, self.http_url.as_deref())
+                .cached_oci(
+                    &node.uuid.to_string(),
+                    FIELD,
+                    &oci,
+                    self.http_url.as_deref(),
+                )
                 .await?
         } else {
             resolved.blob_url.clone()

@@ -365,9 +365,10 @@ impl ImageSources {
     }
 
     /// The OCI image in the cache, keyed by its blob's digest: its URL on the boot file
-    /// server at `http_url`.
+    /// server at `http_url`, a deploy token of `holder`.
     pub async fn cached_oci(
         &self,
+        holder: &str,
         field: &str,
         image: &OciImage,
         http_url: Option<&str>,
@@ -391,16 +392,16 @@ impl ImageSources {
         };
         let key = format!("oci-{}-{}", resolved.algo, resolved.hex);
         let what = format!("OCI image {}", image.source);
-        self.fetch(
-            cache,
-            &key,
-            &what,
-            &origin,
-            &expected,
-            resolved.size,
-            http_url,
-        )
-        .await
+        let http_url = served_at(&what, http_url)?;
+        let entry = Entry {
+            key: &key,
+            what: &what,
+            origin: &origin,
+            expected: &expected,
+            size: resolved.size,
+        };
+        let name = self.fetch(cache, holder, entry).await?;
+        boot_file_url(http_url, &name)
     }
 
     /// Whether http(s) images go through the cache.

@@ -822,7 +822,7 @@ pub(crate) struct SettingsOverrides {
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 143] = [
+    pub(crate) const KEYS: [&'static str; 146] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",

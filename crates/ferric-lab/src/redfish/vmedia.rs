@@ -64,7 +64,7 @@ fn base<M: MachineControl>(
     };
     if under_manager {
         (id == MANAGER_ID)
-            .then(manager_collection)
+            .then(manager_vmedia)
             .ok_or_else(not_found)
     } else {
         bmc.check_system(id, uri)?;

@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 143] = [
+const SAMPLES: [(&str, &str); 146] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
