@@ -209,8 +209,9 @@ impl ImageSources {
 
     /// A boot file setting (`driver_info.deploy_kernel`, …) naming a Glance image (its UUID
     /// or `glance://UUID`): checked, and with `fetch` put into the cache as `holder`'s, its
-    /// name under the boot file server's root returned. None when `value` names no Glance
-    /// image (a file name or URL, used as it is).
+    /// name under the boot file server's root returned (without `fetch`, a name of the same
+    /// shape that serves nothing, so that a boot script can be rendered to check it). None
+    /// when `value` names no Glance image (a file name or URL, used as it is).
     pub async fn glance_boot_file_name(
         &self,
         holder: &str,
@@ -223,7 +224,7 @@ impl ImageSources {
         };
         let image = self.glance_boot_file(field, id).await?;
         if !fetch {
-            return Ok(Some(value.to_owned()));
+            return Ok(Some(format!("{CACHE_DIR}/{TOKEN_DIR}/unfetched-{id}")));
         }
         Ok(Some(self.cached_glance_file(holder, field, &image).await?))
     }
@@ -248,7 +249,6 @@ impl ImageSources {
             if let Some(name) = self
                 .glance_boot_file_name(&holder, &field, &value, fetch)
                 .await?
-                && fetch
             {
                 resolved.driver_info.insert(key.into(), name.into());
             }

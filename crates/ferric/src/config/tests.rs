@@ -318,7 +318,7 @@ const SAMPLES: [(&str, &str); 146] = [
     ("inspector_discovery", "true"),
     ("inspector_discovery_driver", "redfish"),
     ("inspector_timeout", "60"),
-    ("switch_config_file", "/etc/ferric/switches.toml"),
+    ("switch_config_file", "switches.toml"),
     ("switch_drift_check_interval", "60"),
     ("switch_drift_repair", "true"),
     ("enabled_hardware_types", "fake-hardware,redfish"),
@@ -405,6 +405,7 @@ fn all_settings_from_the_environment_pass_the_start_up_checks() {
             .map_err(|error| error.to_string())?;
         jail.create_file("keystone-ca.pem", &certified.cert.pem())?;
         jail.create_file("keystone-password", "sample-password\n")?;
+        jail.create_file("switches.toml", "[networks]\nprovisioning = 100\n")?;
         jail.create_file(
             "policy.toml",
             "\"baremetal:node:get\" = [\"system_reader\", \"owner_reader\"]\n",
