@@ -423,14 +423,27 @@ async fn switch_ports_follow_the_node_and_the_switch_is_checked() {
         .send_latest(Method::GET, &format!("/v1/nodes/{node0}/ports"), None)
         .await;
     let port = ports.body["ports"][0]["uuid"].as_str().unwrap().to_owned();
+    // A port's connection changes only in maintenance once the node is available (Ironic's
+    // rule); the node stays available.
+    let maintenance = format!("/v1/nodes/{node0}/maintenance");
+    send(
+        &api,
+        Method::PUT,
+        &maintenance,
+        json!({"reason": "recabling"}),
+    )
+    .await;
     send(
         &api,
         Method::PATCH,
         &format!("/v1/ports/{port}"),
         json!([{"op": "replace", "path": "/local_link_connection",
-                "value": {"switch_info": "sw-dead", "port_id": "node0-nic0"}}]),
+                "value": {"switch_id": "52:54:00:00:5e:99", "switch_info": "sw-dead",
+                          "port_id": "node0-nic0"}}]),
     )
     .await;
+    let answer = api.send_latest(Method::DELETE, &maintenance, None).await;
+    assert!(answer.status.is_success(), "{}", answer.body);
     provision(&api, &node0, json!({"target": "active"})).await;
     let failed = api.run_until_state(&node0, "deploy failed", TIMEOUT).await;
     let last_error = failed["last_error"].as_str().unwrap();
