@@ -71,6 +71,14 @@ if ! command -v docker-registry >/dev/null 2>&1; then
 fi
 
 # --- libfaketime: the clock-skew test runs conductors with their clocks minutes off ----------
+# --- virtual-media ISOs: the conductor builds them with grub-mkrescue (xorriso, mtools, the
+# BIOS and UEFI GRUB modules); the default tests validate and build them, not only the lab.
+if ! command -v grub-mkrescue >/dev/null 2>&1 || ! command -v xorriso >/dev/null 2>&1 ||
+  ! command -v mformat >/dev/null 2>&1 || [ ! -d /usr/lib/grub/x86_64-efi ] ||
+  [ ! -d /usr/lib/grub/i386-pc ]; then
+  apt_install grub-common grub-pc-bin grub-efi-amd64-bin xorriso mtools
+fi
+
 if ! command -v faketime >/dev/null 2>&1; then
   apt_install faketime
 fi

@@ -14,6 +14,7 @@ mod clients;
 mod compare;
 mod deb;
 mod fleet;
+mod fleet_deploy;
 mod fuzz;
 mod keystone;
 mod openstack;
@@ -92,6 +93,12 @@ commands:
           100,000 nodes on PostgreSQL, 3 conductors + 2 APIs: enroll rate, detail page at
           10k/100k, a 10,000-node deploy cycle, a power-sync pass against simulated BMCs,
           takeover of a SIGKILLed conductor, RSS per process (`cargo xtask bench-scale --help`)
+  bench-fleet-deploy
+          a rack deploying one image (issue 45): N ferric-agent processes, each in a network
+          namespace behind a tc-shaped link, through a release ferric whose link is shaped the
+          same; one machine, N from the conductor only, N with peer-assisted delivery: wall
+          time, the conductor's bytes as copies of the image, agents' peak RSS (root;
+          `cargo xtask bench-fleet-deploy --help`)
   chaos   fake-hardware nodes cycling on a private PostgreSQL (primary + synchronous replica)
           with 3 conductors (one 10 minutes fast) and 2 APIs while processes are SIGKILLed,
           PostgreSQL crashes and fails over; invariants checked, one table
@@ -170,6 +177,7 @@ fn main() -> anyhow::Result<()> {
         "bench-api" => bench::bench_api(&extra),
         "bench-compare" => compare::bench_compare(&extra),
         "bench-scale" => scale::bench_scale(&extra),
+        "bench-fleet-deploy" => fleet_deploy::bench_fleet_deploy(&extra),
         "chaos" => chaos::chaos(&extra),
         "fuzz" => fuzz::fuzz(&extra),
         "keystone" => keystone::keystone(&workspace_root(), &extra),

@@ -40,6 +40,8 @@ pub struct Agent {
     certificate: RwLock<Option<String>>,
     /// What the last partition-image deployment made (`standby.get_partition_uuids`).
     partition_uuids: RwLock<Option<Value>>,
+    /// The image swarm this agent serves pieces of (peer-assisted delivery).
+    peer_swarm: RwLock<Option<Arc<crate::image::held::Held>>>,
 }
 
 /// What a handler gets: the agent, the parameters and a progress handle.
@@ -67,7 +69,30 @@ impl Agent {
             stop: Notify::new(),
             certificate: RwLock::new(None),
             partition_uuids: RwLock::new(None),
+            peer_swarm: RwLock::new(None),
         })
+    }
+
+    /// The image swarm whose pieces this agent serves, if any.
+    pub fn peer_swarm(&self) -> Option<Arc<crate::image::held::Held>> {
+        self.peer_swarm
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves `held` from now on; the swarm served before stops announcing.
+    pub fn set_peer_swarm(&self, held: Option<Arc<crate::image::held::Held>>) {
+        let old = std::mem::replace(
+            &mut *self
+                .peer_swarm
+                .write()
+                .unwrap_or_else(PoisonError::into_inner),
+            held,
+        );
+        if let Some(old) = old {
+            old.retire();
+        }
     }
 
     /// The partitions of the last partition-image deployment, if there was one.

@@ -58,7 +58,8 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/commands", get(list_commands).post(run_command))
         .route("/commands/", get(list_commands).post(run_command))
         .route("/commands/{id}", get(show_command))
-        .route("/commands/{id}/", get(show_command));
+        .route("/commands/{id}/", get(show_command))
+        .route("/peer/{swarm}/pieces/{index}", get(peer_piece));
     Router::new()
         .route("/", get(root))
         .route("/v1", get(v1_root))
@@ -103,21 +104,11 @@ fn check_token(agent: &Agent, query: &HashMap<String, String>) -> Result<(), Api
     };
     let expected = agent.token().ok_or_else(unauthorized)?;
     let given = query.get("agent_token").ok_or_else(unauthorized)?;
-    if constant_time_eq(expected.as_bytes(), given.as_bytes()) {
+    if crate::secret::constant_time_eq(expected.as_bytes(), given.as_bytes()) {
         Ok(())
     } else {
         Err(unauthorized())
     }
-}
-
-/// Compares without leaking, through timing, how many leading bytes matched.
-fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
-    left.len() == right.len()
-        && left
-            .iter()
-            .zip(right)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
 }
 
 fn wait_flag(query: &HashMap<String, String>) -> Result<bool, ApiError> {
@@ -156,6 +147,51 @@ async fn show_command(
         record.wait().await;
     }
     Ok(Json(json!(record.snapshot())))
+}
+
+/// A piece of the image this agent wrote, for another agent of its swarm (peer-assisted
+/// delivery, `image/peers.rs`): the swarm's secret as a bearer token; only pieces this agent
+/// verified and wrote.
+async fn peer_piece(
+    State(agent): State<Arc<Agent>>,
+    Path((swarm, index)): Path<(String, usize)>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let Some(held) = agent.peer_swarm() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this agent is in no image swarm",
+        ));
+    };
+    let secret = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !held.admits(&swarm, secret.trim()) {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: wrong swarm or swarm secret",
+        ));
+    }
+    let read = tokio::task::spawn_blocking(move || held.read_piece(index))
+        .await
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+    match read {
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("piece {index} is not held here"),
+        )),
+        Some(Err(error)) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot read piece {index}: {error}"),
+        )),
+        Some(Ok(bytes)) => Ok((
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response()),
+    }
 }
 
 async fn run_command(

@@ -43,6 +43,7 @@ pub mod ramdisk;
 pub mod registry;
 pub mod rescue;
 mod running;
+mod secret;
 pub mod steps;
 pub mod tls;
 

@@ -26,7 +26,7 @@ fn fault_of(index: usize) -> Option<Fault> {
         return None;
     }
     Some(match (index / 10) % 4 {
-        0 => Fault::Delay(Duration::from_secs(3)),
+        0 => Fault::Delay(Duration::from_secs(6)),
         1 => Fault::Drop,
         2 => Fault::ServerError,
         _ => Fault::Garbage,
@@ -65,10 +65,12 @@ impl Fleet {
             node.driver_info = simulator.driver_info(index);
             nodes.push(store.node_create(&node).await.expect("create a node").uuid);
         }
-        // Short timeouts and one retry: a faulty BMC costs well under a second per request.
+        // Short timeouts and one retry: a faulty BMC costs a few seconds per request. The read
+        // timeout leaves room for a loaded machine (1,000 simulated BMCs share the test's
+        // runtime): at 300 ms a BMC answering HTTP 500 was once read as not answering.
         let bmc = BmcSettings {
             connect_timeout: Duration::from_secs(2),
-            read_timeout: Duration::from_millis(300),
+            read_timeout: Duration::from_secs(2),
             retries: 1,
             retry_backoff: Duration::from_millis(10),
             max_requests_per_bmc: SYSTEMS_PER_BMC,

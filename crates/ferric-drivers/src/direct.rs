@@ -289,6 +289,17 @@ impl DirectDeploy {
                 image
             }
         };
+        // Peer-assisted delivery (crate::peers): its flag checked at validate too.
+        if crate::peers::wanted(node, self.images.peer_delivery)? && fetch {
+            let (agent_url, _) = Self::agent_of(node)?;
+            let tracker = self.http_url.as_deref();
+            let joined = self
+                .images
+                .join_swarm(node, &self.ports, &image, tracker, &agent_url);
+            if let Some(peers) = joined.await? {
+                image.insert("ferric_peers".into(), peers);
+            }
+        }
         // A partition image's kernel and ramdisk may be Glance images too.
         for key in ["kernel", "ramdisk"] {
             let field = format!("instance_info.{key}");

@@ -453,6 +453,13 @@ impl ImageCache {
         Ok(removed)
     }
 
+    /// The entry a live token names: its key and its file.
+    pub fn entry_of_token(&self, token: &str) -> Option<(String, PathBuf)> {
+        let index = self.lock_index();
+        let key = &index.tokens.get(token)?.key;
+        Some((key.clone(), self.inner.dir.join(key)))
+    }
+
     /// The tokens held now (by any node).
     pub fn tokens(&self) -> usize {
         self.lock_index().tokens.len()

@@ -15,6 +15,7 @@ use crate::image_cache::{CACHE_DIR, Expected, HashAlgo, ImageCache, Origin, TOKE
 use crate::keystone_session::ServiceSession;
 use crate::oci::Reference;
 use crate::oci_registry::{Credential, Registry, Resolved};
+use crate::peers::{Joiner, Swarms};
 use crate::settings::{DownloadSource, boot_file_url};
 
 /// The site's image settings, as `ferric server` reads them.
@@ -39,6 +40,9 @@ pub struct ImageSettings {
     pub oci_authentication_config: Option<PathBuf>,
     /// `oci_image_download_source`: `local` (through the cache) or `http` (the agent pulls).
     pub oci_download_source: DownloadSource,
+    /// `image_peer_delivery`: agents deploying an image from the cache fetch pieces from each
+    /// other too ([`crate::peers`]).
+    pub peer_delivery: bool,
 }
 
 /// The settings put to use: the Glance client and the cache. The default has neither (tests
@@ -52,6 +56,11 @@ pub struct ImageSources {
     pub registry: Option<Registry>,
     pub oci_authentication_config: Option<PathBuf>,
     pub oci_download_source: DownloadSource,
+    /// The swarms of peer-assisted delivery: there when the cache is and `image_peer_delivery`
+    /// is the default (a deploy may still say otherwise, `instance_info.image_peer_delivery`).
+    pub peers: Option<Swarms>,
+    /// `image_peer_delivery`, the default for deploys that do not say.
+    pub peer_delivery: bool,
 }
 
 /// An `oci://` image resolved for a node.
@@ -96,6 +105,7 @@ impl ImageSources {
             interfaces: settings.glance_interfaces,
             region: settings.glance_region,
         });
+        let peers = cache.as_ref().map(|_| Swarms::default());
         Ok(Self {
             glance,
             cache,
@@ -103,6 +113,8 @@ impl ImageSources {
             registry: Some(Registry::new(&roots)?),
             oci_authentication_config: settings.oci_authentication_config,
             oci_download_source: settings.oci_download_source,
+            peers,
+            peer_delivery: settings.peer_delivery,
         })
     }
 
@@ -437,6 +449,58 @@ impl ImageSources {
         boot_file_url(http_url, &name)
     }
 
+    /// `image_info.ferric_peers` for `node`, whose agent is given `image` from the boot file
+    /// server at `tracker`: the node joins the swarm of the cache entry its token names
+    /// ([`crate::peers`]). `None` when the URL is not a cache token's, or the image is not raw
+    /// (a qcow2 image is converted by each agent as it arrives: its pieces cannot be read back
+    /// from the disk to serve to others).
+    pub async fn join_swarm(
+        &self,
+        node: &ferric_model::resources::Node,
+        ports: &[ferric_model::resources::Port],
+        image: &ferric_model::resources::JsonObject,
+        tracker: Option<&str>,
+        agent_url: &str,
+    ) -> Result<Option<serde_json::Value>, DriverError> {
+        let url = image.get("urls").and_then(|urls| urls[0].as_str());
+        let (Some(cache), Some(swarms), Some(url), Some(tracker)) =
+            (&self.cache, &self.peers, url, tracker)
+        else {
+            return Ok(None);
+        };
+        let Some((key, path)) = url
+            .rsplit_once('/')
+            .and_then(|(_, token)| cache.entry_of_token(token))
+        else {
+            return Ok(None);
+        };
+        let node_uuid = node.uuid.to_string();
+        let joiner = Joiner {
+            node: &node_uuid,
+            agent_url,
+            switch_id: crate::peers::switch_of(ports),
+        };
+        let failed = |error: std::io::Error| {
+            DriverError::failed(
+                crate::Component::Conductor,
+                format!("cannot read the cached image {key} for peer delivery: {error}"),
+            )
+        };
+        if is_qcow2(&path).map_err(failed)? {
+            tracing::info!(
+                key,
+                node = joiner.node,
+                "peer delivery is for raw images: this qcow2 image goes from the conductor"
+            );
+            return Ok(None);
+        }
+        swarms
+            .join(&key, &path, joiner, tracker)
+            .await
+            .map(Some)
+            .map_err(failed)
+    }
+
     /// Ends `holder`'s deploy tokens (its deploy wrote its image, or ended otherwise): their
     /// URLs answer 404 and the entries they pinned may be evicted.
     pub fn release(&self, holder: &str) {
@@ -479,6 +543,18 @@ fn served_at<'a>(what: &str, http_url: Option<&'a str>) -> Result<&'a str, Drive
             ),
         )
     })
+}
+
+/// Whether the file starts as a qcow2 image does.
+fn is_qcow2(path: &std::path::Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path)?;
+    match file.read_exact(&mut magic) {
+        Ok(()) => Ok(&magic == b"QFI\xfb"),
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(error) => Err(error),
+    }
 }
 
 /// What one cache entry is made of.

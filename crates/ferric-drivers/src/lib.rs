@@ -46,6 +46,7 @@ pub mod noop;
 pub mod oci;
 pub mod oci_registry;
 pub mod partition_image;
+pub mod peers;
 pub mod raid;
 pub mod ramdisk_deploy;
 pub mod ramdisk_logs;

@@ -8,25 +8,85 @@
 //! (256 random bits) and removed when that deploy ends — and every other path answers 404, as
 //! a missing file does (nothing tells a hidden entry from an absent one).
 //!
+//! Beside the files, `POST /peers/<swarm>` is the tracker of peer-assisted image delivery
+//! (`ferric_drivers::peers`): agents deploying an image say which of its pieces they hold and
+//! learn who else holds which, with the swarm's secret as a bearer token.
+//!
 //! The path is read as `ServeDir` reads it (percent-decoded, empty and `.` segments dropped):
 //! `/./image-cache/…`, `//image-cache/…` or `/image%2Dcache/…` name the same directory to
 //! `ServeDir`, so they are held back too. `..` is refused by `ServeDir` itself.
 
 use std::path::{Path, PathBuf};
 
-use axum::extract::Request;
+use axum::extract::{Path as AxumPath, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ferric_drivers::image_cache::{CACHE_DIR, TOKEN_DIR};
+use ferric_drivers::peers::{Announce, Swarms, TrackerError};
 use tower::ServiceExt;
 use tower_http::services::{ServeDir, ServeFile};
 
-/// The boot file server's routes over `root`.
-pub(crate) fn router(root: &Path) -> axum::Router {
+/// The boot file server's routes over `root`, and the tracker of `swarms`.
+pub(crate) fn router(root: &Path, swarms: Option<Swarms>) -> axum::Router {
     let files = ServeDir::new(root);
     let tokens = root.join(CACHE_DIR).join(TOKEN_DIR);
-    axum::Router::new()
-        .fallback(move |request: Request| serve(files.clone(), tokens.clone(), request))
+    let router = axum::Router::new();
+    let router = match swarms {
+        Some(swarms) => router.route(
+            "/peers/{swarm}",
+            axum::routing::post(move |swarm, headers, body| {
+                announce(swarms.clone(), swarm, headers, body)
+            }),
+        ),
+        None => router,
+    };
+    router.fallback(move |request: Request| serve(files.clone(), tokens.clone(), request))
+}
+
+/// The tracker: an agent's announce, answered with the other members and its origin grants.
+async fn announce(
+    swarms: Swarms,
+    AxumPath(swarm): AxumPath<String>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let refuse = |status: StatusCode, message: String| {
+        (status, axum::Json(serde_json::json!({"error": message}))).into_response()
+    };
+    let Some(secret) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+    else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "send the swarm's secret as `Authorization: Bearer <secret>`".to_owned(),
+        );
+    };
+    let announce: Announce = match serde_json::from_slice(&body) {
+        Ok(announce) => announce,
+        Err(error) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the body must be {{\"peer\": <node UUID>, \"have\": [[start, end], …], \
+                     \"want_origin\": <count>}}: {error}"
+                ),
+            );
+        }
+    };
+    match swarms.announce(&swarm, secret.trim(), announce) {
+        Ok(reply) => axum::Json(reply).into_response(),
+        Err(error) => {
+            let status = match error {
+                TrackerError::UnknownSwarm(_) => StatusCode::NOT_FOUND,
+                TrackerError::Unauthorized => StatusCode::UNAUTHORIZED,
+                TrackerError::UnknownMember(_) => StatusCode::FORBIDDEN,
+                TrackerError::BadRange(..) => StatusCode::BAD_REQUEST,
+            };
+            refuse(status, error.to_string())
+        }
+    }
 }
 
 async fn serve(files: ServeDir, tokens: PathBuf, request: Request) -> Response {

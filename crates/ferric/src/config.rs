@@ -341,6 +341,13 @@ pub(crate) struct Settings {
     /// image cache; `http` gives the agent the registry's blob URL and that registry's
     /// `Authorization` header.
     pub(crate) oci_image_download_source: String,
+    /// Peer-assisted delivery (docs/peers.md): agents deploying the same raw image from the
+    /// conductor's image cache fetch its pieces from each other as well as from the conductor,
+    /// each piece checked against the conductor's SHA-256 manifest, so a rack of machines
+    /// costs the conductor's link about one copy of the image. A deploy may say otherwise in
+    /// `instance_info.image_peer_delivery`. Off: every agent gets its own copy from the
+    /// conductor, as in Ironic.
+    pub(crate) image_peer_delivery: bool,
     /// A Docker `config.json` (`{"auths": {"<registry>": {"auth": "<secret>"}}}`) with the
     /// site's pull secrets, used when a node has no `image_pull_secret`; read at every use.
     pub(crate) oci_authentication_config: Option<PathBuf>,
@@ -657,6 +664,7 @@ impl Default for Settings {
             glance_valid_interfaces: "internal,public".to_owned(),
             glance_region_name: None,
             oci_image_download_source: "local".to_owned(),
+            image_peer_delivery: false,
             oci_authentication_config: None,
             oci_verify_ca: None,
             dhcp_interface: None,
@@ -738,7 +746,7 @@ fn bool_or_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, 
 impl Settings {
     /// Every setting's name, as used in the TOML file and (upper-cased, with `FERRIC_`) in
     /// the environment.
-    pub(crate) const KEYS: [&'static str; 146] = [
+    pub(crate) const KEYS: [&'static str; 147] = [
         "database_url",
         "sqlite_full_sync",
         "api_listen",
@@ -828,6 +836,7 @@ impl Settings {
         "glance_valid_interfaces",
         "glance_region_name",
         "oci_image_download_source",
+        "image_peer_delivery",
         "oci_authentication_config",
         "oci_verify_ca",
         "dhcp_interface",

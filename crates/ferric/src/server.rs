@@ -96,7 +96,9 @@ async fn serve(settings: Settings, schema: SchemaPolicy) -> anyhow::Result<()> {
     );
     let runs_conductor = role != Role::Api;
     let boot_server = match settings.boot_http_listen.filter(|_| runs_conductor) {
-        Some(address) => Some(boot_files(&settings, address, boot_tls).await?),
+        Some(address) => {
+            Some(boot_files(&settings, address, boot_tls, drivers.images().peers.clone()).await?)
+        }
         None => None,
     };
     let dhcp = match settings.dnsmasq()?.filter(|_| runs_conductor) {
@@ -410,6 +412,7 @@ async fn boot_files(
     settings: &Settings,
     address: std::net::SocketAddr,
     tls: Option<(std::net::SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
+    swarms: Option<ferric_drivers::peers::Swarms>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let root = &settings.boot_http_root;
     ferric_drivers::ipxe::write_boot_script(&settings.driver_settings().boot).with_context(
@@ -444,8 +447,9 @@ async fn boot_files(
     let listener = TcpListener::bind(address).await.with_context(|| {
         format!("cannot listen on {address} for the boot file server (boot_http_listen)")
     })?;
-    // The image cache only through deploy tokens (boot_files.rs).
-    let app = crate::boot_files::router(root).layer(tower_http::trace::TraceLayer::new_for_http());
+    // The image cache only through deploy tokens; the peer tracker (boot_files.rs).
+    let app = crate::boot_files::router(root, swarms)
+        .layer(tower_http::trace::TraceLayer::new_for_http());
     tracing::info!(
         %address,
         root = %root.display(),

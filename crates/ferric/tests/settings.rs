@@ -114,6 +114,7 @@ fn every_setting(dir: &Path) -> Vec<(String, String)> {
         ("GLANCE_VALID_INTERFACES", "public"),
         ("GLANCE_REGION_NAME", "RegionTwo"),
         ("OCI_IMAGE_DOWNLOAD_SOURCE", "http"),
+        ("IMAGE_PEER_DELIVERY", "true"),
         ("OCI_AUTHENTICATION_CONFIG", "oci-auth.json"),
         ("OCI_VERIFY_CA", "keystone-ca.pem"),
         ("DEPLOY_KERNEL", "ipa.kernel"),

@@ -6,8 +6,10 @@
 //! makes it bootable.
 
 pub mod bootloader;
+pub mod held;
 pub mod layout;
 pub mod partitions;
+pub mod peers;
 pub mod qcow2;
 pub mod source;
 
@@ -39,6 +41,8 @@ pub struct ImageInfo {
     /// The `Authorization` header the image's server wants (IPA's
     /// `image_request_authorization`, base64 in `image_info`: an OCI registry's token).
     pub authorization: Option<String>,
+    /// The swarm of peer-assisted delivery (`ferric_peers`), when the conductor set one up.
+    pub peers: Option<peers::Plan>,
 }
 
 impl ImageInfo {
@@ -108,6 +112,7 @@ impl ImageInfo {
             os_hash_value,
             layout,
             authorization: Self::authorization(info)?,
+            peers: peers::Plan::from_image_info(info)?,
         })
     }
 }
@@ -374,123 +379,32 @@ pub fn prepare_image(
     // The write's own figures (docs/benchmarks.md): from the first request for the image to
     // the final flush, and the agent's peak resident memory over that time.
     let timer = WriteTimer::start();
-    let mut split = WriteSplit::default();
-    let mut download = Download::start(&http, &info.urls, expected.algorithm)?;
-    let total = download.content_length;
-    if let Some(length) = total.filter(|length| *length > room) {
-        return Err(CommandError::new(
-            "ImageWriteError",
-            "Error writing image to device",
-            format!("the image ({length} bytes) is larger than {target} ({room} bytes)"),
-        ));
-    }
-    let first = download.next_chunk().unwrap_or_default();
-    let detected = detect_format(&first);
-    let declared = info.disk_format.as_deref().unwrap_or(detected);
-    if declared != detected {
-        return Err(CommandError::new(
-            "InvalidImage",
-            "Image format mismatch",
-            format!(
-                "image {} is declared {declared} but its content is {detected}",
-                info.id
-            ),
-        ));
-    }
-    let report = |written: u64, downloaded: u64| {
-        progress.set(json!({
-            "bytes_written": written,
-            "bytes_downloaded": downloaded,
-            "total": total,
-            "device": disk.name,
-            "image_format": detected,
-        }));
+    let place = Place {
+        disk: &disk,
+        file: &file,
+        base,
+        room,
+        target: &target,
     };
-    let written = match detected {
-        "raw" => {
-            let mut offset = 0u64;
-            let mut chunk = first;
-            let mut reported = 0u64;
-            let mut writer = DiskWriter::new(&file, &disk.path);
-            loop {
-                if chunk.is_empty() {
-                    break;
-                }
-                if offset + chunk.len() as u64 > room {
-                    return Err(CommandError::new(
-                        "ImageWriteError",
-                        "Error writing image to device",
-                        format!("the image is larger than {target} ({room} bytes)"),
-                    ));
-                }
-                writer
-                    .write_at(&chunk, base + offset)
-                    .map_err(|error| disk_error(&disk, error))?;
-                offset += chunk.len() as u64;
-                download.recycle(chunk);
-                if offset - reported >= 16 * 1024 * 1024 {
-                    reported = offset;
-                    report(offset, download.downloaded.load(Ordering::Relaxed));
-                }
-                let waiting = Instant::now();
-                chunk = download.next_chunk().unwrap_or_default();
-                split.wait += waiting.elapsed();
-            }
-            split.disk_wall = writer.wall;
-            split.disk_cpu = writer.cpu;
-            split.direct_bytes = writer.direct_bytes;
-            offset
-        }
-        "qcow2" => {
-            download.push_back(first);
-            let url = download.url.clone();
-            let downloaded = download.downloaded.clone();
-            let mut fetch = |offset: u64, len: u64| source::fetch_range(&http, &url, offset, len);
-            let mut writer = DiskTarget {
-                file: &file,
-                writer: DiskWriter::new(&file, &disk.path),
-                staging: source::Chunk::aligned(),
-                base,
-                punch: true,
-            };
-            let stats =
-                qcow2::convert(&mut download, &mut fetch, &mut writer, room, &mut |stats| {
-                    report(stats.data_bytes, downloaded.load(Ordering::Relaxed));
-                })
-                .map_err(|error| {
-                    let details = match &error {
-                        qcow2::Qcow2Error::Read(cause) | qcow2::Qcow2Error::Write(cause) => {
-                            format!("{error}: {cause}")
-                        }
-                        _ => error.to_string(),
-                    };
-                    CommandError::new("ImageWriteError", "Error writing image to device", details)
-                })?;
-            if stats.refetched > 0 {
-                tracing::info!(
-                    ranges = stats.refetched,
-                    "qcow2: fetched out-of-order tables/clusters by range"
-                );
-            }
-            split.disk_wall = writer.writer.wall;
-            split.disk_cpu = writer.writer.cpu;
-            split.direct_bytes = writer.writer.direct_bytes;
-            stats.data_bytes
-        }
-        other => {
-            return Err(CommandError::new(
-                "InvalidImage",
-                "Unsupported image format",
-                format!(
-                    "image {} is {other}; ferric-agent writes raw and qcow2 images",
-                    info.id
-                ),
-            ));
-        }
+    let peer_plan = info
+        .peers
+        .clone()
+        .filter(|_| info.disk_format.as_deref() != Some("qcow2"));
+    let streamed = match peer_plan {
+        Some(plan) => from_peers(agent, &info, &http, &expected, plan, &place, progress)?,
+        None => stream(&info, &http, &expected, &place, progress)?,
     };
-    let url = download.url.clone();
-    let downloaded = download.downloaded.load(Ordering::Relaxed);
-    let (actual, producer) = download.finish()?;
+    let Streamed {
+        detected,
+        written,
+        downloaded,
+        total,
+        url,
+        actual,
+        producer,
+        mut split,
+        peers: peer_figures,
+    } = streamed;
     if actual != expected.hex {
         // Never leave a half-trusted image bootable.
         if let Err(error) = crate::erase::wipe_metadata(&file, disk.size) {
@@ -517,6 +431,15 @@ pub fn prepare_image(
         "device": disk.name,
         "image_format": detected,
     });
+    if let Some(delivered) = peer_figures {
+        reply["bytes_from_peers"] = json!(delivered.from_peers);
+        reply["bytes_from_conductor"] = json!(delivered.from_origin);
+        reply["peers_dropped"] = json!(delivered.peers_dropped);
+        message.push_str(&format!(
+            "; {} bytes from peers, {} from the conductor",
+            delivered.from_peers, delivered.from_origin
+        ));
+    }
     match &partitions {
         Some(made) => {
             let uuids = finish_partitions(&file, made, configdrive.as_deref())?;
@@ -577,6 +500,254 @@ pub fn prepare_image(
     reply["peak_rss_kib"] = json!(peak_rss_kib);
     reply["result"] = Value::String(format!("prepare_image: {message}"));
     Ok(reply)
+}
+
+/// Where the image goes: the disk, opened; where on it; how much room there is.
+struct Place<'a> {
+    disk: &'a BlockDevice,
+    file: &'a File,
+    base: u64,
+    room: u64,
+    target: &'a str,
+}
+
+/// An image written, not yet checked against its hash.
+struct Streamed {
+    detected: &'static str,
+    written: u64,
+    downloaded: u64,
+    total: Option<u64>,
+    url: String,
+    /// The hex digest of what was written.
+    actual: String,
+    producer: source::ProducerTimes,
+    split: WriteSplit,
+    /// Where the bytes came from, for a peer-assisted delivery.
+    peers: Option<peers::Delivered>,
+}
+
+/// The image streamed from its URL in one request: raw written as it arrives, qcow2
+/// converted on the fly.
+fn stream(
+    info: &ImageInfo,
+    http: &reqwest::blocking::Client,
+    expected: &source::Expected,
+    place: &Place<'_>,
+    progress: &Progress,
+) -> Result<Streamed, CommandError> {
+    let Place {
+        disk,
+        file,
+        base,
+        room,
+        target,
+    } = *place;
+    let mut split = WriteSplit::default();
+    let mut download = Download::start(http, &info.urls, expected.algorithm)?;
+    let total = download.content_length;
+    if let Some(length) = total.filter(|length| *length > room) {
+        return Err(CommandError::new(
+            "ImageWriteError",
+            "Error writing image to device",
+            format!("the image ({length} bytes) is larger than {target} ({room} bytes)"),
+        ));
+    }
+    let first = download.next_chunk().unwrap_or_default();
+    let detected = detect_format(&first);
+    let declared = info.disk_format.as_deref().unwrap_or(detected);
+    if declared != detected {
+        return Err(CommandError::new(
+            "InvalidImage",
+            "Image format mismatch",
+            format!(
+                "image {} is declared {declared} but its content is {detected}",
+                info.id
+            ),
+        ));
+    }
+    let report = |written: u64, downloaded: u64| {
+        progress.set(json!({
+            "bytes_written": written,
+            "bytes_downloaded": downloaded,
+            "total": total,
+            "device": disk.name,
+            "image_format": detected,
+        }));
+    };
+    let written = match detected {
+        "raw" => {
+            let mut offset = 0u64;
+            let mut chunk = first;
+            let mut reported = 0u64;
+            let mut writer = DiskWriter::new(file, &disk.path);
+            loop {
+                if chunk.is_empty() {
+                    break;
+                }
+                if offset + chunk.len() as u64 > room {
+                    return Err(CommandError::new(
+                        "ImageWriteError",
+                        "Error writing image to device",
+                        format!("the image is larger than {target} ({room} bytes)"),
+                    ));
+                }
+                writer
+                    .write_at(&chunk, base + offset)
+                    .map_err(|error| disk_error(disk, error))?;
+                offset += chunk.len() as u64;
+                download.recycle(chunk);
+                if offset - reported >= 16 * 1024 * 1024 {
+                    reported = offset;
+                    report(offset, download.downloaded.load(Ordering::Relaxed));
+                }
+                let waiting = Instant::now();
+                chunk = download.next_chunk().unwrap_or_default();
+                split.wait += waiting.elapsed();
+            }
+            split.disk_wall = writer.wall;
+            split.disk_cpu = writer.cpu;
+            split.direct_bytes = writer.direct_bytes;
+            offset
+        }
+        "qcow2" => {
+            download.push_back(first);
+            let url = download.url.clone();
+            let downloaded = download.downloaded.clone();
+            let mut fetch = |offset: u64, len: u64| source::fetch_range(http, &url, offset, len);
+            let mut writer = DiskTarget {
+                file,
+                writer: DiskWriter::new(file, &disk.path),
+                staging: source::Chunk::aligned(),
+                base,
+                punch: true,
+            };
+            let stats =
+                qcow2::convert(&mut download, &mut fetch, &mut writer, room, &mut |stats| {
+                    report(stats.data_bytes, downloaded.load(Ordering::Relaxed));
+                })
+                .map_err(|error| {
+                    let details = match &error {
+                        qcow2::Qcow2Error::Read(cause) | qcow2::Qcow2Error::Write(cause) => {
+                            format!("{error}: {cause}")
+                        }
+                        _ => error.to_string(),
+                    };
+                    CommandError::new("ImageWriteError", "Error writing image to device", details)
+                })?;
+            if stats.refetched > 0 {
+                tracing::info!(
+                    ranges = stats.refetched,
+                    "qcow2: fetched out-of-order tables/clusters by range"
+                );
+            }
+            split.disk_wall = writer.writer.wall;
+            split.disk_cpu = writer.writer.cpu;
+            split.direct_bytes = writer.writer.direct_bytes;
+            stats.data_bytes
+        }
+        other => {
+            return Err(CommandError::new(
+                "InvalidImage",
+                "Unsupported image format",
+                format!(
+                    "image {} is {other}; ferric-agent writes raw and qcow2 images",
+                    info.id
+                ),
+            ));
+        }
+    };
+    let url = download.url.clone();
+    let downloaded = download.downloaded.load(Ordering::Relaxed);
+    let (actual, producer) = download.finish()?;
+    Ok(Streamed {
+        detected,
+        written,
+        downloaded,
+        total,
+        url,
+        actual,
+        producer,
+        split,
+        peers: None,
+    })
+}
+
+/// The image delivered by its swarm (`image_info.ferric_peers`): pieces from peers and the
+/// conductor, each checked, written where they fall, served to the others from then on.
+fn from_peers(
+    agent: &Agent,
+    info: &ImageInfo,
+    http: &reqwest::blocking::Client,
+    expected: &source::Expected,
+    plan: peers::Plan,
+    place: &Place<'_>,
+    progress: &Progress,
+) -> Result<Streamed, CommandError> {
+    let size = plan.size;
+    if size > place.room {
+        return Err(CommandError::new(
+            "ImageWriteError",
+            "Error writing image to device",
+            format!(
+                "the image ({size} bytes) is larger than {} ({} bytes)",
+                place.target, place.room
+            ),
+        ));
+    }
+    let swarm = plan.swarm.clone();
+    let held = peers::hold(plan, place.disk.path.clone(), place.base);
+    agent.set_peer_swarm(Some(held.clone()));
+    tracing::info!(image = %info.id, swarm = %swarm, pieces = held.plan.pieces.len(), "image from peers and the conductor");
+    let url = info.urls[0].clone();
+    let mut reported = 0u64;
+    let mut report = |written: u64| {
+        if written - reported >= 16 * 1024 * 1024 || written == size {
+            reported = written;
+            progress.set(json!({
+                "bytes_written": written,
+                "total": size,
+                "device": place.disk.name,
+                "image_format": "raw",
+            }));
+        }
+    };
+    let delivered = peers::deliver(
+        held,
+        &url,
+        http,
+        place.file,
+        expected.algorithm.hasher(),
+        &mut report,
+    );
+    let (actual, figures) = match delivered {
+        Ok(delivered) => delivered,
+        Err(error) => {
+            agent.set_peer_swarm(None);
+            return Err(error);
+        }
+    };
+    // The GPT is fixed for the disk's size next, in the first piece: peers get it as it was.
+    if let Some(held) = agent.peer_swarm() {
+        held.keep(0);
+    }
+    tracing::info!(
+        image = %info.id,
+        from_peers = figures.from_peers,
+        from_conductor = figures.from_origin,
+        peers_dropped = figures.peers_dropped,
+        "image delivered"
+    );
+    Ok(Streamed {
+        detected: "raw",
+        written: size,
+        downloaded: figures.from_peers + figures.from_origin,
+        total: Some(size),
+        url,
+        actual,
+        producer: source::ProducerTimes::default(),
+        split: WriteSplit::default(),
+        peers: Some(figures),
+    })
 }
 
 /// The writer's side of [`prepare_image`]'s time (for qcow2, the wait for a chunk is inside

@@ -108,7 +108,7 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    fn hasher(self) -> Box<dyn sha2::digest::DynDigest + Send> {
+    pub(crate) fn hasher(self) -> Box<dyn sha2::digest::DynDigest + Send> {
         match self {
             Algorithm::Md5 => Box::new(md5::Md5::new()),
             Algorithm::Sha256 => Box::new(sha2::Sha256::new()),

@@ -526,6 +526,7 @@ impl Settings {
             oci_verify_ca: self.oci_verify_ca.clone(),
             oci_authentication_config: self.oci_authentication_config.clone(),
             oci_download_source,
+            peer_delivery: self.image_peer_delivery,
         })
     }
 

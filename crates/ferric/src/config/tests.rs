@@ -191,7 +191,7 @@ fn missing_config_file_is_an_error() {
 
 /// A value other than the default for every setting, as its environment variable is written;
 /// together they make a configuration the server accepts.
-const SAMPLES: [(&str, &str); 146] = [
+const SAMPLES: [(&str, &str); 147] = [
     ("database_url", "sqlite://sample.db"),
     ("sqlite_full_sync", "true"),
     ("api_listen", "127.0.0.1:7385"),
@@ -284,6 +284,7 @@ const SAMPLES: [(&str, &str); 146] = [
     ("glance_valid_interfaces", "public"),
     ("glance_region_name", "RegionTwo"),
     ("oci_image_download_source", "http"),
+    ("image_peer_delivery", "true"),
     ("oci_authentication_config", "/etc/ferric/oci-auth.json"),
     // The CA file is read at start: the jail holds this one.
     ("oci_verify_ca", "keystone-ca.pem"),
