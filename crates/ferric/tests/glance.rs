@@ -18,18 +18,15 @@
 
 mod common;
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
-use common::{Server, eventually};
-use ferric_agent::config::{AgentConfig, PowerMode};
+use common::Server;
+use common::deploy::{Operator, agent_config, boot_agent, fake_machine, free_port, read_disk};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 use sha2::Digest;
 
-const VERSION: (&str, &str) = ("X-OpenStack-Ironic-API-Version", "1.68");
 const DISK_BYTES: u64 = 64 * 1024 * 1024;
 const MIB: usize = 1024 * 1024;
 
@@ -182,33 +179,6 @@ impl Drop for Cloud {
 }
 
 /// A machine as the agent sees it: fixture /proc and /sys with one NIC, a sparse file as disk.
-fn fake_machine(root: &Path, mac: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let sys = root.join("sys");
-    let proc = root.join("proc");
-    let nic = sys.join("class/net/eth0");
-    std::fs::create_dir_all(nic.join("device")).unwrap();
-    std::fs::write(nic.join("address"), format!("{mac}\n")).unwrap();
-    std::fs::write(nic.join("carrier"), "1\n").unwrap();
-    std::fs::write(nic.join("device/vendor"), "0x1af4\n").unwrap();
-    let dmi = sys.join("class/dmi/id");
-    std::fs::create_dir_all(&dmi).unwrap();
-    std::fs::write(dmi.join("sys_vendor"), "QEMU\n").unwrap();
-    std::fs::create_dir_all(proc.join("sys/kernel")).unwrap();
-    std::fs::write(
-        proc.join("cpuinfo"),
-        "processor\t: 0\nmodel name\t: Test CPU\n",
-    )
-    .unwrap();
-    std::fs::write(proc.join("meminfo"), "MemTotal:        2048000 kB\n").unwrap();
-    std::fs::write(proc.join("sys/kernel/hostname"), "ramdisk\n").unwrap();
-    let disk = root.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(DISK_BYTES)
-        .unwrap();
-    (sys, proc, disk)
-}
-
 /// A 3 MiB whole-disk image: a GPT with one partition and patterned data.
 fn raw_image() -> Vec<u8> {
     let mut image = std::io::Cursor::new(vec![0u8; 3 * MIB]);
@@ -229,15 +199,6 @@ fn raw_image() -> Vec<u8> {
     image
 }
 
-fn read_disk(disk: &Path, offset: u64, len: usize) -> Vec<u8> {
-    let mut buffer = vec![0u8; len];
-    std::fs::File::open(disk)
-        .unwrap()
-        .read_exact_at(&mut buffer, offset)
-        .unwrap();
-    buffer
-}
-
 /// The deploy token of the next image-cache request in the boot file server's log that is not
 /// one of `seen`.
 fn next_token(server: &Server, seen: &[String]) -> String {
@@ -256,134 +217,25 @@ fn next_token(server: &Server, seen: &[String]) -> String {
     }
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-struct Operator<'a> {
-    server: &'a Server,
-    http: Client,
-}
-
-impl Operator<'_> {
-    fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self
-            .http
-            .request(method.clone(), self.server.url(path))
-            .header(VERSION.0, VERSION.1);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().unwrap();
-        let status = response.status();
-        let text = response.text().unwrap();
-        assert!(status.is_success(), "{method} {path}: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
+/// A `direct` fake-hardware node deploying `image_source` onto `disk`, with `mac`, and the
+/// node's fields `extra`.
+fn enroll(
+    operator: &Operator<'_>,
+    image_source: &str,
+    disk: &Path,
+    mac: &str,
+    extra: Value,
+) -> String {
+    let mut body = json!({
+        "driver": "fake-hardware",
+        "deploy_interface": "direct",
+        "properties": {"root_device": {"name": disk.display().to_string()}},
+        "instance_info": {"image_source": image_source},
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        body[key] = value.clone();
     }
-
-    fn node(&self, uuid: &str) -> Value {
-        self.send(reqwest::Method::GET, &format!("/v1/nodes/{uuid}"), None)
-    }
-
-    /// A `direct` fake-hardware node deploying `image_source` onto `disk`, with `mac`.
-    fn enroll(&self, image_source: &str, disk: &Path, mac: &str) -> String {
-        self.enroll_with(image_source, disk, mac, json!({}))
-    }
-
-    /// [`Self::enroll`] with the node's fields `extra` too.
-    fn enroll_with(&self, image_source: &str, disk: &Path, mac: &str, extra: Value) -> String {
-        let mut body = json!({
-            "driver": "fake-hardware",
-            "deploy_interface": "direct",
-            "properties": {"root_device": {"name": disk.display().to_string()}},
-            "instance_info": {"image_source": image_source},
-        });
-        for (key, value) in extra.as_object().unwrap() {
-            body[key] = value.clone();
-        }
-        let node = self.send(reqwest::Method::POST, "/v1/nodes", Some(body));
-        let uuid = node["uuid"].as_str().unwrap().to_owned();
-        self.send(
-            reqwest::Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": mac})),
-        );
-        uuid
-    }
-
-    fn provision(&self, uuid: &str, target: &str, expect: &str) {
-        self.send(
-            reqwest::Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(json!({"target": target})),
-        );
-        self.wait_for(uuid, expect);
-    }
-
-    /// Waits until `uuid` rests in `expect` (no task holding it); a failed state fails.
-    fn wait_for(&self, uuid: &str, expect: &str) {
-        eventually(&format!("{uuid} in {expect}"), || {
-            let node = self.node(uuid);
-            assert!(
-                !node["provision_state"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with("failed"),
-                "{node:#}"
-            );
-            (node["provision_state"] == expect && node["reservation"].is_null()).then_some(())
-        });
-    }
-
-    /// The validation of `uuid`'s `interface`: (result, reason).
-    fn validate(&self, uuid: &str, interface: &str) -> (bool, String) {
-        let answer = self.send(
-            reqwest::Method::GET,
-            &format!("/v1/nodes/{uuid}/validate"),
-            None,
-        );
-        (
-            answer[interface]["result"].as_bool().unwrap_or(false),
-            answer[interface]["reason"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned(),
-        )
-    }
-
-    /// A counter of the API's /metrics.
-    fn counter(&self, name: &str) -> u64 {
-        let text = self
-            .http
-            .get(self.server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        text.lines()
-            .find_map(|line| line.strip_prefix(&format!("{name} ")))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .map(|value| value as u64)
-            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-    }
-}
-
-fn boot_agent(
-    runtime: &tokio::runtime::Runtime,
-    server: &Server,
-    machine: &(PathBuf, PathBuf, PathBuf),
-) -> ferric_agent::RunningAgent {
-    let mut config = AgentConfig::new(vec![server.url("")]);
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.disks = vec![machine.2.clone()];
-    config.sys_root = machine.0.clone();
-    config.proc_root = machine.1.clone();
-    config.power = PowerMode::Dry;
-    config.lookup_timeout = Duration::from_secs(120);
-    runtime
-        .block_on(ferric_agent::RunningAgent::start(config))
-        .unwrap()
+    operator.create_node(body, mac)
 }
 
 #[test]
@@ -453,15 +305,12 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         .map(|(name, value)| (name.as_str(), value.as_str()))
         .collect();
     let server = Server::start_with_env(dir.path(), &[], &env);
-    let operator = Operator {
-        server: &server,
-        http: Client::new(),
-    };
+    let operator = Operator::new(&server);
 
     // Refused at validate, each naming its image.
     let machine_dir = dir.path().join("refused");
     std::fs::create_dir(&machine_dir).unwrap();
-    let refused_disk = fake_machine(&machine_dir, "52:54:00:aa:cc:09").2;
+    let refused_disk = fake_machine(&machine_dir, "52:54:00:aa:cc:09", DISK_BYTES).disk;
     for (source, mac, words) in [
         (kernel_id.clone(), "52:54:00:aa:cc:01", "disk_format aki"),
         (
@@ -471,7 +320,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         ),
         (big_id.clone(), "52:54:00:aa:cc:03", "larger than"),
     ] {
-        let uuid = operator.enroll(&source, &refused_disk, mac);
+        let uuid = enroll(&operator, &source, &refused_disk, mac, json!({}));
         let (valid, reason) = operator.validate(&uuid, "deploy");
         assert!(!valid, "{source} passed validation");
         let id = source.trim_start_matches("glance://");
@@ -481,7 +330,8 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         );
     }
     // An agent kernel from Glance is refused at validate too, by the boot interface.
-    let uuid = operator.enroll_with(
+    let uuid = enroll(
+        &operator,
         &image_id,
         &refused_disk,
         "52:54:00:aa:cc:04",
@@ -506,7 +356,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         let machine_dir = dir.path().join(format!("machine-{index}"));
         std::fs::create_dir(&machine_dir).unwrap();
         let mac = format!("52:54:00:aa:bb:0{index}");
-        let machine = fake_machine(&machine_dir, &mac);
+        let machine = fake_machine(&machine_dir, &mac, DISK_BYTES);
         // The second boots its agent by iPXE, kernel and ramdisk from Glance as well.
         let ipxe = index == 1;
         let extra = if ipxe {
@@ -516,7 +366,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         } else {
             json!({})
         };
-        let uuid = operator.enroll_with(source, &machine.2, &mac, extra);
+        let uuid = enroll(&operator, source, &machine.disk, &mac, extra);
         for interface in ["boot", "deploy"] {
             let (valid, reason) = operator.validate(&uuid, interface);
             assert!(valid, "{interface}: {reason}");
@@ -556,7 +406,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
                 boot_files.push(url);
             }
         }
-        let agent = boot_agent(&runtime, &server, &machine);
+        let agent = boot_agent(&runtime, agent_config(&server, &machine));
         operator.wait_for(&uuid, "active");
         // The agent read the image from the boot file server's cache, not from Glance, by a
         // deploy token of its own.
@@ -577,7 +427,7 @@ fn glance_images_deploy_through_the_conductor_image_cache() {
         tokens.push(token);
         // The data as Glance has it (the agent moves the backup GPT to the disk's end).
         assert!(
-            read_disk(&machine.2, MIB as u64, MIB) == image[MIB..2 * MIB],
+            read_disk(&machine.disk, MIB as u64, MIB) == image[MIB..2 * MIB],
             "node {uuid}'s disk holds the image's data"
         );
         let results = agent.agent.command_results();

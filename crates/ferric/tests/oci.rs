@@ -15,30 +15,22 @@
 
 mod common;
 
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use common::deploy::{Operator, agent_config, boot_agent, fake_machine, free_port, read_disk};
 use common::{Server, eventually};
-use ferric_agent::config::{AgentConfig, PowerMode};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 use sha2::Digest;
 
-const VERSION: (&str, &str) = ("X-OpenStack-Ironic-API-Version", "1.68");
 const DISK_BYTES: u64 = 64 * 1024 * 1024;
 const MIB: usize = 1024 * 1024;
 const USER: &str = "ferric-puller";
 const PASSWORD: &str = "pull-me-1";
 const REPOSITORY: &str = "metal3/disk";
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
 
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{:x}", sha2::Sha256::digest(bytes))
@@ -192,33 +184,6 @@ impl Drop for Registry {
 }
 
 /// A machine as the agent sees it: fixture /proc and /sys with one NIC, a sparse file as disk.
-fn fake_machine(root: &Path, mac: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let sys = root.join("sys");
-    let proc = root.join("proc");
-    let nic = sys.join("class/net/eth0");
-    std::fs::create_dir_all(nic.join("device")).unwrap();
-    std::fs::write(nic.join("address"), format!("{mac}\n")).unwrap();
-    std::fs::write(nic.join("carrier"), "1\n").unwrap();
-    std::fs::write(nic.join("device/vendor"), "0x1af4\n").unwrap();
-    let dmi = sys.join("class/dmi/id");
-    std::fs::create_dir_all(&dmi).unwrap();
-    std::fs::write(dmi.join("sys_vendor"), "QEMU\n").unwrap();
-    std::fs::create_dir_all(proc.join("sys/kernel")).unwrap();
-    std::fs::write(
-        proc.join("cpuinfo"),
-        "processor\t: 0\nmodel name\t: Test CPU\n",
-    )
-    .unwrap();
-    std::fs::write(proc.join("meminfo"), "MemTotal:        2048000 kB\n").unwrap();
-    std::fs::write(proc.join("sys/kernel/hostname"), "ramdisk\n").unwrap();
-    let disk = root.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(DISK_BYTES)
-        .unwrap();
-    (sys, proc, disk)
-}
-
 /// A 3 MiB whole-disk image: a GPT with one partition and patterned data.
 fn raw_image() -> Vec<u8> {
     let mut image = std::io::Cursor::new(vec![0u8; 3 * MIB]);
@@ -239,129 +204,24 @@ fn raw_image() -> Vec<u8> {
     image
 }
 
-fn read_disk(disk: &Path, offset: u64, len: usize) -> Vec<u8> {
-    let mut buffer = vec![0u8; len];
-    std::fs::File::open(disk)
-        .unwrap()
-        .read_exact_at(&mut buffer, offset)
-        .unwrap();
-    buffer
-}
-
-struct Operator<'a> {
-    server: &'a Server,
-    http: Client,
-}
-
-impl Operator<'_> {
-    fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self
-            .http
-            .request(method.clone(), self.server.url(path))
-            .header(VERSION.0, VERSION.1);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().unwrap();
-        let status = response.status();
-        let text = response.text().unwrap();
-        assert!(status.is_success(), "{method} {path}: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
-    }
-
-    fn node(&self, uuid: &str) -> Value {
-        self.send(reqwest::Method::GET, &format!("/v1/nodes/{uuid}"), None)
-    }
-
-    /// A `direct` fake-hardware node of `cpu_arch` deploying `instance_info` onto `disk`.
-    fn enroll(&self, cpu_arch: &str, instance_info: Value, disk: &Path, mac: &str) -> String {
-        let node = self.send(
-            reqwest::Method::POST,
-            "/v1/nodes",
-            Some(json!({
-                "driver": "fake-hardware",
-                "deploy_interface": "direct",
-                "properties": {"cpu_arch": cpu_arch,
-                               "root_device": {"name": disk.display().to_string()}},
-                "instance_info": instance_info,
-            })),
-        );
-        let uuid = node["uuid"].as_str().unwrap().to_owned();
-        self.send(
-            reqwest::Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": mac})),
-        );
-        uuid
-    }
-
-    fn provision(&self, uuid: &str, target: &str, expect: &str) {
-        self.send(
-            reqwest::Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(json!({"target": target})),
-        );
-        self.wait_for(uuid, expect);
-    }
-
-    /// Waits until `uuid` rests in `expect` (no task holding it); the node then.
-    fn wait_for(&self, uuid: &str, expect: &str) -> Value {
-        eventually(&format!("{uuid} in {expect}"), || {
-            let node = self.node(uuid);
-            let state = node["provision_state"].as_str().unwrap();
-            assert!(
-                !state.ends_with("failed") || expect.ends_with("failed"),
-                "{node:#}"
-            );
-            (state == expect && node["reservation"].is_null()).then_some(node)
-        })
-    }
-
-    /// The deploy interface's validation of `uuid`: (result, reason).
-    fn validate_deploy(&self, uuid: &str) -> (bool, String) {
-        let answer = self.send(
-            reqwest::Method::GET,
-            &format!("/v1/nodes/{uuid}/validate"),
-            None,
-        );
-        (
-            answer["deploy"]["result"].as_bool().unwrap_or(false),
-            answer["deploy"]["reason"].as_str().unwrap_or("").to_owned(),
-        )
-    }
-
-    /// A counter of the API's /metrics.
-    fn counter(&self, name: &str) -> u64 {
-        let text = self
-            .http
-            .get(self.server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        text.lines()
-            .find_map(|line| line.strip_prefix(&format!("{name} ")))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .map(|value| value as u64)
-            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-    }
-}
-
-fn boot_agent(
-    runtime: &tokio::runtime::Runtime,
-    server: &Server,
-    machine: &(PathBuf, PathBuf, PathBuf),
-) -> ferric_agent::RunningAgent {
-    let mut config = AgentConfig::new(vec![server.url("")]);
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.disks = vec![machine.2.clone()];
-    config.sys_root = machine.0.clone();
-    config.proc_root = machine.1.clone();
-    config.power = PowerMode::Dry;
-    config.lookup_timeout = Duration::from_secs(120);
-    runtime
-        .block_on(ferric_agent::RunningAgent::start(config))
-        .unwrap()
+/// A `direct` fake-hardware node of `cpu_arch` deploying `instance_info` onto `disk`.
+fn enroll(
+    operator: &Operator<'_>,
+    cpu_arch: &str,
+    instance_info: Value,
+    disk: &Path,
+    mac: &str,
+) -> String {
+    operator.create_node(
+        json!({
+            "driver": "fake-hardware",
+            "deploy_interface": "direct",
+            "properties": {"cpu_arch": cpu_arch,
+                           "root_device": {"name": disk.display().to_string()}},
+            "instance_info": instance_info,
+        }),
+        mac,
+    )
 }
 
 fn auth_config(path: &Path, registry: &str, secret: &str) {
@@ -441,15 +301,12 @@ fn oci_images_deploy_from_a_real_registry_through_the_image_cache() {
         .map(|(name, value)| (*name, value.as_str()))
         .collect();
     let server = Server::start_with_env(dir.path(), &[], &env);
-    let operator = Operator {
-        server: &server,
-        http: Client::new(),
-    };
+    let operator = Operator::new(&server);
 
     // Refused at validate, each naming the image and the reason.
     let refused_dir = dir.path().join("refused");
     std::fs::create_dir(&refused_dir).unwrap();
-    let refused_disk = fake_machine(&refused_dir, "52:54:00:dd:cc:09").2;
+    let refused_disk = fake_machine(&refused_dir, "52:54:00:dd:cc:09", DISK_BYTES).disk;
     let unreachable = format!("oci://127.0.0.1:{}/{REPOSITORY}:v1", free_port());
     let malformed = format!("oci://{}/Metal3/Disk:v1", registry.address);
     let cases = [
@@ -474,8 +331,8 @@ fn oci_images_deploy_from_a_real_registry_through_the_image_cache() {
     for (index, (cpu_arch, instance_info, words)) in cases.into_iter().enumerate() {
         let source = instance_info["image_source"].as_str().unwrap().to_owned();
         let mac = format!("52:54:00:dd:cc:0{index}");
-        let uuid = operator.enroll(cpu_arch, instance_info, &refused_disk, &mac);
-        let (valid, reason) = operator.validate_deploy(&uuid);
+        let uuid = enroll(&operator, cpu_arch, instance_info, &refused_disk, &mac);
+        let (valid, reason) = operator.validate(&uuid, "deploy");
         assert!(!valid, "{source} on {cpu_arch} passed validation");
         assert!(
             reason.contains(&source) && reason.contains(words),
@@ -503,20 +360,20 @@ fn oci_images_deploy_from_a_real_registry_through_the_image_cache() {
         let machine_dir = dir.path().join(format!("machine-{index}"));
         std::fs::create_dir(&machine_dir).unwrap();
         let mac = format!("52:54:00:dd:bb:0{index}");
-        let machine = fake_machine(&machine_dir, &mac);
-        let uuid = operator.enroll("x86_64", instance_info, &machine.2, &mac);
-        let (valid, reason) = operator.validate_deploy(&uuid);
+        let machine = fake_machine(&machine_dir, &mac, DISK_BYTES);
+        let uuid = enroll(&operator, "x86_64", instance_info, &machine.disk, &mac);
+        let (valid, reason) = operator.validate(&uuid, "deploy");
         assert!(valid, "{reason}");
         operator.provision(&uuid, "manage", "manageable");
         operator.provision(&uuid, "provide", "available");
         operator.provision(&uuid, "active", "wait call-back");
-        let agent = boot_agent(&runtime, &server, &machine);
+        let agent = boot_agent(&runtime, agent_config(&server, &machine));
         operator.wait_for(&uuid, "active");
         // Served from the cache by the node's deploy token, never by the entry's own name.
         server.wait_for_log("/image-cache/t/");
         assert!(
-            read_disk(&machine.2, 0, 512) == image[..512]
-                && read_disk(&machine.2, MIB as u64, MIB) == image[MIB..2 * MIB],
+            read_disk(&machine.disk, 0, 512) == image[..512]
+                && read_disk(&machine.disk, MIB as u64, MIB) == image[MIB..2 * MIB],
             "node {uuid}'s disk holds the image pushed to the registry"
         );
         let results = agent.agent.command_results();
@@ -543,11 +400,12 @@ fn oci_images_deploy_from_a_real_registry_through_the_image_cache() {
     // agent booted: write_image cannot pull, and the deployment fails naming the image.
     let machine_dir = dir.path().join("machine-wrong");
     std::fs::create_dir(&machine_dir).unwrap();
-    let machine = fake_machine(&machine_dir, "52:54:00:dd:bb:09");
-    let uuid = operator.enroll(
+    let machine = fake_machine(&machine_dir, "52:54:00:dd:bb:09", DISK_BYTES);
+    let uuid = enroll(
+        &operator,
         "x86_64",
         json!({"image_source": tagged}),
-        &machine.2,
+        &machine.disk,
         "52:54:00:dd:bb:09",
     );
     operator.provision(&uuid, "manage", "manageable");
@@ -558,7 +416,7 @@ fn oci_images_deploy_from_a_real_registry_through_the_image_cache() {
         &registry.address,
         &STANDARD.encode(format!("{USER}:not-the-password")),
     );
-    let agent = boot_agent(&runtime, &server, &machine);
+    let agent = boot_agent(&runtime, agent_config(&server, &machine));
     let failed = operator.wait_for(&uuid, "deploy failed");
     let last_error = failed["last_error"].as_str().unwrap_or_default();
     assert!(
@@ -595,34 +453,24 @@ fn oci_images_deploy_from_a_real_registry_through_the_image_cache() {
         .map(|(name, value)| (*name, value.as_str()))
         .collect();
     let server = Server::start_with_env(&direct_dir, &[], &env);
-    let operator = Operator {
-        server: &server,
-        http: Client::new(),
-    };
-    let machine = fake_machine(&direct_dir, "52:54:00:dd:ee:01");
-    let uuid = operator.enroll(
+    let operator = Operator::new(&server);
+    let machine = fake_machine(&direct_dir, "52:54:00:dd:ee:01", DISK_BYTES);
+    let uuid = enroll(
+        &operator,
         "amd64",
         json!({"image_source": tagged, "image_pull_secret": format!("{USER}:{PASSWORD}")}),
-        &machine.2,
+        &machine.disk,
         "52:54:00:dd:ee:01",
     );
     operator.provision(&uuid, "manage", "manageable");
     operator.provision(&uuid, "provide", "available");
     operator.provision(&uuid, "active", "wait call-back");
-    let mut config = AgentConfig::new(vec![server.url("")]);
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.disks = vec![machine.2.clone()];
-    config.sys_root = machine.0.clone();
-    config.proc_root = machine.1.clone();
-    config.power = PowerMode::Dry;
-    config.lookup_timeout = Duration::from_secs(120);
+    let mut config = agent_config(&server, &machine);
     config.api_ca_file = Some(dir.path().join("registry-ca.pem"));
-    let agent = runtime
-        .block_on(ferric_agent::RunningAgent::start(config))
-        .unwrap();
+    let agent = boot_agent(&runtime, config);
     operator.wait_for(&uuid, "active");
     assert!(
-        read_disk(&machine.2, MIB as u64, MIB) == image[MIB..2 * MIB],
+        read_disk(&machine.disk, MIB as u64, MIB) == image[MIB..2 * MIB],
         "the agent wrote the blob it pulled from the registry"
     );
     // The cache's directory holds only its (empty) deploy-token directory.

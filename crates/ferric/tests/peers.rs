@@ -20,29 +20,21 @@ mod common;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use common::Server;
-use ferric_agent::config::{AgentConfig, PowerMode};
-use reqwest::blocking::Client;
+use common::deploy::{FakeMachine, Operator, agent_config, boot_agent, fake_machine, free_port};
 use serde_json::{Value, json};
 use sha2::Digest;
 
-const VERSION: (&str, &str) = ("X-OpenStack-Ironic-API-Version", "1.68");
 const MIB: usize = 1024 * 1024;
 /// Six pieces of the conductor's smallest piece size (4 MiB), the last one short.
 const IMAGE_BYTES: usize = 20 * MIB + 4321;
 const DISK_BYTES: u64 = 32 * 1024 * 1024;
 /// Compared from here on: the agent may rewrite the GPT's first sectors for the disk's size.
 const DATA_FROM: usize = MIB;
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
 
 /// A whole-disk image: a GPT with one partition, then pseudo-random bytes.
 fn raw_image() -> Vec<u8> {
@@ -159,75 +151,21 @@ struct Machine {
     disk: PathBuf,
 }
 
-/// A machine's fixture /proc and /sys, its disk and its MAC.
-struct Fixture {
-    sys: PathBuf,
-    proc: PathBuf,
-    disk: PathBuf,
-    mac: String,
-}
-
-fn fixture(root: &Path, n: u8) -> Fixture {
-    let mac = format!("52:54:00:45:00:{n:02x}");
-    let base = root.join(format!("machine-{n}"));
-    let sys = base.join("sys");
-    let proc = base.join("proc");
-    let nic = sys.join("class/net/eth0");
-    std::fs::create_dir_all(nic.join("device")).unwrap();
-    std::fs::write(nic.join("address"), format!("{mac}\n")).unwrap();
-    std::fs::write(nic.join("carrier"), "1\n").unwrap();
-    std::fs::write(nic.join("device/vendor"), "0x1af4\n").unwrap();
-    std::fs::create_dir_all(sys.join("class/dmi/id")).unwrap();
-    std::fs::write(sys.join("class/dmi/id/sys_vendor"), "QEMU\n").unwrap();
-    std::fs::create_dir_all(proc.join("sys/kernel")).unwrap();
-    std::fs::write(
-        proc.join("cpuinfo"),
-        "processor\t: 0\nmodel name\t: Test CPU\n",
-    )
-    .unwrap();
-    std::fs::write(proc.join("meminfo"), "MemTotal:        2048000 kB\n").unwrap();
-    std::fs::write(proc.join("sys/kernel/hostname"), "ramdisk\n").unwrap();
-    let disk = base.join("disk.img");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(DISK_BYTES)
-        .unwrap();
-    Fixture {
-        sys,
-        proc,
-        disk,
-        mac,
-    }
-}
-
 /// Boots `fixture`'s agent behind a proxy in `mode`.
 fn machine(
     runtime: &tokio::runtime::Runtime,
     server: &Server,
-    fixture: Fixture,
+    fixture: FakeMachine,
     mode: Mode,
 ) -> Machine {
-    let Fixture {
-        sys,
-        proc,
-        disk,
-        mac: _,
-    } = fixture;
     // The proxy's port first (free on 127.0.0.1), the agent on the same port of 127.0.0.2.
     let port = free_port();
-    let mut config = AgentConfig::new(vec![server.url("")]);
+    let mut config = agent_config(server, &fixture);
     config.listen = format!("127.0.0.2:{port}").parse().unwrap();
     config.advertise_host = Some("127.0.0.1".to_owned());
-    config.disks = vec![disk.clone()];
-    config.sys_root = sys;
-    config.proc_root = proc;
-    config.power = PowerMode::Dry;
-    config.lookup_timeout = Duration::from_secs(120);
     // Plain HTTP, so the proxy can read the pieces it passes.
     config.auto_tls = false;
-    let agent = runtime
-        .block_on(ferric_agent::RunningAgent::start(config))
-        .unwrap();
+    let agent = boot_agent(runtime, config);
     let upstream = agent.address;
     let pieces = Arc::new(AtomicU64::new(0));
     let counter = pieces.clone();
@@ -242,80 +180,37 @@ fn machine(
     Machine {
         agent: Some(agent),
         proxy: Proxy { pieces },
-        disk,
+        disk: fixture.disk,
     }
 }
 
-struct Operator<'a> {
-    server: &'a Server,
-    http: Client,
-}
-
-impl Operator<'_> {
-    fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self
-            .http
-            .request(method.clone(), self.server.url(path))
-            .header(VERSION.0, VERSION.1);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().unwrap();
-        let status = response.status();
-        let text = response.text().unwrap();
-        assert!(status.is_success(), "{method} {path}: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
-    }
-
-    fn enroll(&self, instance_info: &Value, machine: &Fixture) -> String {
-        let node = self.send(
-            reqwest::Method::POST,
-            "/v1/nodes",
-            Some(json!({
-                "driver": "fake-hardware",
-                "deploy_interface": "direct",
-                "properties": {"root_device": {"name": machine.disk.display().to_string()}},
-                "instance_info": instance_info,
-            })),
-        );
-        let uuid = node["uuid"].as_str().unwrap().to_owned();
-        self.send(
-            reqwest::Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": machine.mac,
-                        "local_link_connection": {"switch_id": "52:54:00:00:45:01", "port_id": "p1"}})),
-        );
-        for (target, rest) in [("manage", "manageable"), ("provide", "available")] {
-            self.provision(&uuid, target);
-            self.wait_for(&uuid, rest);
-        }
-        uuid
-    }
-
-    fn provision(&self, uuid: &str, target: &str) {
-        self.send(
-            reqwest::Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(json!({"target": target})),
-        );
-    }
-
-    fn wait_for(&self, uuid: &str, expect: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let node = self.send(reqwest::Method::GET, &format!("/v1/nodes/{uuid}"), None);
-            let state = node["provision_state"].as_str().unwrap();
-            assert!(!state.ends_with("failed"), "{node:#}");
-            if state == expect && node["reservation"].is_null() {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{uuid} not in {expect}: {node:#}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+/// A `direct` fake-hardware node deploying `instance_info` onto `machine`'s disk, cabled to
+/// the rack's one switch, and made available.
+fn enroll(operator: &Operator<'_>, instance_info: &Value, machine: &FakeMachine) -> String {
+    let uuid = operator.create_node(
+        json!({
+            "driver": "fake-hardware",
+            "deploy_interface": "direct",
+            "properties": {"root_device": {"name": machine.disk.display().to_string()}},
+            "instance_info": instance_info,
+        }),
+        &machine.mac,
+    );
+    let port = operator.send(
+        reqwest::Method::GET,
+        &format!("/v1/ports?node_uuid={uuid}"),
+        None,
+    );
+    let port = port["ports"][0]["uuid"].as_str().unwrap().to_owned();
+    operator.send(
+        reqwest::Method::PATCH,
+        &format!("/v1/ports/{port}"),
+        Some(json!([{"op": "add", "path": "/local_link_connection",
+                     "value": {"switch_id": "52:54:00:00:45:01", "port_id": "p1"}}])),
+    );
+    operator.provision(&uuid, "manage", "manageable");
+    operator.provision(&uuid, "provide", "available");
+    uuid
 }
 
 fn assert_disk_holds(machine: &Machine, image: &[u8]) {
@@ -359,20 +254,22 @@ fn agents_deploy_one_image_from_each_other_and_survive_bad_peers() {
         .map(|(name, value)| (*name, value.as_str()))
         .collect();
     let server = Server::start_with_env(dir.path(), &[], &env);
-    let operator = Operator {
-        server: &server,
-        http: Client::new(),
-    };
+    let operator = Operator::new(&server);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let instance_info = json!({
         "image_source": format!("{boot_url}/images/peer.img"),
         "image_os_hash_algo": "sha256",
         "image_os_hash_value": sha,
     });
-    let fixtures: Vec<Fixture> = (1..=6).map(|n| fixture(dir.path(), n)).collect();
+    let fixtures: Vec<FakeMachine> = (1..=6)
+        .map(|n| {
+            let mac = format!("52:54:00:45:00:{n:02x}");
+            fake_machine(&dir.path().join(format!("machine-{n}")), &mac, DISK_BYTES)
+        })
+        .collect();
     let nodes: Vec<String> = fixtures
         .iter()
-        .map(|fixture| operator.enroll(&instance_info, fixture))
+        .map(|fixture| enroll(&operator, &instance_info, fixture))
         .collect();
     let modes = [
         Mode::Honest,
@@ -382,13 +279,13 @@ fn agents_deploy_one_image_from_each_other_and_survive_bad_peers() {
         Mode::Honest,
         Mode::Honest,
     ];
-    let mut fixtures: Vec<Option<(Fixture, Mode)>> =
+    let mut fixtures: Vec<Option<(FakeMachine, Mode)>> =
         fixtures.into_iter().zip(modes).map(Some).collect();
     let mut machines: Vec<Option<Machine>> = (0..nodes.len()).map(|_| None).collect();
     // Deploys machines `which` at once: their nodes wait for a call-back, their agents boot.
     let mut deploy = |which: &[usize], machines: &mut Vec<Option<Machine>>| {
         for &n in which {
-            operator.provision(&nodes[n], "active");
+            operator.request(&nodes[n], "active");
         }
         for &n in which {
             operator.wait_for(&nodes[n], "wait call-back");

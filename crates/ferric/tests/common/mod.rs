@@ -1,6 +1,8 @@
 //! What the binary's test files share: a real `ferric server` process on port 0.
 #![allow(dead_code, reason = "each test file uses its own subset")]
 
+pub(crate) mod deploy;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
