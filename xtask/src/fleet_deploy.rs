@@ -333,6 +333,8 @@ struct Phase {
     conductor_sent: u64,
     /// Each agent's VmHWM, in KiB.
     peak_rss_kib: Vec<u64>,
+    /// Each agent's CPU time (user and system), in seconds.
+    agent_cpu: Vec<f64>,
 }
 
 /// A run under way; dropping it stops the agents and the server and removes the rack.
@@ -347,6 +349,8 @@ struct Bench {
     /// Each machine's running agent, by index.
     agents: Vec<Option<Child>>,
     server: Option<Child>,
+    /// The kernel's clock ticks per second (`getconf CLK_TCK`), for CPU times.
+    clock_ticks: f64,
 }
 
 impl Bench {
@@ -360,6 +364,7 @@ impl Bench {
             uuids: Vec::new(),
             agents: Vec::new(),
             server: None,
+            clock_ticks: clock_ticks(),
         }
     }
 
@@ -472,7 +477,8 @@ impl Bench {
         })?;
         self.boot_agents(&uuids)?;
         let before = rack::conductor_tx_bytes()?;
-        let (wall, peak_rss_kib) = self.deploy(&uuids)?;
+        let (wall, stopped) = self.deploy(&uuids)?;
+        let (peak_rss_kib, agent_cpu) = stopped.into_iter().unzip();
         let conductor_sent = rack::conductor_tx_bytes()?.saturating_sub(before);
         eprintln!(
             "xtask: {name}: {count} machine(s) active in {:.2} s",
@@ -488,6 +494,7 @@ impl Bench {
             wall,
             conductor_sent,
             peak_rss_kib,
+            agent_cpu,
         })
     }
 
@@ -533,8 +540,8 @@ impl Bench {
 
     /// Sends every deploy request from [`CLIENTS`] threads while this one watches the nodes
     /// reach `active`; returns the time from the first request to the last node active, and
-    /// each agent's peak RSS.
-    fn deploy(&mut self, uuids: &[String]) -> anyhow::Result<(Duration, Vec<u64>)> {
+    /// each agent's peak RSS and CPU time.
+    fn deploy(&mut self, uuids: &[String]) -> anyhow::Result<(Duration, Vec<(u64, f64)>)> {
         let failed = AtomicBool::new(false);
         let started = Instant::now();
         let (done, peaks) = thread::scope(|scope| {
@@ -561,9 +568,9 @@ impl Bench {
         &mut self,
         uuids: &[String],
         failed: &AtomicBool,
-    ) -> anyhow::Result<(Instant, Vec<u64>)> {
+    ) -> anyhow::Result<(Instant, Vec<(u64, f64)>)> {
         let agent = bench_http::agent();
-        let mut peaks: Vec<Option<u64>> = vec![None; uuids.len()];
+        let mut peaks: Vec<Option<(u64, f64)>> = vec![None; uuids.len()];
         let mut progress_at = Instant::now();
         loop {
             let listed = nodes::list(&agent)?;
@@ -601,19 +608,28 @@ impl Bench {
         }
     }
 
-    /// The machine rebooted into its OS: its agent's peak RSS, then the agent killed.
-    fn stop_agent(&mut self, index: usize) -> anyhow::Result<u64> {
+    /// The machine rebooted into its OS: its agent's peak RSS (KiB) and CPU time (s), then
+    /// the agent killed.
+    fn stop_agent(&mut self, index: usize) -> anyhow::Result<(u64, f64)> {
         let mut child = self.agents[index]
             .take()
             .with_context(|| format!("machine {index} has no agent running"))?;
         let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()));
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()));
         let _ = child.kill();
         let _ = child.wait();
-        status
+        let rss = status
             .ok()
             .as_deref()
             .and_then(machine::peak_rss_kib)
-            .with_context(|| format!("cannot read the peak RSS of machine {index}'s agent"))
+            .with_context(|| format!("cannot read the peak RSS of machine {index}'s agent"))?;
+        let cpu = stat
+            .ok()
+            .as_deref()
+            .and_then(machine::cpu_ticks)
+            .map(|ticks| ticks as f64 / self.clock_ticks)
+            .with_context(|| format!("cannot read the CPU time of machine {index}'s agent"))?;
+        Ok((rss, cpu))
     }
 
     /// Fails if an agent of the first `count` machines exited on its own.
@@ -699,6 +715,18 @@ fn copies(sent: u64, image_bytes: u64) -> f64 {
     sent as f64 / image_bytes as f64
 }
 
+/// `getconf CLK_TCK` (100 on Linux when it cannot be asked).
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|ticks| *ticks > 0.0)
+        .unwrap_or(100.0)
+}
+
 /// The whole report: the run's shape and machine, the table, the summary line.
 fn report(options: &Options, host: &HostLoad, phases: &[Phase], peer_setting: bool) -> String {
     let mut out = format!(
@@ -719,6 +747,18 @@ fn report(options: &Options, host: &HostLoad, phases: &[Phase], peer_setting: bo
     out.push_str(&table(phases, options.image_bytes));
     let one = phases.iter().find(|phase| phase.name == "one machine");
     let peer = phases.iter().find(|phase| phase.name == "peer-assisted");
+    if let Some(peer) = peer {
+        // N machines share this host's cores: the agents' CPU time over the cores is a floor
+        // under the phase's time that N real machines would not have.
+        let cpu: f64 = peer.agent_cpu.iter().sum();
+        out.push_str(&format!(
+            "this host's CPU floor for the peer-assisted phase: {:.1} s of agents' CPU over {} \
+             cores = {:.1} s\n",
+            cpu,
+            host.cores,
+            cpu / host.cores.max(1) as f64
+        ));
+    }
     if let (Some(one), Some(peer)) = (one, peer) {
         out.push_str(&summary(one, peer, options.image_bytes));
         out.push('\n');
@@ -728,19 +768,20 @@ fn report(options: &Options, host: &HostLoad, phases: &[Phase], peer_setting: bo
 
 fn table(phases: &[Phase], image_bytes: u64) -> String {
     let mut out = format!(
-        "{:<16}{:>9}{:>9}{:>15}{:>8}{:>20}{:>23}\n",
+        "{:<16}{:>9}{:>9}{:>15}{:>8}{:>20}{:>23}{:>17}\n",
         "phase",
         "machines",
         "wall s",
         "conductor GiB",
         "copies",
         "agent RSS max MiB",
-        "agent RSS median MiB"
+        "agent RSS median MiB",
+        "agents' CPU s"
     );
     for phase in phases {
         let max = phase.peak_rss_kib.iter().copied().max().unwrap_or(0);
         out.push_str(&format!(
-            "{:<16}{:>9}{:>9.2}{:>15.2}{:>8.2}{:>20.1}{:>23.1}\n",
+            "{:<16}{:>9}{:>9.2}{:>15.2}{:>8.2}{:>20.1}{:>23.1}{:>17.1}\n",
             phase.name,
             phase.machines,
             phase.wall.as_secs_f64(),
@@ -748,6 +789,7 @@ fn table(phases: &[Phase], image_bytes: u64) -> String {
             copies(phase.conductor_sent, image_bytes),
             mib(max),
             mib(median(&phase.peak_rss_kib)),
+            phase.agent_cpu.iter().sum::<f64>(),
         ));
     }
     out
@@ -849,6 +891,7 @@ mod tests {
             wall: Duration::from_millis(wall_ms),
             conductor_sent: sent,
             peak_rss_kib: rss.to_vec(),
+            agent_cpu: vec![1.5; rss.len()],
         }
     }
 
@@ -878,10 +921,10 @@ mod tests {
         assert_eq!(
             table(&phases, image),
             "\
-phase            machines   wall s  conductor GiB  copies   agent RSS max MiB   agent RSS median MiB
-one machine             1    10.00           1.04    1.04                20.0                   20.0
-conductor only          4    40.50           4.16    4.16                40.0                   20.0
-peer-assisted           4    12.34           2.00    2.00                50.0                   25.0
+phase            machines   wall s  conductor GiB  copies   agent RSS max MiB   agent RSS median MiB    agents' CPU s
+one machine             1    10.00           1.04    1.04                20.0                   20.0              1.5
+conductor only          4    40.50           4.16    4.16                40.0                   20.0              6.0
+peer-assisted           4    12.34           2.00    2.00                50.0                   25.0              6.0
 "
         );
         assert_eq!(
@@ -904,6 +947,10 @@ peer-assisted           4    12.34           2.00    2.00                50.0   
              (tc tbf)\nthis machine: 2 cores, load average 0.50 0.40 0.30 at the start\nphase "
         ));
         assert!(report.ends_with("conductor sent 2.00 copies\n"));
+        assert!(report.contains(
+            "this host's CPU floor for the peer-assisted phase: 6.0 s of agents' CPU over 2 \
+             cores = 3.0 s\n"
+        ));
         assert!(!report.contains("note:"));
     }
 }

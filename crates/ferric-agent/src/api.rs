@@ -15,6 +15,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use crate::agent::Agent;
+use crate::image::held::Served;
 use crate::registry::{ExecuteError, LookupError};
 
 const MEDIA_TYPE: &str = "application/vnd.openstack.ironic-python-agent.v1+json";
@@ -174,23 +175,28 @@ async fn peer_piece(
             "Unauthorized: wrong swarm or swarm secret",
         ));
     }
-    let read = tokio::task::spawn_blocking(move || held.read_piece(index))
-        .await
-        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
-    match read {
-        None => Err(ApiError::new(
+    let Some(piece) = held.piece(index) else {
+        return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("piece {index} is not held here"),
-        )),
-        Some(Err(error)) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot read piece {index}: {error}"),
-        )),
-        Some(Ok(bytes)) => Ok((
-            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
-            bytes,
-        )
-            .into_response()),
+        ));
+    };
+    let octets = [(axum::http::header::CONTENT_TYPE, "application/octet-stream")];
+    match piece {
+        Served::Kept(bytes) => Ok((octets, Vec::clone(&bytes)).into_response()),
+        Served::Disk(reader) => {
+            let length = [(axum::http::header::CONTENT_LENGTH, reader.len().to_string())];
+            let chunks = futures_util::stream::unfold(reader, |mut reader| async move {
+                let (reader, chunk) = tokio::task::spawn_blocking(move || {
+                    let chunk = reader.next_chunk();
+                    (reader, chunk)
+                })
+                .await
+                .ok()?;
+                chunk.map(|chunk| (chunk, reader))
+            });
+            Ok((octets, length, axum::body::Body::from_stream(chunks)).into_response())
+        }
     }
 }
 

@@ -145,6 +145,17 @@ pub(super) fn sha256(path: &Path) -> anyhow::Result<String> {
         .context("sha256sum printed nothing")
 }
 
+/// User and system CPU time, in clock ticks, from `/proc/<pid>/stat` (fields 14 and 15,
+/// counted after the command name, which may hold spaces, in parentheses).
+pub(super) fn cpu_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // After the name come field 3 (state) on: utime is field 14, stime field 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
 /// VmHWM (the peak resident set) from `/proc/<pid>/status`, in KiB.
 pub(super) fn peak_rss_kib(status: &str) -> Option<u64> {
     status
@@ -159,6 +170,13 @@ pub(super) fn peak_rss_kib(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_is_read_from_proc_stat() {
+        let stat = "4242 (ferric agent) S 1 4242 4242 0 -1 4194560 500 0 0 0 250 75 0 0 20 0 9";
+        assert_eq!(cpu_ticks(stat), Some(325));
+        assert_eq!(cpu_ticks("garbage"), None);
+    }
 
     #[test]
     fn the_peak_rss_is_read_from_proc() {

@@ -104,6 +104,10 @@ pub(crate) fn install_bootloader_command(
     let sys = &invocation.agent.config.sys_root;
     let efivars = sys.join(EFIVARS.trim_start_matches("/sys/"));
     let uefi = sys.join("firmware/efi").exists();
+    // The boot loader may write into the image's pieces that peers still fetch from here.
+    if let Some(held) = invocation.agent.peer_swarm() {
+        held.mark_changed();
+    }
     let outcome = install(&disk.path, &request, &efivars, uefi);
     match outcome {
         Ok(message) => {

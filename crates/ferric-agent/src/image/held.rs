@@ -76,6 +76,10 @@ pub struct Held {
     /// Pieces as written, kept in memory because the agent changes them on the disk after
     /// the image is written (the GPT fixed for the disk's size, in the first piece).
     kept: Mutex<Vec<(usize, Arc<Vec<u8>>)>>,
+    /// How many times the agent said it changed its disk since the image was written.
+    changes: AtomicU64,
+    /// Per piece, the count of changes it was last checked at.
+    checked: Mutex<Vec<u64>>,
     /// Set when another image replaces this one: the announcer stops.
     pub(crate) retired: AtomicBool,
     /// Bytes served to peers.
@@ -93,9 +97,9 @@ impl Held {
             && crate::secret::constant_time_eq(secret.as_bytes(), self.plan.secret.as_bytes())
     }
 
-    /// Piece `index` as written — kept in memory, or read back from the disk and checked
-    /// against the manifest (a piece changed since is no longer held); `None` when not held.
-    pub fn read_piece(&self, index: usize) -> Option<std::io::Result<Vec<u8>>> {
+    /// Piece `index` as written, to serve, or `None` when not held: kept in memory, or read
+    /// back from the disk in chunks ([`PieceReader`]).
+    pub fn piece(self: &Arc<Self>, index: usize) -> Option<Served> {
         if !self.lock().get(index).copied().unwrap_or(false) {
             return None;
         }
@@ -106,23 +110,35 @@ impl Held {
             .iter()
             .find(|(piece, _)| *piece == index)
             .map(|(_, bytes)| bytes.clone());
-        let bytes = match kept {
-            Some(bytes) => Vec::clone(&bytes),
-            None => match self.read_from_disk(index) {
-                Ok(bytes) => bytes,
-                Err(error) => return Some(Err(error)),
-            },
-        };
-        if sha256_hex(&bytes) != self.plan.pieces[index] {
-            tracing::warn!(
-                piece = index,
-                "a written piece changed on the disk: no longer served"
-            );
-            self.lock()[index] = false;
-            return None;
+        if let Some(bytes) = kept {
+            self.served.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            return Some(Served::Kept(bytes));
         }
-        self.served.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        Some(Ok(bytes))
+        let (offset, len) = self.plan.span(index);
+        // Pieces are checked again only once the agent changed its disk after writing them
+        // (then each once per change): before that, they are as verified when written.
+        let generation = self.changes.load(Ordering::Relaxed);
+        let check = generation > 0
+            && self
+                .checked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(index)
+                .is_some_and(|checked| *checked != generation);
+        Some(Served::Disk(PieceReader {
+            held: self.clone(),
+            index,
+            at: self.base + offset,
+            left: len,
+            hasher: check.then(Sha256::new),
+            generation,
+        }))
+    }
+
+    /// The agent is about to change its disk where pieces may lie (the GPT fixed, a config
+    /// drive, a boot loader): pieces served from now on are checked against the manifest.
+    pub fn mark_changed(&self) {
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     fn read_from_disk(&self, index: usize) -> std::io::Result<Vec<u8>> {
@@ -159,10 +175,91 @@ impl Held {
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// A piece to serve.
+#[derive(Debug)]
+pub enum Served {
+    /// Kept in memory.
+    Kept(Arc<Vec<u8>>),
+    /// On the disk.
+    Disk(PieceReader),
+}
+
+/// Reads a piece from the disk in chunks of [`SERVE_CHUNK`] (so serving many peers at once
+/// costs little memory), hashing it on the way when it must be checked: a piece that no
+/// longer matches the manifest ends in an error (the peer sees a cut answer and goes to the
+/// conductor) and is no longer held.
+#[derive(Debug)]
+pub struct PieceReader {
+    held: Arc<Held>,
+    index: usize,
+    at: u64,
+    left: u64,
+    hasher: Option<Sha256>,
+    generation: u64,
+}
+
+/// The chunk a piece is served in.
+pub const SERVE_CHUNK: u64 = 256 * 1024;
+
+impl PieceReader {
+    /// The piece's length.
+    pub fn len(&self) -> u64 {
+        self.left
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// The next chunk (blocking), `None` at the end; an error when the disk cannot be read or
+    /// the piece changed.
+    pub fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>> {
+        if self.left == 0 {
+            let hasher = self.hasher.take()?;
+            let expected = &self.held.plan.pieces[self.index];
+            if &hex(&hasher.finalize()) != expected {
+                tracing::warn!(
+                    piece = self.index,
+                    "a written piece changed on the disk: no longer served"
+                );
+                self.held.lock()[self.index] = false;
+                return Some(Err(std::io::Error::other("the piece changed on the disk")));
+            }
+            if let Some(checked) = self
+                .held
+                .checked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(self.index)
+            {
+                *checked = self.generation;
+            }
+            return None;
+        }
+        let len = self.left.min(SERVE_CHUNK);
+        let mut bytes = vec![0u8; len as usize];
+        let read =
+            File::open(&self.held.disk).and_then(|file| file.read_exact_at(&mut bytes, self.at));
+        if let Err(error) = read {
+            self.left = 0;
+            self.hasher = None;
+            return Some(Err(error));
+        }
+        if let Some(hasher) = &mut self.hasher {
+            hasher.update(&bytes);
+        }
+        self.at += len;
+        self.left -= len;
+        self.held.served.fetch_add(len, Ordering::Relaxed);
+        Some(Ok(bytes))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Held pieces as half-open index ranges.
@@ -191,6 +288,8 @@ pub fn hold(plan: Plan, disk: PathBuf, base: u64) -> Arc<Held> {
         base,
         have: Mutex::new(vec![false; count]),
         kept: Mutex::new(Vec::new()),
+        changes: AtomicU64::new(0),
+        checked: Mutex::new(vec![0; count]),
         retired: AtomicBool::new(false),
         served: AtomicU64::new(0),
     })
@@ -208,6 +307,59 @@ mod tests {
             to_ranges(&[true, true, false, true, false, false, true]),
             vec![[0, 2], [3, 4], [6, 7]]
         );
+    }
+
+    fn read_all(held: &Arc<Held>, index: usize) -> Option<std::io::Result<Vec<u8>>> {
+        let Served::Disk(mut reader) = held.piece(index)? else {
+            panic!("piece {index} is not on the disk");
+        };
+        let mut bytes = Vec::new();
+        while let Some(chunk) = reader.next_chunk() {
+            match chunk {
+                Ok(chunk) => bytes.extend(chunk),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        Some(Ok(bytes))
+    }
+
+    #[test]
+    fn a_piece_changed_after_a_marked_change_is_no_longer_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("disk");
+        let piece = (SERVE_CHUNK + 100) as usize;
+        let image: Vec<u8> = (0..2 * piece).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&disk, &image).unwrap();
+        let plan = Plan {
+            swarm: "s".into(),
+            secret: "x".into(),
+            tracker_url: "http://t".into(),
+            peer_id: "me".into(),
+            switch_id: None,
+            size: image.len() as u64,
+            piece_size: piece as u64,
+            pieces: image.chunks(piece).map(sha256_hex).collect(),
+        };
+        let held = hold(plan, disk.clone(), 0);
+        assert!(held.piece(0).is_none(), "not held yet");
+        held.lock()[0] = true;
+        held.lock()[1] = true;
+        assert_eq!(read_all(&held, 1).unwrap().unwrap(), image[piece..]);
+        // The agent changes its disk: piece 1 no longer matches; piece 0 was kept before.
+        held.keep(0);
+        held.mark_changed();
+        let file = std::fs::OpenOptions::new().write(true).open(&disk).unwrap();
+        file.write_all_at(b"changed", piece as u64 + 10).unwrap();
+        file.write_all_at(b"changed", 10).unwrap();
+        match held.piece(0) {
+            Some(Served::Kept(bytes)) => assert_eq!(*bytes, image[..piece]),
+            other => panic!("piece 0 kept, not {other:?}"),
+        }
+        assert!(
+            read_all(&held, 1).unwrap().is_err(),
+            "a changed piece is cut"
+        );
+        assert!(held.piece(1).is_none(), "and no longer held");
     }
 
     #[test]

@@ -726,9 +726,11 @@ fn from_peers(
             return Err(error);
         }
     };
-    // The GPT is fixed for the disk's size next, in the first piece: peers get it as it was.
+    // The GPT is fixed for the disk's size next, in the first piece: peers get it as it was;
+    // other pieces are checked before they leave from now on (a config drive may land in one).
     if let Some(held) = agent.peer_swarm() {
         held.keep(0);
+        held.mark_changed();
     }
     tracing::info!(
         image = %info.id,
