@@ -391,7 +391,8 @@ fn check_raw(first: &[u8]) -> Result<(), CommandError> {
 
 /// A worker: takes the next piece, fetches it, checks and writes it, until all are held.
 fn work(swarm: &Swarm, clients: &Clients, file: &File) {
-    let mut buffer = Vec::with_capacity(swarm.plan.piece_size as usize);
+    // One byte over a piece: `read_to_end` then never grows it to find the end.
+    let mut buffer = Vec::with_capacity(swarm.plan.piece_size as usize + 1);
     loop {
         let job = {
             let mut state = swarm.lock();
