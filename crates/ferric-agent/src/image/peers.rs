@@ -238,10 +238,14 @@ pub struct Delivered {
 /// (timed out, so a slow peer is left for the conductor). A peer's certificate is its own
 /// self-signed one (auto-TLS); what it serves is checked against the manifest instead.
 struct Clients {
+    /// The conductor's: its boot file server serves the pieces and the tracker (with the
+    /// CA the agent trusts for it).
     origin: reqwest::blocking::Client,
     peers: reqwest::blocking::Client,
-    tracker: reqwest::blocking::Client,
 }
+
+/// How long the tracker may take to answer an announce.
+const TRACKER_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn clients(origin: &reqwest::blocking::Client, plan: &Plan) -> Result<Clients, CommandError> {
     let build = |builder: reqwest::blocking::ClientBuilder| {
@@ -258,11 +262,6 @@ fn clients(origin: &reqwest::blocking::Client, plan: &Plan) -> Result<Clients, C
                 .connect_timeout(Duration::from_secs(2))
                 .timeout(peer_timeout)
                 .danger_accept_invalid_certs(true),
-        )?,
-        tracker: build(
-            reqwest::blocking::Client::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .timeout(Duration::from_secs(10)),
         )?,
     })
 }
@@ -616,8 +615,9 @@ fn announce(swarm: &Swarm, clients: &Clients, want_origin: usize) -> Result<(), 
         "want_origin": want_origin,
     });
     let response = clients
-        .tracker
+        .origin
         .post(&swarm.plan.tracker_url)
+        .timeout(TRACKER_TIMEOUT)
         .bearer_auth(&swarm.plan.secret)
         .json(&body)
         .send()
