@@ -16,9 +16,9 @@
 //!   `Authorization: Bearer <secret>`): an agent says which pieces it holds (half-open index
 //!   ranges) and how many pieces it wants to take from the conductor; the answer is the other
 //!   live members with what they hold, and **origin grants** — pieces nobody holds yet, each
-//!   given to one member at a time, given again only when its holder has not reported it
-//!   after [`REGRANT_AFTER`] (it died, or is slow) — so the conductor sends each piece about
-//!   once while the members trade the rest among themselves;
+//!   given to one member at a time, given again only after [`REGRANT_AFTER`] when that
+//!   member has stopped making progress (it died, or stalled) — so the conductor sends each
+//!   piece about once while the members trade the rest among themselves;
 //! - members that stop reporting for [`MEMBER_TIMEOUT`] are left out of the answers; swarms
 //!   live as long as the process (a few kilobytes each). A cache key names one content (a
 //!   Glance image, or a URL with its checksum), so its manifest stays right even when the
@@ -46,11 +46,12 @@ use crate::DriverError;
 pub const MIN_PIECE_SIZE: u64 = 4 * 1024 * 1024;
 /// Pieces at most per image (the manifest travels inside `image_info`: 64 hex digits each).
 pub const MAX_PIECES: u64 = 2048;
-/// A piece granted from the conductor is granted again after this long without its holder
-/// reporting it.
+/// A piece granted from the conductor is granted again after this long, unless the member it
+/// was granted to is alive and has reported a new piece within this long (it is working
+/// through its grants: on a slow machine a grant can wait its turn longer than this).
 pub const REGRANT_AFTER: Duration = Duration::from_secs(10);
 /// A member silent this long is left out of the peer lists.
-pub const MEMBER_TIMEOUT: Duration = Duration::from_secs(30);
+pub const MEMBER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Origin grants at most per announce.
 const MAX_GRANTS: usize = 16;
 
@@ -176,6 +177,15 @@ struct Member {
     switch_id: Option<String>,
     have: Ranges,
     seen: Instant,
+    /// When it last reported more pieces than before.
+    progress_at: Instant,
+}
+
+fn piece_count(ranges: &Ranges) -> usize {
+    ranges
+        .iter()
+        .map(|[start, end]| end.saturating_sub(*start))
+        .sum()
 }
 
 struct Swarm {
@@ -183,8 +193,8 @@ struct Swarm {
     secret: String,
     manifest: Arc<Manifest>,
     members: HashMap<String, Member>,
-    /// Per piece: when it was last granted from the conductor.
-    granted: Vec<Option<Instant>>,
+    /// Per piece: to whom and when it was last granted from the conductor.
+    granted: Vec<Option<(String, Instant)>>,
 }
 
 impl Swarm {
@@ -194,18 +204,28 @@ impl Swarm {
         })
     }
 
-    fn grant(&mut self, asker: &Ranges, wanted: usize, now: Instant) -> Vec<usize> {
+    /// Whether `member` is alive and reported a new piece within [`REGRANT_AFTER`].
+    fn progressing(&self, member: &str, now: Instant) -> bool {
+        self.members.get(member).is_some_and(|member| {
+            now.duration_since(member.seen) < MEMBER_TIMEOUT
+                && now.duration_since(member.progress_at) < REGRANT_AFTER
+        })
+    }
+
+    fn grant(&mut self, asker: &str, have: &Ranges, wanted: usize, now: Instant) -> Vec<usize> {
         let mut origin = Vec::new();
         for piece in 0..self.manifest.count() {
             if origin.len() >= wanted.min(MAX_GRANTS) {
                 break;
             }
-            let open = match self.granted[piece] {
+            let open = match &self.granted[piece] {
                 None => true,
-                Some(at) => now.duration_since(at) >= REGRANT_AFTER,
+                Some((holder, at)) => {
+                    now.duration_since(*at) >= REGRANT_AFTER && !self.progressing(holder, now)
+                }
             };
-            if open && !ranges_contain(asker, piece) && !self.held_by_anyone(piece, now) {
-                self.granted[piece] = Some(now);
+            if open && !ranges_contain(have, piece) && !self.held_by_anyone(piece, now) {
+                self.granted[piece] = Some((asker.to_owned(), now));
                 origin.push(piece);
             }
         }
@@ -321,6 +341,7 @@ impl Swarms {
                 switch_id: joiner.switch_id.map(str::to_owned),
                 have: Vec::new(),
                 seen: Instant::now(),
+                progress_at: Instant::now(),
             },
         );
         tracing::info!(
@@ -370,9 +391,12 @@ impl Swarms {
             .members
             .get_mut(&announce.peer)
             .ok_or_else(|| TrackerError::UnknownMember(announce.peer.clone()))?;
+        if piece_count(&announce.have) > piece_count(&member.have) {
+            member.progress_at = now;
+        }
         member.have = announce.have.clone();
         member.seen = now;
-        let origin = swarm.grant(&announce.have, announce.want_origin, now);
+        let origin = swarm.grant(&announce.peer, &announce.have, announce.want_origin, now);
         let peers = swarm
             .members
             .iter()

@@ -153,3 +153,42 @@ fn a_deploy_may_say_otherwise_than_the_site() {
     let refused = wanted(&node, false).unwrap_err().to_string();
     assert!(refused.contains("image_peer_delivery"), "{refused}");
 }
+
+#[tokio::test]
+async fn a_grant_moves_only_from_a_member_that_stopped_making_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image(dir.path(), MIN_PIECE_SIZE as usize * 4);
+    let swarms = Swarms::default();
+    let a = swarms
+        .join("k", &path, joiner("a", None), "http://boot")
+        .await
+        .unwrap();
+    swarms
+        .join("k", &path, joiner("b", None), "http://boot")
+        .await
+        .unwrap();
+    let (id, secret) = (a["swarm"].as_str().unwrap(), a["secret"].as_str().unwrap());
+    let ask = |peer: &str, have: Ranges| Announce {
+        peer: peer.to_owned(),
+        have,
+        want_origin: 2,
+    };
+    assert_eq!(
+        swarms
+            .announce(id, secret, ask("a", vec![]))
+            .unwrap()
+            .origin,
+        vec![0, 1]
+    );
+    let mut all = swarms.lock();
+    let swarm = all.get_mut(id).unwrap();
+    let later = Instant::now() + REGRANT_AFTER + Duration::from_secs(1);
+    // a has just reported a new piece: its grants stay its own.
+    swarm.members.get_mut("a").unwrap().progress_at = later;
+    swarm.members.get_mut("a").unwrap().seen = later;
+    assert_eq!(swarm.grant("b", &vec![], 2, later), vec![2, 3]);
+    // a stalls: its grants go to b.
+    let stalled = later + REGRANT_AFTER + Duration::from_secs(1);
+    swarm.members.get_mut("a").unwrap().seen = stalled;
+    assert_eq!(swarm.grant("b", &vec![], 4, stalled), vec![0, 1, 2, 3]);
+}

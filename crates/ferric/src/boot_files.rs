@@ -95,10 +95,21 @@ async fn serve(files: ServeDir, tokens: PathBuf, request: Request) -> Response {
             Ok(response) => response.into_response(),
             Err(never) => match never {},
         },
-        Target::Token(token) => match ServeFile::new(tokens.join(token)).oneshot(request).await {
-            Ok(response) => response.into_response(),
-            Err(never) => match never {},
-        },
+        Target::Token(token) => {
+            // What each deploy took from the cache (the lab's peer suite sums these): a prefix
+            // of the token only, which is a credential while its deploy runs.
+            let range = request
+                .headers()
+                .get(axum::http::header::RANGE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("whole")
+                .to_owned();
+            tracing::info!(token = %&token[..8], %range, "image cache token served");
+            match ServeFile::new(tokens.join(token)).oneshot(request).await {
+                Ok(response) => response.into_response(),
+                Err(never) => match never {},
+            }
+        }
         Target::Hidden => StatusCode::NOT_FOUND.into_response(),
     }
 }

@@ -46,9 +46,11 @@ pub const ANNOUNCE_INTERVAL: Duration = Duration::from_millis(500);
 /// A seeder (its own image written) announces this often.
 const SEED_INTERVAL: Duration = Duration::from_secs(2);
 /// A peer's piece must start within this…
-pub const PEER_TIMEOUT_BASE: Duration = Duration::from_secs(5);
-/// …and arrive at this rate (bytes per second), or the piece comes from the conductor.
-pub const PEER_MIN_RATE: u64 = 2 * 1024 * 1024;
+pub const PEER_TIMEOUT_BASE: Duration = Duration::from_secs(10);
+/// …and arrive at this rate (bytes per second), or the piece comes from the conductor. Lax:
+/// a peer busy writing its own image on a slow CPU (the lab's emulated machines) still
+/// serves faster than this, and a dead one fails at once anyway (refused, reset).
+pub const PEER_MIN_RATE: u64 = 1024 * 1024;
 /// A piece that fails this often from the conductor fails the deploy.
 const ORIGIN_TRIES: u8 = 3;
 
