@@ -511,6 +511,20 @@ struct Place<'a> {
     target: &'a str,
 }
 
+impl Place<'_> {
+    /// The refusal of an image of `size` bytes that does not fit.
+    fn too_small_for(&self, size: u64) -> CommandError {
+        CommandError::new(
+            "ImageWriteError",
+            "Error writing image to device",
+            format!(
+                "the image ({size} bytes) is larger than {} ({} bytes)",
+                self.target, self.room
+            ),
+        )
+    }
+}
+
 /// An image written, not yet checked against its hash.
 struct Streamed {
     detected: &'static str,
@@ -546,11 +560,7 @@ fn stream(
     let mut download = Download::start(http, &info.urls, expected.algorithm)?;
     let total = download.content_length;
     if let Some(length) = total.filter(|length| *length > room) {
-        return Err(CommandError::new(
-            "ImageWriteError",
-            "Error writing image to device",
-            format!("the image ({length} bytes) is larger than {target} ({room} bytes)"),
-        ));
+        return Err(place.too_small_for(length));
     }
     let first = download.next_chunk().unwrap_or_default();
     let detected = detect_format(&first);
@@ -685,14 +695,7 @@ fn from_peers(
 ) -> Result<Streamed, CommandError> {
     let size = plan.size;
     if size > place.room {
-        return Err(CommandError::new(
-            "ImageWriteError",
-            "Error writing image to device",
-            format!(
-                "the image ({size} bytes) is larger than {} ({} bytes)",
-                place.target, place.room
-            ),
-        ));
+        return Err(place.too_small_for(size));
     }
     let swarm = plan.swarm.clone();
     let held = peers::hold(plan, place.disk.path.clone(), place.base);
